@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * hy_shared.h: definitions shared by the host C code and the OpenCL kernels.
+ * Must stay valid both as C11 and as OpenCL C 1.2: no host types, no includes.
+ *
+ * Device node record (2 float4 = 32 bytes per node), particles first:
+ *   node[2*i]   = (x, y, z, m)            position relative to the tree centre, mass
+ *   node[2*i+1] = (r_b^2, b_max, next, more)  next/more stored as int bits
+ * Nodes 0 .. n_part-1 are particles (r_b^2 = b_max = 0, more = HY_NONE),
+ * nodes n_part .. are cells. */
+#ifndef HY_SHARED_H
+#define HY_SHARED_H
+
+#define HY_NONE (-1)
+
+/* Walk weight variants (HY_WALK_MODE build option of walk.cl). */
+#define HY_WALK_FULL 0     /* weight 1: normal tree, potential, tests           */
+#define HY_WALK_HARD 1     /* weight K(r), nodes beyond R2 + b_max skipped      */
+#define HY_WALK_SPLIT 2    /* two accumulators: K(r) (hard) and 1 - K(r) (soft) */
+#define HY_WALK_SOFTSTEP 3 /* weight n - (n - 1) K(r): the soft-step kick       */
+#define HY_WALK_NMODES 4
+
+/* Per-work-item counters written by the walk kernel. */
+#define HY_COUNT_PP 0 /* particle-particle interactions */
+#define HY_COUNT_PC 1 /* particle-cell interactions     */
+#define HY_COUNT_N 2
+
+#endif

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * walk.cl: stackless Barnes-Hut tree walk (Nakasato 2012, OTOO) with n_vec
+ * sinks per work-item, the absolute MAC (Warren & Salmon 1993; Watanabe &
+ * Nakasato eq 5, 11) and the hard/soft force split by the DLL kernel K(r)
+ * (Watanabe & Nakasato eq 7-10).
+ *
+ * Build options (all required unless a default is given):
+ *   -D HY_WALK_MODE=m  HY_WALK_FULL | HY_WALK_HARD | HY_WALK_SPLIT | HY_WALK_SOFTSTEP
+ *   -D HY_WALK_POT=p   1: also accumulate the softened potential (weight 1)
+ *   -D HY_NVEC=v       sinks per work-item (default 4)
+ * Work-group size: any; one work-item handles sinks [v*gid, v*gid + v).
+ *
+ * Tree layout: see hy_shared.h. Particles are nodes 0 .. n_part-1. A node is
+ * opened when r_b^2 > min_k |sink_k - COM|^2; accepted cells and particles
+ * interact as softened point masses. In HY_WALK_HARD a node is skipped when
+ * min_k |sink_k - COM| >= R2 + b_max (K = 0 for everything inside it). */
+#ifndef HY_SHARED_H
+#include "hy_shared.h"
+#endif
+
+#ifndef HY_WALK_MODE
+#error "HY_WALK_MODE must be defined"
+#endif
+#ifndef HY_WALK_POT
+#define HY_WALK_POT 0
+#endif
+#ifndef HY_NVEC
+#define HY_NVEC 4
+#endif
+
+/* DLL switching kernel: 1 for r <= R1, 0 for r >= R2, C2 in between. */
+inline float hy_dll_k(float d2, float r1, float r2, float inv_dr) {
+  if (d2 <= r1 * r1) return 1.0f;
+  if (d2 >= r2 * r2) return 0.0f;
+  float y = (r2 - sqrt(d2)) * inv_dr;
+  y = y * y;
+  return y * y * y * (10.0f + y * (-15.0f + 6.0f * y));
+}
+
+__kernel void hy_walk(__global const float4 *node, const int n_part, const int root,
+                      __global const float4 *sink, const int n_sink, const int self_base,
+                      const float eps2, const float r1, const float r2, const float inv_dr,
+                      const float n_ratio, __global float4 *out0, __global float4 *out1,
+                      __global uint *counts) {
+  const int gid = (int)get_global_id(0);
+  const int first = gid * HY_NVEC;
+  if (first >= n_sink) return;
+
+  float3 s[HY_NVEC];
+  float3 a0[HY_NVEC];
+#if HY_WALK_MODE == HY_WALK_SPLIT
+  float3 a1[HY_NVEC];
+#endif
+#if HY_WALK_POT
+  float pot[HY_NVEC];
+#endif
+  int self[HY_NVEC];
+  int n_valid = min(HY_NVEC, n_sink - first);
+  for (int k = 0; k < HY_NVEC; k++) {
+    int j = first + min(k, n_valid - 1); /* padding sinks repeat the last one */
+    s[k] = sink[j].xyz;
+    a0[k] = (float3)(0.0f);
+#if HY_WALK_MODE == HY_WALK_SPLIT
+    a1[k] = (float3)(0.0f);
+#endif
+#if HY_WALK_POT
+    pot[k] = 0.0f;
+#endif
+    self[k] = (self_base >= 0 && k < n_valid) ? self_base + first + k : HY_NONE;
+  }
+  uint n_pp = 0, n_pc = 0;
+#if HY_WALK_MODE == HY_WALK_HARD
+  const float r2sq = r2 * r2;
+#endif
+
+  int cur = root;
+  while (cur != HY_NONE) {
+    const float4 p = node[2 * cur];
+    const float4 q = node[2 * cur + 1];
+    float3 dx[HY_NVEC];
+    float d2[HY_NVEC];
+    float d2min = INFINITY;
+    for (int k = 0; k < HY_NVEC; k++) {
+      dx[k] = p.xyz - s[k];
+      d2[k] = dot(dx[k], dx[k]);
+      d2min = fmin(d2min, d2[k]);
+    }
+    const int is_part = cur < n_part;
+#if HY_WALK_MODE == HY_WALK_HARD
+    {
+      const float lim = r2 + q.y; /* b_max is 0 for particles */
+      if (d2min >= (is_part ? r2sq : lim * lim)) {
+        cur = as_int(q.z);
+        continue;
+      }
+    }
+#endif
+    if (!is_part && q.x > d2min) { /* open the cell */
+      cur = as_int(q.w);
+      continue;
+    }
+    /* interact with the particle or the accepted cell's monopole */
+    for (int k = 0; k < HY_NVEC; k++) {
+      const float r2s = d2[k] + eps2;
+      if (cur == self[k] || r2s <= 0.0f) continue;
+      const float rinv = rsqrt(r2s);
+      const float mr = p.w * rinv;
+      const float mr3 = mr * rinv * rinv;
+#if HY_WALK_MODE == HY_WALK_FULL
+      a0[k] += mr3 * dx[k];
+#elif HY_WALK_MODE == HY_WALK_HARD
+      a0[k] += (hy_dll_k(d2[k], r1, r2, inv_dr) * mr3) * dx[k];
+#elif HY_WALK_MODE == HY_WALK_SPLIT
+      const float kk = hy_dll_k(d2[k], r1, r2, inv_dr);
+      a0[k] += (kk * mr3) * dx[k];
+      a1[k] += ((1.0f - kk) * mr3) * dx[k];
+#elif HY_WALK_MODE == HY_WALK_SOFTSTEP
+      const float kk = hy_dll_k(d2[k], r1, r2, inv_dr);
+      a0[k] += ((n_ratio - (n_ratio - 1.0f) * kk) * mr3) * dx[k];
+#else
+#error "unknown HY_WALK_MODE"
+#endif
+#if HY_WALK_POT
+      pot[k] -= mr;
+#endif
+    }
+    if (is_part)
+      n_pp += (uint)n_valid;
+    else
+      n_pc += (uint)n_valid;
+    cur = as_int(q.z);
+  }
+
+  for (int k = 0; k < n_valid; k++) {
+#if HY_WALK_POT
+    out0[first + k] = (float4)(a0[k], pot[k]);
+#else
+    out0[first + k] = (float4)(a0[k], 0.0f);
+#endif
+#if HY_WALK_MODE == HY_WALK_SPLIT
+    out1[first + k] = (float4)(a1[k], 0.0f);
+#endif
+  }
+  counts[HY_COUNT_N * gid + HY_COUNT_PP] = n_pp;
+  counts[HY_COUNT_N * gid + HY_COUNT_PC] = n_pc;
+}

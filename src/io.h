@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * io.h: initial conditions in, snapshots out.
+ * Owns the file formats: Gadget-style HDF5 (layout of doc/output.md), Gadget
+ * binary format 1 and 2 (either endianness, float or double, 32- or 64-bit
+ * IDs). Writers are atomic: temporary name, fsync, rename, fsync of the
+ * directory; a failed write leaves no partial file and any earlier file with
+ * the same name untouched. Knows nothing of trees, devices or MPI. */
+#ifndef HY_IO_H
+#define HY_IO_H
+
+#include <stdint.h>
+
+#include "log.h"
+#include "part.h"
+
+enum hy_ic_format {
+  HY_FMT_AUTO = 0,
+  HY_FMT_HDF5,
+  HY_FMT_GADGET1,
+  HY_FMT_GADGET2,
+};
+
+/** Optional snapshot fields (bit mask). */
+#define HY_FIELD_ACC 1u /**< Acceleration (total = hard + soft) */
+#define HY_FIELD_POT 2u /**< Potential (softened, per unit mass) */
+
+/** Unit metadata written to /Units (cgs values of one code unit). */
+struct hy_units {
+  double length_cm;
+  double mass_g;
+  double velocity_cm_per_s;
+};
+
+/** What a snapshot records besides the particles. */
+struct hy_snap_info {
+  double time;                /**< simulation time [code units] */
+  unsigned fields;            /**< HY_FIELD_* mask of optional fields to write */
+  struct hy_units units;      /**< unit metadata */
+  double gravity_constant;    /**< G in code units (written as an attribute) */
+  double softening;           /**< Plummer softening used (attribute) */
+  const char *params_text;    /**< optional: run parameters, stored as /RunParameters attributes; may be NULL */
+};
+
+/** Parse a format name ("auto", "hdf5", "gadget1", "gadget2"); -1 if unknown. */
+int hy_io_format_parse(const char *name, enum hy_ic_format *out);
+const char *hy_io_format_name(enum hy_ic_format f);
+
+/** Detect the format of a file from its first bytes (HDF5 signature, Gadget-1
+ *  record marker 256 in either byte order, Gadget-2 "HEAD" block).
+ *  Returns 0 and sets *out, or -1 with a message naming the file. */
+int hy_io_detect_format(const char *path, enum hy_ic_format *out, struct hy_err *err);
+
+/** Read initial conditions into p (p must be initialised; it is resized).
+ *  Particles are stored type by type (0..5) in file order; IDs are kept
+ *  (HDF5 files without ParticleIDs get 1..N). Masses come from the mass table
+ *  or the per-particle mass block/dataset. *time is the header time.
+ *  Validates: N > 0, finite positions, velocities and masses, masses > 0;
+ *  the message names the file and, for bad particles, the particle ID and index.
+ *  Returns 0, or -1 with err set (p is then left empty). */
+int hy_io_read_ic(const char *path, enum hy_ic_format fmt, struct hy_part *p, double *time,
+                  struct hy_err *err);
+
+/** Write a Gadget-style HDF5 snapshot (one file) atomically.
+ *  Groups PartType0..5 hold the particles of that type, in the order of p. */
+int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_snap_info *info,
+                     struct hy_err *err);
+
+/** Write a Gadget binary file (format 1 or 2) atomically: used by tests and by
+ *  `hytree ic -o FILE` with a .gadget/.dat name. double_prec selects 8-byte
+ *  positions/velocities/masses, big_endian the byte order, id64 64-bit IDs.
+ *  use_mass_table: put a type's mass into the header when all its particles
+ *  share it (then no MASS entries for that type). */
+struct hy_gadget_opts {
+  int format;         /**< 1 or 2 */
+  int double_prec;
+  int big_endian;
+  int id64;
+  int use_mass_table;
+};
+int hy_io_write_gadget(const char *path, const struct hy_part *p, double time,
+                       const struct hy_gadget_opts *opts, struct hy_err *err);
+
+/** Durable atomic publication helpers (also used for params-used.txt):
+ *  hy_io_tmpname builds "<path>.tmp.<pid>"; hy_io_publish fsyncs the temporary
+ *  file, renames it over path and fsyncs the directory. */
+int hy_io_tmpname(const char *path, char *buf, size_t size);
+int hy_io_publish(const char *tmp, const char *path, struct hy_err *err);
+/** Write a whole text buffer atomically to path. */
+int hy_io_write_text_atomic(const char *path, const char *text, struct hy_err *err);
+
+#endif

@@ -1,0 +1,1 @@
+# IO and IC sources (owned by the io/ic modules).

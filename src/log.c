@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * log.c: see log.h. */
+#include "config.h"
+
+#include "log.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int log_rank = 0;
+static int log_size = 1;
+static int log_quiet = 0;
+static double log_t0 = 0.0;
+
+double hy_wtime(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0.0;
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void hy_log_init(int rank, int size) {
+  log_rank = rank;
+  log_size = size;
+  log_t0 = hy_wtime();
+}
+
+int hy_log_rank(void) { return log_rank; }
+int hy_log_size(void) { return log_size; }
+double hy_log_elapsed(void) { return hy_wtime() - log_t0; }
+void hy_log_set_quiet(int quiet) { log_quiet = quiet; }
+
+void hy_msg(const char *fmt, ...) {
+  if (log_rank != 0 || log_quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stdout, fmt, ap);
+  va_end(ap);
+  fputc('\n', stdout);
+  fflush(stdout);
+}
+
+void hy_msg_all(const char *fmt, ...) {
+  if (log_quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  if (log_size > 1) fprintf(stdout, "[%d] ", log_rank);
+  vfprintf(stdout, fmt, ap);
+  va_end(ap);
+  fputc('\n', stdout);
+  fflush(stdout);
+}
+
+void hy_warn(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fflush(stdout);
+  if (log_size > 1)
+    fprintf(stderr, "hytree: warning: [rank %d] ", log_rank);
+  else
+    fputs("hytree: warning: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  fflush(stderr);
+}
+
+void hy_die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fflush(stdout);
+  if (log_size > 1)
+    fprintf(stderr, "hytree: error: [rank %d] ", log_rank);
+  else
+    fputs("hytree: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  fflush(stderr);
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (inited && !finalized && log_size > 1) MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE);
+  if (inited && !finalized) MPI_Finalize();
+  exit(EXIT_FAILURE);
+}
+
+int hy_err_set(struct hy_err *err, const char *fmt, ...) {
+  if (!err) return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+  va_end(ap);
+  return -1;
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * part.c: see part.h. */
+#include "config.h"
+
+#include "part.h"
+
+#include <string.h>
+
+#include "alloc.h"
+
+void hy_part_init(struct hy_part *p) { memset(p, 0, sizeof *p); }
+
+void hy_part_reserve(struct hy_part *p, size_t n) {
+  if (n <= p->n_alloc) return;
+  size_t old = p->n_alloc;
+  p->pos = hy_realloc("particle positions", p->pos, hy_size_mul_or_die(n, 3, "particles"), sizeof(double));
+  p->vel = hy_realloc("particle velocities", p->vel, n * 3, sizeof(double));
+  p->acc = hy_realloc("particle accelerations", p->acc, n * 3, sizeof(double));
+  p->acc_w = hy_realloc("particle kick accelerations", p->acc_w, n * 3, sizeof(double));
+  p->mass = hy_realloc("particle masses", p->mass, n, sizeof(double));
+  p->pot = hy_realloc("particle potentials", p->pot, n, sizeof(double));
+  p->id = hy_realloc("particle IDs", p->id, n, sizeof(uint64_t));
+  p->type = hy_realloc("particle types", p->type, n, sizeof(uint8_t));
+  size_t k = n - old;
+  memset(p->pos + 3 * old, 0, 3 * k * sizeof(double));
+  memset(p->vel + 3 * old, 0, 3 * k * sizeof(double));
+  memset(p->acc + 3 * old, 0, 3 * k * sizeof(double));
+  memset(p->acc_w + 3 * old, 0, 3 * k * sizeof(double));
+  memset(p->mass + old, 0, k * sizeof(double));
+  memset(p->pot + old, 0, k * sizeof(double));
+  memset(p->id + old, 0, k * sizeof(uint64_t));
+  memset(p->type + old, 0, k * sizeof(uint8_t));
+  p->n_alloc = n;
+}
+
+void hy_part_resize(struct hy_part *p, size_t n) {
+  hy_part_reserve(p, n);
+  p->n = n;
+}
+
+void hy_part_free(struct hy_part *p) {
+  hy_free(p->pos);
+  hy_free(p->vel);
+  hy_free(p->acc);
+  hy_free(p->acc_w);
+  hy_free(p->mass);
+  hy_free(p->pot);
+  hy_free(p->id);
+  hy_free(p->type);
+  hy_part_init(p);
+}
+
+#define PERMUTE_ARRAY(T, arr, width)                                    \
+  do {                                                                  \
+    T *tmp_ = hy_malloc("permutation buffer", n * (width), sizeof(T)); \
+    for (size_t i_ = 0; i_ < n; i_++)                                   \
+      for (size_t k_ = 0; k_ < (width); k_++)                           \
+        tmp_[i_ * (width) + k_] = (arr)[perm[i_] * (width) + k_];       \
+    memcpy((arr), tmp_, n * (width) * sizeof(T));                       \
+    hy_free(tmp_);                                                      \
+  } while (0)
+
+void hy_part_permute(struct hy_part *p, const size_t *perm) {
+  size_t n = p->n;
+  if (n == 0) return;
+  PERMUTE_ARRAY(double, p->pos, 3);
+  PERMUTE_ARRAY(double, p->vel, 3);
+  PERMUTE_ARRAY(double, p->acc, 3);
+  PERMUTE_ARRAY(double, p->acc_w, 3);
+  PERMUTE_ARRAY(double, p->mass, 1);
+  PERMUTE_ARRAY(double, p->pot, 1);
+  PERMUTE_ARRAY(uint64_t, p->id, 1);
+  PERMUTE_ARRAY(uint8_t, p->type, 1);
+}
+
+void hy_part_copy(struct hy_part *dst, const struct hy_part *src) {
+  hy_part_init(dst);
+  hy_part_resize(dst, src->n);
+  size_t n = src->n;
+  if (n == 0) return;
+  memcpy(dst->pos, src->pos, 3 * n * sizeof(double));
+  memcpy(dst->vel, src->vel, 3 * n * sizeof(double));
+  memcpy(dst->acc, src->acc, 3 * n * sizeof(double));
+  memcpy(dst->acc_w, src->acc_w, 3 * n * sizeof(double));
+  memcpy(dst->mass, src->mass, n * sizeof(double));
+  memcpy(dst->pot, src->pot, n * sizeof(double));
+  memcpy(dst->id, src->id, n * sizeof(uint64_t));
+  memcpy(dst->type, src->type, n * sizeof(uint8_t));
+}
+
+double hy_part_total_mass(const struct hy_part *p) {
+  double m = 0.0;
+  for (size_t i = 0; i < p->n; i++) m += p->mass[i];
+  return m;
+}

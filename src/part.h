@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * part.h: the particle set (structure of arrays). Owns allocation, growth and
+ * the one place where particles are reordered (hy_part_permute). Knows nothing
+ * of trees, devices or files. */
+#ifndef HY_PART_H
+#define HY_PART_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HY_NTYPES 6 /**< Gadget particle types 0..5 */
+
+struct hy_part {
+  size_t n;       /**< number of particles */
+  size_t n_alloc; /**< capacity of every array */
+  double *pos;    /**< positions, 3 per particle [length] */
+  double *vel;    /**< velocities, 3 per particle [length/time] */
+  double *mass;   /**< masses [mass] */
+  uint64_t *id;   /**< particle IDs, preserved from the ICs */
+  uint8_t *type;  /**< Gadget particle type 0..5 */
+  double *acc;    /**< total acceleration (hard + soft), 3 per particle */
+  double *pot;    /**< softened potential per unit mass */
+  double *acc_w;  /**< acceleration used by the kicks (a_hard + n a_soft at soft steps) */
+};
+
+/** Initialise an empty set (no allocation). */
+void hy_part_init(struct hy_part *p);
+/** Make room for n particles, keeping the first min(n, p->n) entries. */
+void hy_part_reserve(struct hy_part *p, size_t n);
+/** Resize to n particles (new entries zeroed). */
+void hy_part_resize(struct hy_part *p, size_t n);
+void hy_part_free(struct hy_part *p);
+/** Reorder all arrays: new particle i is old particle perm[i]. */
+void hy_part_permute(struct hy_part *p, const size_t *perm);
+/** Deep copy. */
+void hy_part_copy(struct hy_part *dst, const struct hy_part *src);
+/** Sum of masses. */
+double hy_part_total_mass(const struct hy_part *p);
+
+#endif

@@ -1,0 +1,1 @@
+# IO and IC tests (owned by the io/ic modules).

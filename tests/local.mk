@@ -1,0 +1,17 @@
+# Tests: run by `make check` through automake's parallel harness.
+# Exit codes: 0 pass, 77 skip, 99 hard error.
+TEST_EXTENSIONS = .sh
+SH_LOG_COMPILER = $(SHELL)
+AM_TESTS_ENVIRONMENT = \
+	top_builddir='$(abs_top_builddir)'; top_srcdir='$(abs_top_srcdir)'; \
+	HYTREE='$(abs_top_builddir)/hytree$(EXEEXT)'; \
+	MPIEXEC='$(MPIEXEC)'; MPIEXEC_PREFLAGS='$(MPIEXEC_PREFLAGS)'; \
+	POCL_CACHE_DIR='$(abs_top_builddir)/tests/pocl-cache'; \
+	POCL_CPU_MAX_CU_COUNT=2; POCL_MAX_PTHREAD_COUNT=2; \
+	OMPI_MCA_rmaps_base_oversubscribe=1; \
+	export top_builddir top_srcdir HYTREE MPIEXEC MPIEXEC_PREFLAGS POCL_CACHE_DIR \
+	  POCL_CPU_MAX_CU_COUNT POCL_MAX_PTHREAD_COUNT OMPI_MCA_rmaps_base_oversubscribe;
+EXTRA_DIST += tests/hy_test.h
+HY_TESTLIBS = src/libhytree.a $(HY_LIBS)
+
+include tests/io.mk
