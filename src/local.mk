@@ -12,3 +12,4 @@ hytree_SOURCES = src/main.c
 hytree_LDADD = src/libhytree.a $(HY_LIBS)
 
 include src/io.mk
+include src/params.mk

@@ -15,3 +15,4 @@ EXTRA_DIST += tests/hy_test.h
 HY_TESTLIBS = src/libhytree.a $(HY_LIBS)
 
 include tests/io.mk
+include tests/params.mk

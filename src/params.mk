@@ -1,0 +1,1 @@
+# parameter parser sources
