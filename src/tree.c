@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * tree.c: see tree.h. Algorithms: Morton keys by bit interleaving, LSD radix
+ * sort with 16-bit digits (threaded histograms), top-down build over sorted
+ * key ranges (Nakasato 2012; Nakasato et al., OTOO), bottom-up moments with
+ * the exact parallel-axis rule for B2, r_b from Warren & Salmon (1993) as in
+ * Watanabe & Nakasato eq 5-6. */
+#include "config.h"
+
+#include "tree.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "hy_shared.h"
+
+void hy_tree_init(struct hy_tree *t) { memset(t, 0, sizeof *t); }
+
+void hy_tree_free(struct hy_tree *t) {
+  hy_free(t->key);
+  hy_free(t->next);
+  hy_free(t->more);
+  hy_free(t->cm);
+  hy_free(t->mass);
+  hy_free(t->b2);
+  hy_free(t->bmax);
+  hy_free(t->rb);
+  hy_free(t->first);
+  hy_free(t->count);
+  hy_tree_init(t);
+}
+
+/* ---------------------------------------------------------------- keys */
+
+/* Spread the low 21 bits of v so that bit i moves to bit 3i. */
+static uint64_t spread3(uint64_t v) {
+  v &= 0x1fffffULL;
+  v = (v | (v << 32)) & 0x001f00000000ffffULL;
+  v = (v | (v << 16)) & 0x001f0000ff0000ffULL;
+  v = (v | (v << 8)) & 0x100f00f00f00f00fULL;
+  v = (v | (v << 4)) & 0x10c30c30c30c30c3ULL;
+  v = (v | (v << 2)) & 0x1249249249249249ULL;
+  return v;
+}
+
+static uint64_t grid_coord(double x, double lo, double scale) {
+  const double max = (double)((1u << HY_KEY_BITS) - 1);
+  double u = (x - lo) * scale;
+  if (!(u >= 0.0)) return 0; /* also catches NaN */
+  if (u >= max) return (uint64_t)max;
+  return (uint64_t)u;
+}
+
+uint64_t hy_tree_key(const double x[3], const double centre[3], double half) {
+  const double scale = (double)(1u << HY_KEY_BITS) / (2.0 * half);
+  uint64_t ix = grid_coord(x[0], centre[0] - half, scale);
+  uint64_t iy = grid_coord(x[1], centre[1] - half, scale);
+  uint64_t iz = grid_coord(x[2], centre[2] - half, scale);
+  return (spread3(ix) << 2) | (spread3(iy) << 1) | spread3(iz);
+}
+
+void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half) {
+  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  for (size_t i = 0; i < p->n; i++)
+    for (int d = 0; d < 3; d++) {
+      double x = p->pos[3 * i + d];
+      if (x < lo[d]) lo[d] = x;
+      if (x > hi[d]) hi[d] = x;
+    }
+  double h = 0.0;
+  for (int d = 0; d < 3; d++) {
+    if (p->n == 0) lo[d] = hi[d] = 0.0;
+    centre[d] = 0.5 * (lo[d] + hi[d]);
+    if (hi[d] - lo[d] > h) h = hi[d] - lo[d];
+  }
+  h *= 0.5;
+  /* enlarge so that the extreme particles fall strictly inside */
+  double mag = fmax(fmax(fabs(centre[0]), fabs(centre[1])), fabs(centre[2]));
+  h = h * (1.0 + 1e-6) + 1e-12 * (mag + h) + 1e-300;
+  *half = h;
+}
+
+/* ---------------------------------------------------------- radix sort */
+
+struct key_job {
+  const struct hy_part *p;
+  uint64_t *key;
+  uint32_t *idx;
+  const double *centre;
+  double half;
+};
+
+static void key_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct key_job *j = arg;
+  for (size_t i = b; i < e; i++) {
+    j->key[i] = hy_tree_key(j->p->pos + 3 * i, j->centre, j->half);
+    j->idx[i] = (uint32_t)i;
+  }
+}
+
+#define RADIX_BITS 16
+#define RADIX_SIZE (1u << RADIX_BITS)
+
+struct radix_job {
+  const uint64_t *src_key;
+  const uint32_t *src_idx;
+  uint64_t *dst_key;
+  uint32_t *dst_idx;
+  size_t *hist; /* n_chunks x RADIX_SIZE */
+  size_t chunk;
+  size_t n;
+  int shift;
+};
+
+static void radix_hist_body(void *arg, size_t b, size_t e, int tid) {
+  (void)b;
+  (void)e;
+  struct radix_job *j = arg;
+  size_t *h = j->hist + (size_t)tid * RADIX_SIZE;
+  memset(h, 0, RADIX_SIZE * sizeof *h);
+  size_t lo = (size_t)tid * j->chunk, hi = lo + j->chunk;
+  if (hi > j->n) hi = j->n;
+  for (size_t i = lo; i < hi; i++) h[(j->src_key[i] >> j->shift) & (RADIX_SIZE - 1)]++;
+}
+
+static void radix_scatter_body(void *arg, size_t b, size_t e, int tid) {
+  (void)b;
+  (void)e;
+  struct radix_job *j = arg;
+  size_t *off = j->hist + (size_t)tid * RADIX_SIZE;
+  size_t lo = (size_t)tid * j->chunk, hi = lo + j->chunk;
+  if (hi > j->n) hi = j->n;
+  for (size_t i = lo; i < hi; i++) {
+    size_t d = (j->src_key[i] >> j->shift) & (RADIX_SIZE - 1);
+    size_t o = off[d]++;
+    j->dst_key[o] = j->src_key[i];
+    j->dst_idx[o] = j->src_idx[i];
+  }
+}
+
+static int cmp_key_idx(const void *a, const void *b) {
+  const uint64_t *x = a, *y = b; /* pairs (key, idx) */
+  if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+  return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* Sort (key, idx) by key, stable in idx. Result in key/idx. */
+static void sort_keys(uint64_t *key, uint32_t *idx, size_t n, struct hy_pool *pool) {
+  if (n < 4096) {
+    uint64_t *pairs = hy_malloc("key sort", n, 2 * sizeof(uint64_t));
+    for (size_t i = 0; i < n; i++) {
+      pairs[2 * i] = key[i];
+      pairs[2 * i + 1] = idx[i];
+    }
+    qsort(pairs, n, 2 * sizeof(uint64_t), cmp_key_idx);
+    for (size_t i = 0; i < n; i++) {
+      key[i] = pairs[2 * i];
+      idx[i] = (uint32_t)pairs[2 * i + 1];
+    }
+    hy_free(pairs);
+    return;
+  }
+  int nt = hy_pool_size(pool);
+  size_t chunk = (n + (size_t)nt - 1) / (size_t)nt;
+  if (chunk < 65536) chunk = 65536;
+  int n_chunks = (int)((n + chunk - 1) / chunk);
+  uint64_t *tkey = hy_malloc("key sort", n, sizeof(uint64_t));
+  uint32_t *tidx = hy_malloc("key sort", n, sizeof(uint32_t));
+  size_t *hist = hy_malloc("key sort histogram", (size_t)n_chunks * RADIX_SIZE, sizeof(size_t));
+  struct radix_job j = {.hist = hist, .chunk = chunk, .n = n};
+  uint64_t *ck = key, *ok = tkey;
+  uint32_t *ci = idx, *oi = tidx;
+  for (int shift = 0; shift < 64; shift += RADIX_BITS) {
+    j.src_key = ck;
+    j.src_idx = ci;
+    j.dst_key = ok;
+    j.dst_idx = oi;
+    j.shift = shift;
+    hy_pool_for(pool, (size_t)n_chunks, 1, radix_hist_body, &j);
+    /* skip a pass in which every key has the same digit */
+    size_t total_first = 0;
+    size_t d0 = (ck[0] >> shift) & (RADIX_SIZE - 1);
+    for (int c = 0; c < n_chunks; c++) total_first += hist[(size_t)c * RADIX_SIZE + d0];
+    if (total_first == n) continue;
+    size_t run = 0;
+    for (size_t d = 0; d < RADIX_SIZE; d++)
+      for (int c = 0; c < n_chunks; c++) {
+        size_t *h = hist + (size_t)c * RADIX_SIZE + d;
+        size_t cnt = *h;
+        *h = run;
+        run += cnt;
+      }
+    hy_pool_for(pool, (size_t)n_chunks, 1, radix_scatter_body, &j);
+    uint64_t *tk = ck;
+    ck = ok;
+    ok = tk;
+    uint32_t *ti = ci;
+    ci = oi;
+    oi = ti;
+  }
+  if (ck != key) {
+    memcpy(key, ck, n * sizeof *key);
+    memcpy(idx, ci, n * sizeof *idx);
+  }
+  hy_free(tkey);
+  hy_free(tidx);
+  hy_free(hist);
+}
+
+static void reserve_particles(struct hy_tree *t, size_t n) {
+  if (n <= t->n_part_alloc && t->key) return;
+  size_t cap = n + n / 8 + 16;
+  t->key = hy_realloc("tree keys", t->key, cap, sizeof(uint64_t));
+  t->n_part_alloc = cap;
+}
+
+void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
+  size_t n = p->n;
+  if (n > (size_t)INT32_MAX / 2) hy_die("tree: %zu particles exceed the 32-bit node index range", n);
+  reserve_particles(t, n);
+  hy_tree_bounds(p, t->centre, &t->half);
+  t->n_part = n;
+  uint32_t *idx = hy_malloc("tree sort index", n, sizeof(uint32_t));
+  struct key_job kj = {.p = p, .key = t->key, .idx = idx, .centre = t->centre, .half = t->half};
+  hy_pool_for(pool, n, 16384, key_body, &kj);
+  sort_keys(t->key, idx, n, pool);
+  size_t *perm = hy_malloc("tree sort permutation", n, sizeof(size_t));
+  int identity = 1;
+  for (size_t i = 0; i < n; i++) {
+    perm[i] = idx[i];
+    if (idx[i] != i) identity = 0;
+  }
+  if (!identity) hy_part_permute(p, perm);
+  hy_free(perm);
+  hy_free(idx);
+}
+
+/* --------------------------------------------------------------- build */
+
+static void reserve_cells(struct hy_tree *t, size_t n_cell) {
+  size_t nodes_needed = t->n_part + n_cell;
+  if (n_cell > t->n_cell_alloc) {
+    size_t cap = n_cell + n_cell / 2 + 64;
+    t->cm = hy_realloc("tree cell centres", t->cm, hy_size_mul_or_die(cap, 3, "tree"), sizeof(double));
+    t->mass = hy_realloc("tree cell masses", t->mass, cap, sizeof(double));
+    t->b2 = hy_realloc("tree cell B2", t->b2, cap, sizeof(double));
+    t->bmax = hy_realloc("tree cell b_max", t->bmax, cap, sizeof(double));
+    t->rb = hy_realloc("tree cell r_b", t->rb, cap, sizeof(double));
+    t->first = hy_realloc("tree cell ranges", t->first, cap, sizeof(size_t));
+    t->count = hy_realloc("tree cell ranges", t->count, cap, sizeof(size_t));
+    t->n_cell_alloc = cap;
+  }
+  if (nodes_needed > t->n_node_alloc || !t->next) {
+    size_t cap = nodes_needed + nodes_needed / 2 + 64;
+    t->next = hy_realloc("tree next", t->next, cap, sizeof(int32_t));
+    t->more = hy_realloc("tree more", t->more, cap, sizeof(int32_t));
+    t->n_node_alloc = cap;
+  }
+}
+
+/* first index in [lo, hi) whose key satisfies (key >> shift) > v; keys sorted */
+static size_t upper_digit(const uint64_t *key, size_t lo, size_t hi, int shift, uint64_t v) {
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if ((key[mid] >> shift) <= v)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+struct build_item {
+  size_t lo, hi;
+  int32_t cell;
+  int level;
+};
+
+static int32_t new_cell(struct hy_tree *t, size_t lo, size_t hi) {
+  reserve_cells(t, t->n_cell + 1);
+  size_t c = t->n_cell++;
+  t->first[c] = lo;
+  t->count[c] = hi - lo;
+  return (int32_t)(t->n_part + c);
+}
+
+static void build_links(struct hy_tree *t, int n_crit) {
+  const size_t n = t->n_part;
+  const uint64_t *key = t->key;
+  t->n_cell = 0;
+  t->depth = 0;
+  reserve_cells(t, n > 1 ? n / 4 + 1 : 0);
+  for (size_t i = 0; i < n; i++) t->more[i] = HY_NONE;
+  if (n == 1) {
+    t->root = 0;
+    t->next[0] = HY_NONE;
+    return;
+  }
+  t->root = new_cell(t, 0, n);
+  t->next[t->root] = HY_NONE;
+  size_t stack_cap = 256, sp = 0;
+  struct build_item *stack = hy_malloc("tree build stack", stack_cap, sizeof *stack);
+  stack[sp++] = (struct build_item){0, n, t->root, 0};
+  while (sp > 0) {
+    struct build_item it = stack[--sp];
+    const int32_t c = it.cell;
+    const size_t lo = it.lo, hi = it.hi;
+    if (it.level > t->depth) t->depth = it.level;
+    uint64_t diff = key[lo] ^ key[hi - 1];
+    if (hi - lo < (size_t)n_crit || diff == 0) {
+      /* leaf bucket: particles lo..hi-1 are the children */
+      t->more[c] = (int32_t)lo;
+      for (size_t i = lo; i + 1 < hi; i++) t->next[i] = (int32_t)(i + 1);
+      t->next[hi - 1] = t->next[c];
+      continue;
+    }
+    /* split at the highest octal digit in which the range's keys differ */
+    int bit = 63 - __builtin_clzll(diff);
+    int shift = (bit / 3) * 3;
+    uint64_t prefix = key[lo] >> (shift + 3);
+    int32_t child[8] = {HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE};
+    size_t clo[8], chi[8];
+    int nc = 0;
+    size_t b = lo;
+    for (uint64_t d = 0; d < 8 && b < hi; d++) {
+      size_t e = upper_digit(key, b, hi, shift, (prefix << 3) | d);
+      if (e > b) {
+        clo[nc] = b;
+        chi[nc] = e;
+        child[nc] = (e - b == 1) ? (int32_t)b : new_cell(t, b, e);
+        nc++;
+      }
+      b = e;
+    }
+    t->more[c] = child[0];
+    for (int k = 0; k < nc; k++) t->next[child[k]] = (k + 1 < nc) ? child[k + 1] : t->next[c];
+    /* push cells in reverse so the first child is processed first */
+    for (int k = nc - 1; k >= 0; k--) {
+      if (child[k] < (int32_t)n) continue;
+      if (sp == stack_cap) {
+        stack_cap *= 2;
+        stack = hy_realloc("tree build stack", stack, stack_cap, sizeof *stack);
+      }
+      stack[sp++] = (struct build_item){clo[k], chi[k], child[k], it.level + 1};
+    }
+  }
+  hy_free(stack);
+}
+
+double hy_tree_mac_radius(double bmax, double b2, double a_err) {
+  return 0.5 * bmax + sqrt(0.25 * bmax * bmax + sqrt(3.0 * b2 / a_err));
+}
+
+struct bmax_job {
+  struct hy_tree *t;
+  const struct hy_part *p;
+  atomic_size_t next_cell;
+};
+
+static void bmax_body(void *arg, size_t b, size_t e, int tid) {
+  (void)b;
+  (void)e;
+  (void)tid;
+  struct bmax_job *j = arg;
+  struct hy_tree *t = j->t;
+  const double *pos = j->p->pos;
+  const size_t block = 64;
+  for (;;) {
+    size_t c0 = atomic_fetch_add(&j->next_cell, block);
+    if (c0 >= t->n_cell) break;
+    size_t c1 = c0 + block < t->n_cell ? c0 + block : t->n_cell;
+    for (size_t c = c0; c < c1; c++) {
+      if (t->count[c] > HY_BMAX_EXACT) continue;
+      const double *cm = t->cm + 3 * c;
+      double m2 = 0.0;
+      for (size_t i = t->first[c]; i < t->first[c] + t->count[c]; i++) {
+        double dx = pos[3 * i] - cm[0], dy = pos[3 * i + 1] - cm[1], dz = pos[3 * i + 2] - cm[2];
+        double r2 = dx * dx + dy * dy + dz * dz;
+        if (r2 > m2) m2 = r2;
+      }
+      t->bmax[c] = sqrt(m2);
+    }
+  }
+}
+
+static void compute_moments(struct hy_tree *t, const struct hy_part *p, double a_err, struct hy_pool *pool) {
+  const size_t n = t->n_part;
+  /* bottom-up: children have larger indices than their parent */
+  for (size_t c = t->n_cell; c-- > 0;) {
+    const int32_t node = (int32_t)(n + c);
+    double m = 0.0, s[3] = {0.0, 0.0, 0.0};
+    for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
+      double mx;
+      const double *rx;
+      if (x < (int32_t)n) {
+        mx = p->mass[x];
+        rx = p->pos + 3 * (size_t)x;
+      } else {
+        mx = t->mass[x - n];
+        rx = t->cm + 3 * (size_t)(x - n);
+      }
+      m += mx;
+      for (int d = 0; d < 3; d++) s[d] += mx * rx[d];
+    }
+    double *cm = t->cm + 3 * c;
+    for (int d = 0; d < 3; d++) cm[d] = m > 0.0 ? s[d] / m : 0.0;
+    double b2 = 0.0, bound = 0.0;
+    for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
+      double mx, bx = 0.0, b2x = 0.0;
+      const double *rx;
+      if (x < (int32_t)n) {
+        mx = p->mass[x];
+        rx = p->pos + 3 * (size_t)x;
+      } else {
+        mx = t->mass[x - n];
+        rx = t->cm + 3 * (size_t)(x - n);
+        bx = t->bmax[x - n];
+        b2x = t->b2[x - n];
+      }
+      double dx = rx[0] - cm[0], dy = rx[1] - cm[1], dz = rx[2] - cm[2];
+      double r2 = dx * dx + dy * dy + dz * dz;
+      b2 += b2x + mx * r2;
+      double bb = bx + sqrt(r2);
+      if (bb > bound) bound = bb;
+    }
+    t->mass[c] = m;
+    t->b2[c] = b2;
+    t->bmax[c] = bound; /* replaced by the exact value for small cells below */
+  }
+  struct bmax_job bj = {.t = t, .p = p};
+  atomic_init(&bj.next_cell, 0);
+  hy_pool_for(pool, (size_t)hy_pool_size(pool), 1, bmax_body, &bj);
+  for (size_t c = 0; c < t->n_cell; c++) t->rb[c] = hy_tree_mac_radius(t->bmax[c], t->b2[c], a_err);
+}
+
+int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double a_err, struct hy_pool *pool,
+                  struct hy_err *err) {
+  if (p->n == 0) return hy_err_set(err, "tree: no particles");
+  if (p->n != t->n_part) return hy_err_set(err, "tree: particle set changed since the key sort");
+  if (n_crit < 1) n_crit = 1;
+  t->a_err = a_err;
+  /* the bounds below need the bottom-up order of compute_moments: large cells
+   * use their children's b_max, which must already be final */
+  build_links(t, n_crit);
+  compute_moments(t, p, a_err, pool);
+  /* Large cells took the bound from children whose exact b_max was not yet
+   * known when the bottom-up pass ran; redo the bound pass for them. */
+  for (size_t c = t->n_cell; c-- > 0;) {
+    if (t->count[c] <= HY_BMAX_EXACT) continue;
+    const int32_t node = (int32_t)(t->n_part + c);
+    const double *cm = t->cm + 3 * c;
+    double bound = 0.0;
+    for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
+      const double *rx;
+      double bx = 0.0;
+      if (x < (int32_t)t->n_part) {
+        rx = p->pos + 3 * (size_t)x;
+      } else {
+        rx = t->cm + 3 * (size_t)(x - t->n_part);
+        bx = t->bmax[x - t->n_part];
+      }
+      double dx = rx[0] - cm[0], dy = rx[1] - cm[1], dz = rx[2] - cm[2];
+      double bb = bx + sqrt(dx * dx + dy * dy + dz * dz);
+      if (bb > bound) bound = bb;
+    }
+    t->bmax[c] = bound;
+    t->rb[c] = hy_tree_mac_radius(bound, t->b2[c], a_err);
+  }
+  return 0;
+}
+
+/* -------------------------------------------------------------- export */
+
+struct export_job {
+  const struct hy_tree *t;
+  const struct hy_part *p;
+  float *node;
+};
+
+static float as_float_bits(int32_t v) {
+  float f;
+  memcpy(&f, &v, sizeof f);
+  return f;
+}
+
+static void export_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct export_job *j = arg;
+  const struct hy_tree *t = j->t;
+  const size_t n = t->n_part;
+  for (size_t x = b; x < e; x++) {
+    float *o = j->node + 8 * x;
+    if (x < n) {
+      const double *r = j->p->pos + 3 * x;
+      o[0] = (float)(r[0] - t->centre[0]);
+      o[1] = (float)(r[1] - t->centre[1]);
+      o[2] = (float)(r[2] - t->centre[2]);
+      o[3] = (float)j->p->mass[x];
+      o[4] = 0.0f;
+      o[5] = 0.0f;
+    } else {
+      size_t c = x - n;
+      const double *r = t->cm + 3 * c;
+      o[0] = (float)(r[0] - t->centre[0]);
+      o[1] = (float)(r[1] - t->centre[1]);
+      o[2] = (float)(r[2] - t->centre[2]);
+      o[3] = (float)t->mass[c];
+      o[4] = (float)(t->rb[c] * t->rb[c]);
+      o[5] = (float)t->bmax[c];
+    }
+    o[6] = as_float_bits(t->next[x]);
+    o[7] = as_float_bits(t->more[x]);
+  }
+}
+
+void hy_tree_export(const struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool) {
+  struct export_job j = {.t = t, .p = p, .node = node};
+  hy_pool_for(pool, hy_tree_n_nodes(t), 65536, export_body, &j);
+}

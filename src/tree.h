@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * tree.h: the Barnes-Hut octree on the host. Owns Morton keys and the key
+ * sort (which reorders the particle set), the threaded more/next build with
+ * n_crit leaf buckets, the cell moments (mass, centre of mass, B2, b_max and
+ * the absolute-MAC radius r_b) and the export of the 32-byte device node
+ * records (include/hy_shared.h). Uses no MPI and no OpenCL.
+ *
+ * Node indices: particles 0 .. n_part-1 (in key order), cells n_part .. .
+ * more[x] = first child (HY_NONE for particles); next[x] = next sibling, or
+ * the parent's next for a last child, HY_NONE at the end of the walk. The
+ * children of a cell c are exactly the chain more[c], next[...], ... up to
+ * (excluding) next[c]. Leaf buckets (fewer than n_crit particles, or all
+ * keys equal) have their particles as children; single-particle octants are
+ * attached as particles; chains of single-child cells are collapsed. */
+#ifndef HY_TREE_H
+#define HY_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "part.h"
+#include "threads.h"
+
+#define HY_KEY_BITS 21 /**< bits per axis of a Morton key (63-bit keys) */
+
+struct hy_tree {
+  size_t n_part;       /**< particles (the first nodes) */
+  size_t n_cell;       /**< cells */
+  size_t n_part_alloc; /**< capacity of per-particle arrays */
+  size_t n_cell_alloc; /**< capacity of per-cell arrays */
+  size_t n_node_alloc; /**< capacity of per-node arrays (next, more) */
+  int32_t root;        /**< root node (n_part if there are cells, else 0) */
+  double centre[3];    /**< centre of the bounding cube [length] */
+  double half;         /**< half side of the bounding cube [length] */
+  double a_err;        /**< absolute MAC accuracy parameter used for r_b [acceleration / G] */
+  int depth;           /**< deepest cell level below the root */
+  uint64_t *key;       /**< Morton key per particle, ascending */
+  int32_t *next;       /**< per node */
+  int32_t *more;       /**< per node */
+  double *cm;          /**< per cell: centre of mass, 3 values */
+  double *mass;        /**< per cell: mass */
+  double *b2;          /**< per cell: B2 = sum m |r_cm - r_i|^2 */
+  double *bmax;        /**< per cell: b_max >= max |r_cm - r_i| (exact up to HY_BMAX_EXACT particles) */
+  double *rb;          /**< per cell: MAC radius r_b (Watanabe & Nakasato eq 5) */
+  size_t *first;       /**< per cell: first particle */
+  size_t *count;       /**< per cell: number of particles */
+};
+
+/** Cells with at most this many particles get the exact b_max; larger cells
+ *  (only the top levels, which every sink opens) the bound
+ *  max_child(b_child + |r_child - r_cm|). */
+#define HY_BMAX_EXACT 65536
+
+void hy_tree_init(struct hy_tree *t);
+void hy_tree_free(struct hy_tree *t);
+
+/** Morton key of a position inside the cube (centre, half); positions outside
+ *  (or NaN) are clamped to the cube's faces. */
+uint64_t hy_tree_key(const double x[3], const double centre[3], double half);
+
+/** Bounding cube of the particles, enlarged slightly so every key is valid. */
+void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half);
+
+/** Compute the bounding cube and the keys, sort the keys and reorder the
+ *  particle set into key order (hy_part_permute). */
+void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool);
+
+/** Build the tree and its moments from a key-sorted particle set.
+ *  Returns 0, or -1 with err set (too many particles for 32-bit node indices). */
+int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double a_err,
+                  struct hy_pool *pool, struct hy_err *err);
+
+/** Absolute-MAC radius r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)). */
+double hy_tree_mac_radius(double bmax, double b2, double a_err);
+
+/** Number of nodes (particles + cells). */
+static inline size_t hy_tree_n_nodes(const struct hy_tree *t) { return t->n_part + t->n_cell; }
+
+/** Write the device node records (8 floats per node; layout in hy_shared.h),
+ *  positions relative to t->centre. node must hold 8 * hy_tree_n_nodes floats. */
+void hy_tree_export(const struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool);
+
+#endif

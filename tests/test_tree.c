@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * test_tree.c: tree invariants. Keys: the interleaving equals a bit-by-bit
+ * reference. Build: keys sorted, every particle in exactly one leaf, a walk
+ * that opens every cell visits every node exactly once, children partition
+ * their parent's particle range, moments equal direct sums over the cell's
+ * particles (mass, COM, B2 exactly; b_max exact for small cells and an upper
+ * bound for the largest), and r_b follows eq 5 of Watanabe & Nakasato.
+ * Distributions: clustered Gaussian blobs, a uniform cube, coincident
+ * particles, N = 1 and N = 2. */
+#include "config.h"
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "hy_shared.h"
+#include "hy_test.h"
+#include "part.h"
+#include "threads.h"
+#include "tree.h"
+
+static uint64_t naive_key(uint64_t ix, uint64_t iy, uint64_t iz) {
+  uint64_t k = 0;
+  for (int b = 0; b < HY_KEY_BITS; b++) {
+    k |= ((ix >> b) & 1) << (3 * b + 2);
+    k |= ((iy >> b) & 1) << (3 * b + 1);
+    k |= ((iz >> b) & 1) << (3 * b);
+  }
+  return k;
+}
+
+static void test_keys(gsl_rng *r) {
+  double c[3] = {0.5, 0.5, 0.5};
+  double half = 0.5;
+  const double scale = (double)(1u << HY_KEY_BITS);
+  for (int t = 0; t < 10000; t++) {
+    uint64_t g[3];
+    double x[3];
+    for (int d = 0; d < 3; d++) {
+      g[d] = gsl_rng_uniform_int(r, 1u << HY_KEY_BITS);
+      x[d] = ((double)g[d] + 0.5) / scale; /* centre of grid cell g */
+    }
+    HY_CHECK_INT(hy_tree_key(x, c, half), naive_key(g[0], g[1], g[2]));
+  }
+  /* clamping: outside points and NaN map to the faces without UB */
+  double out[3] = {-5.0, 7.0, 0.0 / 0.0};
+  uint64_t max = (1u << HY_KEY_BITS) - 1;
+  HY_CHECK_INT(hy_tree_key(out, c, half), naive_key(0, max, 0));
+}
+
+/* Walk the tree opening every cell: each node must be visited exactly once. */
+static void check_structure(const struct hy_tree *t, const struct hy_part *p, const char *label) {
+  size_t n = t->n_part, nn = hy_tree_n_nodes(t);
+  for (size_t i = 1; i < n; i++) HY_CHECK_MSG(t->key[i - 1] <= t->key[i], "%s: keys not sorted at %zu", label, i);
+  int *visits = hy_calloc("test", nn, sizeof(int));
+  size_t steps = 0;
+  for (int32_t cur = t->root; cur != HY_NONE && steps <= nn; steps++) {
+    visits[cur]++;
+    cur = (cur >= (int32_t)n) ? t->more[cur] : t->next[cur];
+  }
+  int bad = 0;
+  for (size_t x = 0; x < nn; x++)
+    if (visits[x] != 1) bad++;
+  HY_CHECK_MSG(bad == 0, "%s: %d nodes not visited exactly once (%zu nodes)", label, bad, nn);
+  hy_free(visits);
+
+  /* every particle belongs to exactly one leaf bucket (a cell whose children
+   * include it) or is attached directly as a single-particle child */
+  int *owner = hy_calloc("test", n ? n : 1, sizeof(int));
+  for (size_t c = 0; c < t->n_cell; c++) {
+    int32_t node = (int32_t)(n + c);
+    size_t expect = t->first[c], total = 0;
+    for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
+      size_t f, k;
+      if (x < (int32_t)n) {
+        owner[x]++;
+        f = (size_t)x;
+        k = 1;
+      } else {
+        f = t->first[x - n];
+        k = t->count[x - n];
+      }
+      HY_CHECK_MSG(f == expect, "%s: cell %zu children do not tile its range", label, c);
+      expect = f + k;
+      total += k;
+    }
+    HY_CHECK_MSG(total == t->count[c], "%s: cell %zu children hold %zu of %zu particles", label, c, total,
+                 t->count[c]);
+    HY_CHECK_MSG(t->count[c] >= 2, "%s: cell %zu holds %zu particles", label, c, t->count[c]);
+  }
+  bad = 0;
+  for (size_t i = 0; i < n; i++)
+    if (owner[i] != 1 && !(n == 1 && owner[i] == 0)) bad++;
+  HY_CHECK_MSG(bad == 0, "%s: %d particles not in exactly one cell", label, bad);
+  hy_free(owner);
+
+  /* moments against direct sums over each cell's particles */
+  int bad_m = 0, bad_b = 0, bad_r = 0;
+  for (size_t c = 0; c < t->n_cell; c++) {
+    /* reference sums in long double so that they are more exact than the tree's */
+    long double ml = 0, s[3] = {0, 0, 0};
+    for (size_t i = t->first[c]; i < t->first[c] + t->count[c]; i++) {
+      ml += p->mass[i];
+      for (int d = 0; d < 3; d++) s[d] += (long double)p->mass[i] * p->pos[3 * i + d];
+    }
+    double m = (double)ml, cm[3], b2 = 0, bmax = 0;
+    for (int d = 0; d < 3; d++) cm[d] = (double)(s[d] / ml);
+    for (size_t i = t->first[c]; i < t->first[c] + t->count[c]; i++) {
+      double r2 = 0;
+      for (int d = 0; d < 3; d++) r2 += (p->pos[3 * i + d] - cm[d]) * (p->pos[3 * i + d] - cm[d]);
+      b2 += p->mass[i] * r2;
+      if (sqrt(r2) > bmax) bmax = sqrt(r2);
+    }
+    /* rounding scale: positions carry ~1e-16 of the cube's offset from the origin */
+    double scale = 1e-12 * (t->half + fabs(t->centre[0]) + fabs(t->centre[1]) + fabs(t->centre[2]));
+    if (fabs(t->mass[c] - m) > 1e-12 * m) {
+      if (bad_m < 5) fprintf(stderr, "mass c=%zu tree=%.17g direct=%.17g\n", c, t->mass[c], m);
+      bad_m++;
+    }
+    for (int d = 0; d < 3; d++)
+      if (fabs(t->cm[3 * c + d] - cm[d]) > scale) {
+        if (bad_m < 5) fprintf(stderr, "cm c=%zu tree=%.17g direct=%.17g\n", c, t->cm[3 * c + d], cm[d]);
+        bad_m++;
+      }
+    if (fabs(t->b2[c] - b2) > 1e-9 * b2 + 4.0 * m * bmax * scale) {
+      if (bad_m < 5) fprintf(stderr, "b2 c=%zu count=%zu tree=%.17g direct=%.17g\n", c, t->count[c], t->b2[c], b2);
+      bad_m++;
+    }
+    if (t->count[c] <= HY_BMAX_EXACT) {
+      if (fabs(t->bmax[c] - bmax) > 1e-10 * (bmax + t->half) + 2.0 * scale) {
+        if (bad_b < 5) fprintf(stderr, "bmax c=%zu count=%zu tree=%.17g direct=%.17g\n", c, t->count[c], t->bmax[c], bmax);
+        bad_b++;
+      }
+    } else if (t->bmax[c] < bmax * (1.0 - 1e-12)) {
+      bad_b++;
+    }
+    double rb = 0.5 * t->bmax[c] + sqrt(0.25 * t->bmax[c] * t->bmax[c] + sqrt(3.0 * t->b2[c] / t->a_err));
+    if (fabs(t->rb[c] - rb) > 1e-12 * rb) bad_r++;
+  }
+  HY_CHECK_MSG(bad_m == 0, "%s: %d mass/COM/B2 mismatches", label, bad_m);
+  HY_CHECK_MSG(bad_b == 0, "%s: %d b_max mismatches", label, bad_b);
+  HY_CHECK_MSG(bad_r == 0, "%s: %d r_b mismatches", label, bad_r);
+}
+
+static void build_and_check(struct hy_part *p, int n_crit, struct hy_pool *pool, const char *label) {
+  struct hy_tree t;
+  hy_tree_init(&t);
+  struct hy_err err;
+  /* remember the particle set as a multiset of IDs: sorting must permute only */
+  uint64_t id_sum = 0;
+  double m_sum = 0;
+  for (size_t i = 0; i < p->n; i++) {
+    id_sum += p->id[i] * 2654435761u;
+    m_sum += p->mass[i];
+  }
+  hy_tree_sort(&t, p, pool);
+  uint64_t id_sum2 = 0;
+  for (size_t i = 0; i < p->n; i++) id_sum2 += p->id[i] * 2654435761u;
+  HY_CHECK_INT(id_sum2, id_sum);
+  HY_CHECK_INT(hy_tree_build(&t, p, n_crit, 1.0 / 256.0, pool, &err), 0);
+  check_structure(&t, p, label);
+  HY_CHECK_REL(hy_part_total_mass(p), m_sum, 1e-12);
+  /* a cell whose children are all particles is either a leaf bucket (fewer
+   * than n_crit particles, or all keys equal) or a split cell whose octants
+   * each hold one particle (then it has at most 8 particles) */
+  for (size_t c = 0; c < t.n_cell; c++) {
+    int32_t node = (int32_t)(t.n_part + c);
+    int all_part = 1;
+    for (int32_t x = t.more[node]; x != t.next[node]; x = t.next[x])
+      if (x >= (int32_t)t.n_part) all_part = 0;
+    if (all_part && t.count[c] >= (size_t)n_crit && t.count[c] > 8)
+      HY_CHECK_MSG(t.key[t.first[c]] == t.key[t.first[c] + t.count[c] - 1], "%s: oversized leaf %zu", label, c);
+  }
+  hy_tree_free(&t);
+}
+
+int main(void) {
+  gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+  if (!r) return 99;
+  gsl_rng_set(r, 12345);
+  struct hy_pool *pool = hy_pool_create(2);
+  test_keys(r);
+
+  struct hy_part p;
+  hy_part_init(&p);
+  /* clustered blobs with very different scales, unequal masses */
+  size_t n = 30000;
+  hy_part_resize(&p, n);
+  for (size_t i = 0; i < n; i++) {
+    int blob = (int)(i % 3);
+    double sig = blob == 0 ? 1.0 : blob == 1 ? 1e-3 : 0.05;
+    for (int d = 0; d < 3; d++) p.pos[3 * i + d] = (blob == 2 ? 3.0 : 0.0) + gsl_ran_gaussian(r, sig);
+    p.mass[i] = 0.5 + gsl_rng_uniform(r);
+    p.id[i] = i + 1;
+  }
+  build_and_check(&p, 16, pool, "blobs ncrit 16");
+  build_and_check(&p, 1, pool, "blobs ncrit 1");
+  build_and_check(&p, 64, pool, "blobs ncrit 64");
+
+  /* uniform cube larger than HY_BMAX_EXACT (root uses the b_max bound) */
+  n = 100000;
+  hy_part_resize(&p, n);
+  for (size_t i = 0; i < n; i++) {
+    for (int d = 0; d < 3; d++) p.pos[3 * i + d] = 1e3 + gsl_rng_uniform(r);
+    p.mass[i] = 1.0 / (double)n;
+    p.id[i] = i + 1;
+  }
+  build_and_check(&p, 16, pool, "uniform 100k");
+
+  /* coincident particles: 40 at one point plus a few others */
+  n = 50;
+  hy_part_resize(&p, n);
+  for (size_t i = 0; i < n; i++) {
+    for (int d = 0; d < 3; d++) p.pos[3 * i + d] = i < 40 ? 0.25 : gsl_rng_uniform(r);
+    p.mass[i] = 1.0;
+    p.id[i] = i + 1;
+  }
+  build_and_check(&p, 16, pool, "coincident");
+
+  hy_part_resize(&p, 2);
+  p.pos[0] = 0;
+  p.pos[3] = 1;
+  build_and_check(&p, 16, pool, "two");
+  hy_part_resize(&p, 1);
+  build_and_check(&p, 16, pool, "one");
+
+  hy_part_free(&p);
+  hy_pool_free(pool);
+  gsl_rng_free(r);
+  return hy_test_result();
+}
