@@ -16,3 +16,8 @@ HY_TESTLIBS = src/libhytree.a $(HY_LIBS)
 
 include tests/io.mk
 include tests/params.mk
+
+check_PROGRAMS += tests/test_tree tests/test_dll
+TESTS += tests/test_tree tests/test_dll
+tests_test_tree_LDADD = $(HY_TESTLIBS)
+tests_test_dll_LDADD = $(HY_TESTLIBS)

@@ -1,0 +1,625 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * cl_engine.c: see cl_engine.h. Every cl* call is checked; failures become
+ * an error message naming the call, the status and the device. */
+#include "config.h"
+
+#include "cl_engine.h"
+
+#include <CL/cl.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cl_check.h"
+#include "hy_shared.h"
+
+extern const char hy_cl_source_walk[];
+extern const unsigned long hy_cl_source_walk_len;
+extern const char hy_cl_source_direct[];
+extern const unsigned long hy_cl_source_direct_len;
+
+struct cl_buf {
+  cl_mem mem;
+  size_t size;
+};
+
+struct hy_cl {
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_context ctx;
+  cl_command_queue q;
+  cl_device_type type;
+  cl_ulong max_alloc, global_mem;
+  size_t max_wg;
+  int plat_index, dev_index;
+  int nvec;
+  char name[256], vendor[256], version[256], platform_name[256], desc[1024];
+  cl_program walk_prog[HY_WALK_NMODES][2];
+  cl_kernel walk_k[HY_WALK_NMODES][2];
+  cl_program direct_prog;
+  cl_kernel direct_k;
+  struct cl_buf node[2];
+  uint64_t node_id[2];
+  struct cl_buf sink, out0, out1, counts, dsrc;
+  uint32_t *counts_host;
+  size_t counts_host_n;
+};
+
+#define CL_CHECK(call, what)                                                                     \
+  do {                                                                                           \
+    cl_int e_ = (call);                                                                          \
+    if (e_ != CL_SUCCESS)                                                                        \
+      return hy_err_set(err, "OpenCL: %s failed on %s: %s (%d)", (what), dev_label(cl),         \
+                        hy_cl_errname(e_), (int)e_);                                             \
+  } while (0)
+
+static const char *dev_label(const struct hy_cl *cl) { return cl && cl->name[0] ? cl->name : "the OpenCL device"; }
+
+/* ------------------------------------------------------- enumeration */
+
+struct dev_entry {
+  int p, d;
+  cl_platform_id pid;
+  cl_device_id did;
+  cl_device_type type;
+};
+
+static int list_devices(struct dev_entry **out, size_t *n_out, struct hy_err *err) {
+  const struct hy_cl *cl = NULL;
+  cl_uint np = 0;
+  cl_int e = clGetPlatformIDs(0, NULL, &np);
+  if (e == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (e == CL_SUCCESS && np == 0))
+    return hy_err_set(err, "no OpenCL platform found (install an OpenCL driver, e.g. Debian's pocl-opencl-icd, "
+                           "or check OCL_ICD_VENDORS)");
+  CL_CHECK(e, "clGetPlatformIDs");
+  cl_platform_id *pids = hy_malloc("OpenCL platforms", np, sizeof *pids);
+  e = clGetPlatformIDs(np, pids, NULL);
+  if (e != CL_SUCCESS) {
+    hy_free(pids);
+    CL_CHECK(e, "clGetPlatformIDs");
+  }
+  size_t n = 0, cap = 8;
+  struct dev_entry *list = hy_malloc("OpenCL devices", cap, sizeof *list);
+  for (cl_uint p = 0; p < np; p++) {
+    cl_uint nd = 0;
+    e = clGetDeviceIDs(pids[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
+    if (e == CL_DEVICE_NOT_FOUND || nd == 0) continue; /* a platform without devices is skipped */
+    if (e != CL_SUCCESS) {
+      hy_free(pids);
+      hy_free(list);
+      CL_CHECK(e, "clGetDeviceIDs");
+    }
+    cl_device_id *dids = hy_malloc("OpenCL devices", nd, sizeof *dids);
+    e = clGetDeviceIDs(pids[p], CL_DEVICE_TYPE_ALL, nd, dids, NULL);
+    for (cl_uint d = 0; e == CL_SUCCESS && d < nd; d++) {
+      cl_device_type t = 0;
+      e = clGetDeviceInfo(dids[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
+      if (e != CL_SUCCESS) break;
+      if (n == cap) {
+        cap *= 2;
+        list = hy_realloc("OpenCL devices", list, cap, sizeof *list);
+      }
+      list[n++] = (struct dev_entry){(int)p, (int)d, pids[p], dids[d], t};
+    }
+    hy_free(dids);
+    if (e != CL_SUCCESS) {
+      hy_free(pids);
+      hy_free(list);
+      CL_CHECK(e, "clGetDeviceInfo(CL_DEVICE_TYPE)");
+    }
+  }
+  hy_free(pids);
+  *out = list;
+  *n_out = n;
+  return 0;
+}
+
+static void info_str(cl_device_id d, cl_device_info what, char *buf, size_t size) {
+  if (clGetDeviceInfo(d, what, size, buf, NULL) != CL_SUCCESS) snprintf(buf, size, "?");
+  buf[size - 1] = '\0';
+}
+
+static const char *type_name(cl_device_type t) {
+  if (t & CL_DEVICE_TYPE_GPU) return "GPU";
+  if (t & CL_DEVICE_TYPE_CPU) return "CPU";
+  if (t & CL_DEVICE_TYPE_ACCELERATOR) return "accelerator";
+  return "other";
+}
+
+void hy_cl_print_devices(FILE *out, const struct hy_cl *chosen) {
+  struct dev_entry *list = NULL;
+  size_t n = 0;
+  struct hy_err err;
+  if (list_devices(&list, &n, &err) != 0) {
+    fprintf(out, "OpenCL devices: none (%s)\n", err.msg);
+    return;
+  }
+  fprintf(out, "OpenCL devices (platform:device):\n");
+  for (size_t i = 0; i < n; i++) {
+    char name[256], pname[256], ver[256];
+    cl_uint cu = 0;
+    cl_ulong mem = 0;
+    info_str(list[i].did, CL_DEVICE_NAME, name, sizeof name);
+    info_str(list[i].did, CL_DEVICE_VERSION, ver, sizeof ver);
+    if (clGetPlatformInfo(list[i].pid, CL_PLATFORM_NAME, sizeof pname, pname, NULL) != CL_SUCCESS)
+      snprintf(pname, sizeof pname, "?");
+    pname[sizeof pname - 1] = '\0';
+    if (clGetDeviceInfo(list[i].did, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL) != CL_SUCCESS) cu = 0;
+    if (clGetDeviceInfo(list[i].did, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL) != CL_SUCCESS) mem = 0;
+    int mine = chosen && chosen->device == list[i].did;
+    fprintf(out, "  %d:%d  %-3s %s | %s | %u compute units, %.1f GiB | %s%s\n", list[i].p, list[i].d,
+            type_name(list[i].type), name, pname, cu, (double)mem / 1073741824.0, ver, mine ? "  <- used" : "");
+  }
+  hy_free(list);
+}
+
+/* ---------------------------------------------------------- creation */
+
+int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *err) {
+  *out = NULL;
+  struct hy_cl *cl = NULL;
+  struct dev_entry *list = NULL;
+  size_t n = 0;
+  if (list_devices(&list, &n, err) != 0) return -1;
+  if (n == 0) {
+    hy_free(list);
+    return hy_err_set(err, "no OpenCL device found on any platform");
+  }
+  /* candidates */
+  size_t *cand = hy_malloc("OpenCL candidates", n, sizeof *cand);
+  size_t nc = 0;
+  const char *want = "any";
+  if (o->kind == HY_CL_EXPLICIT) {
+    want = "explicit";
+    for (size_t i = 0; i < n; i++)
+      if (list[i].p == o->platform && list[i].d == o->device) cand[nc++] = i;
+    if (nc == 0) {
+      hy_free(cand);
+      hy_free(list);
+      return hy_err_set(err, "OpenCLDevice %d:%d: no such OpenCL device (%zu device(s) found; `hytree --devices` lists them)",
+                        o->platform, o->device, n);
+    }
+  } else {
+    cl_device_type t = o->kind == HY_CL_GPU ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_CPU;
+    want = o->kind == HY_CL_GPU ? "gpu" : o->kind == HY_CL_CPU ? "cpu" : "any";
+    for (size_t i = 0; i < n; i++)
+      if (list[i].type & (o->kind == HY_CL_ANY ? CL_DEVICE_TYPE_GPU : t)) cand[nc++] = i;
+    if (nc == 0 && o->kind == HY_CL_ANY) {
+      for (size_t i = 0; i < n; i++)
+        if (list[i].type & CL_DEVICE_TYPE_CPU) cand[nc++] = i;
+      if (nc == 0)
+        for (size_t i = 0; i < n; i++) cand[nc++] = i;
+    }
+    if (nc == 0) {
+      hy_free(cand);
+      hy_free(list);
+      return hy_err_set(err, "OpenCLDevice %s: no OpenCL %s device found (%zu other device(s); `hytree --devices` lists them)",
+                        want, want, n);
+    }
+  }
+  size_t pick = cand[(size_t)(o->local_rank < 0 ? 0 : o->local_rank) % nc];
+  cl = hy_calloc("OpenCL engine", 1, sizeof *cl);
+  cl->platform = list[pick].pid;
+  cl->device = list[pick].did;
+  cl->type = list[pick].type;
+  cl->plat_index = list[pick].p;
+  cl->dev_index = list[pick].d;
+  cl->nvec = o->nvec;
+  hy_free(cand);
+  hy_free(list);
+  info_str(cl->device, CL_DEVICE_NAME, cl->name, sizeof cl->name);
+  info_str(cl->device, CL_DEVICE_VENDOR, cl->vendor, sizeof cl->vendor);
+  info_str(cl->device, CL_DEVICE_VERSION, cl->version, sizeof cl->version);
+  if (clGetPlatformInfo(cl->platform, CL_PLATFORM_NAME, sizeof cl->platform_name, cl->platform_name, NULL) !=
+      CL_SUCCESS)
+    snprintf(cl->platform_name, sizeof cl->platform_name, "?");
+  cl->platform_name[sizeof cl->platform_name - 1] = '\0';
+  snprintf(cl->desc, sizeof cl->desc, "%s (%s, %s, %s)", cl->name, type_name(cl->type), cl->platform_name,
+           cl->version);
+  cl_int e;
+  e = clGetDeviceInfo(cl->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof cl->max_alloc, &cl->max_alloc, NULL);
+  if (e == CL_SUCCESS)
+    e = clGetDeviceInfo(cl->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof cl->global_mem, &cl->global_mem, NULL);
+  if (e == CL_SUCCESS)
+    e = clGetDeviceInfo(cl->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof cl->max_wg, &cl->max_wg, NULL);
+  if (e != CL_SUCCESS) {
+    hy_cl_free(cl);
+    return hy_err_set(err, "OpenCL: clGetDeviceInfo failed: %s", hy_cl_errname(e));
+  }
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)cl->platform, 0};
+  cl->ctx = clCreateContext(props, 1, &cl->device, NULL, NULL, &e);
+  if (e != CL_SUCCESS) {
+    int r = hy_err_set(err, "OpenCL: clCreateContext failed on %s: %s", cl->name, hy_cl_errname(e));
+    cl->ctx = NULL;
+    hy_cl_free(cl);
+    return r;
+  }
+  /* clCreateCommandQueue is deprecated in OpenCL 2.0 but is the 1.2 API we target */
+  cl->q = clCreateCommandQueue(cl->ctx, cl->device, CL_QUEUE_PROFILING_ENABLE, &e);
+  if (e != CL_SUCCESS) {
+    int r = hy_err_set(err, "OpenCL: clCreateCommandQueue failed on %s: %s", cl->name, hy_cl_errname(e));
+    cl->q = NULL;
+    hy_cl_free(cl);
+    return r;
+  }
+  *out = cl;
+  return 0;
+}
+
+static void buf_release(struct cl_buf *b) {
+  if (b->mem) clReleaseMemObject(b->mem);
+  b->mem = NULL;
+  b->size = 0;
+}
+
+void hy_cl_free(struct hy_cl *cl) {
+  if (!cl) return;
+  if (cl->q) clFinish(cl->q);
+  for (int m = 0; m < HY_WALK_NMODES; m++)
+    for (int p = 0; p < 2; p++) {
+      if (cl->walk_k[m][p]) clReleaseKernel(cl->walk_k[m][p]);
+      if (cl->walk_prog[m][p]) clReleaseProgram(cl->walk_prog[m][p]);
+    }
+  if (cl->direct_k) clReleaseKernel(cl->direct_k);
+  if (cl->direct_prog) clReleaseProgram(cl->direct_prog);
+  buf_release(&cl->node[0]);
+  buf_release(&cl->node[1]);
+  buf_release(&cl->sink);
+  buf_release(&cl->out0);
+  buf_release(&cl->out1);
+  buf_release(&cl->counts);
+  buf_release(&cl->dsrc);
+  if (cl->q) clReleaseCommandQueue(cl->q);
+  if (cl->ctx) clReleaseContext(cl->ctx);
+  hy_free(cl->counts_host);
+  hy_free(cl);
+}
+
+const char *hy_cl_description(const struct hy_cl *cl) { return cl->desc; }
+const char *hy_cl_device_name(const struct hy_cl *cl) { return cl->name; }
+int hy_cl_is_gpu(const struct hy_cl *cl) { return (cl->type & CL_DEVICE_TYPE_GPU) != 0; }
+
+/* ------------------------------------------------------------ builds */
+
+static char *read_kernel_file(const char *dir, const char *file, struct hy_err *err) {
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path) {
+    hy_err_set(err, "HYTREE_KERNEL_DIR: path too long");
+    return NULL;
+  }
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    hy_err_set(err, "HYTREE_KERNEL_DIR: cannot open %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 65536, n = 0;
+  char *buf = hy_malloc("kernel source", cap, 1);
+  size_t r;
+  while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    n += r;
+    if (n + 1 == cap) {
+      cap *= 2;
+      buf = hy_realloc("kernel source", buf, cap, 1);
+    }
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    hy_free(buf);
+    hy_err_set(err, "HYTREE_KERNEL_DIR: cannot read %s", path);
+    return NULL;
+  }
+  buf[n] = '\0';
+  return buf;
+}
+
+static int build_program(struct hy_cl *cl, const char *file, const char *embedded, const char *defines,
+                         cl_program *out, struct hy_err *err) {
+  const char *dir = getenv("HYTREE_KERNEL_DIR");
+  char *disk = NULL;
+  const char *src = embedded;
+  char options[8192];
+  if (dir && *dir) {
+    disk = read_kernel_file(dir, file, err);
+    if (!disk) return -1;
+    src = disk;
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -I %s %s", dir, defines);
+  } else {
+    snprintf(options, sizeof options, "-cl-std=CL1.2 %s", defines);
+  }
+  cl_int e;
+  cl_program prog = clCreateProgramWithSource(cl->ctx, 1, &src, NULL, &e);
+  hy_free(disk);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: clCreateProgramWithSource(%s) failed on %s: %s", file, cl->name,
+                      hy_cl_errname(e));
+  e = clBuildProgram(prog, 1, &cl->device, options, NULL, NULL);
+  if (e != CL_SUCCESS) {
+    size_t log_size = 0;
+    char *log = NULL;
+    if (clGetProgramBuildInfo(prog, cl->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &log_size) == CL_SUCCESS &&
+        log_size > 0) {
+      log = hy_malloc("OpenCL build log", log_size + 1, 1);
+      if (clGetProgramBuildInfo(prog, cl->device, CL_PROGRAM_BUILD_LOG, log_size, log, NULL) != CL_SUCCESS)
+        log[0] = '\0';
+      log[log_size] = '\0';
+    }
+    fflush(stdout);
+    fprintf(stderr, "hytree: OpenCL build log for %s on %s (options: %s%s):\n%s\n", file, cl->name, options,
+            dir && *dir ? "; source from HYTREE_KERNEL_DIR" : "; embedded source", log ? log : "(empty)");
+    fflush(stderr);
+    hy_free(log);
+    clReleaseProgram(prog);
+    return hy_err_set(err, "OpenCL: building %s for %s failed: %s (options: %s); the build log is above", file,
+                      cl->name, hy_cl_errname(e), options);
+  }
+  *out = prog;
+  return 0;
+}
+
+static int get_walk_kernel(struct hy_cl *cl, int mode, int pot, cl_kernel *k, struct hy_err *err) {
+  if (mode < 0 || mode >= HY_WALK_NMODES) return hy_err_set(err, "walk: bad mode %d", mode);
+  pot = pot ? 1 : 0;
+  if (!cl->walk_k[mode][pot]) {
+    char defs[256];
+    snprintf(defs, sizeof defs, "-D HY_WALK_MODE=%d -D HY_WALK_POT=%d -D HY_NVEC=%d", mode, pot, cl->nvec);
+    if (build_program(cl, "walk.cl", hy_cl_source_walk, defs, &cl->walk_prog[mode][pot], err) != 0) return -1;
+    cl_int e;
+    cl->walk_k[mode][pot] = clCreateKernel(cl->walk_prog[mode][pot], "hy_walk", &e);
+    if (e != CL_SUCCESS) {
+      cl->walk_k[mode][pot] = NULL;
+      CL_CHECK(e, "clCreateKernel(hy_walk)");
+    }
+  }
+  *k = cl->walk_k[mode][pot];
+  return 0;
+}
+
+static int get_direct_kernel(struct hy_cl *cl, struct hy_err *err) {
+  if (cl->direct_k) return 0;
+  if (build_program(cl, "direct.cl", hy_cl_source_direct, "", &cl->direct_prog, err) != 0) return -1;
+  cl_int e;
+  cl->direct_k = clCreateKernel(cl->direct_prog, "hy_direct", &e);
+  if (e != CL_SUCCESS) {
+    cl->direct_k = NULL;
+    CL_CHECK(e, "clCreateKernel(hy_direct)");
+  }
+  return 0;
+}
+
+int hy_cl_build_all(struct hy_cl *cl, struct hy_err *err) {
+  cl_kernel k;
+  for (int m = 0; m < HY_WALK_NMODES; m++)
+    for (int p = 0; p < 2; p++)
+      if (get_walk_kernel(cl, m, p, &k, err) != 0) return -1;
+  return get_direct_kernel(cl, err);
+}
+
+/* ----------------------------------------------------------- buffers */
+
+static int ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label, struct hy_err *err) {
+  if (bytes == 0) bytes = 16;
+  if (b->mem && b->size >= bytes) return 0;
+  size_t want = bytes + bytes / 4;
+  if (want > cl->max_alloc) want = bytes;
+  if (bytes > cl->max_alloc)
+    return hy_err_set(err,
+                      "OpenCL device %s: buffer '%s' needs %zu bytes but the device allows at most %llu bytes per "
+                      "allocation (%llu bytes of global memory); use more ranks or a larger device",
+                      cl->name, label, bytes, (unsigned long long)cl->max_alloc,
+                      (unsigned long long)cl->global_mem);
+  buf_release(b);
+  cl_int e;
+  b->mem = clCreateBuffer(cl->ctx, CL_MEM_READ_WRITE, want, NULL, &e);
+  if (e != CL_SUCCESS) {
+    b->mem = NULL;
+    return hy_err_set(err,
+                      "OpenCL device %s: cannot allocate buffer '%s' of %zu bytes (%s); the device has %llu bytes "
+                      "of global memory",
+                      cl->name, label, want, hy_cl_errname(e), (unsigned long long)cl->global_mem);
+  }
+  b->size = want;
+  return 0;
+}
+
+static double event_seconds(cl_event ev) {
+  cl_ulong t0 = 0, t1 = 0;
+  if (!ev) return 0.0;
+  if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) != CL_SUCCESS) return 0.0;
+  if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) != CL_SUCCESS) return 0.0;
+  return t1 > t0 ? 1e-9 * (double)(t1 - t0) : 0.0;
+}
+
+static void release_events(cl_event *ev, int n) {
+  for (int i = 0; i < n; i++)
+    if (ev[i]) clReleaseEvent(ev[i]);
+}
+
+static int check_int(size_t v, const char *what, struct hy_err *err) {
+  if (v > (size_t)INT_MAX) return hy_err_set(err, "OpenCL: %s = %zu exceeds the 32-bit range of the kernels", what, v);
+  return 0;
+}
+
+/* -------------------------------------------------------------- walks */
+
+enum { EV_NODE, EV_SINK, EV_KERNEL, EV_OUT0, EV_OUT1, EV_COUNTS, EV_N };
+
+int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg, uint64_t counts[2],
+               struct hy_cl_times *times, struct hy_err *err) {
+  if (cfg->nvec != cl->nvec) return hy_err_set(err, "walk: nvec %d differs from the engine's %d", cfg->nvec, cl->nvec);
+  if (a->slot < 0 || a->slot > 1) return hy_err_set(err, "walk: bad tree slot %d", a->slot);
+  if (check_int(a->n_nodes, "tree nodes", err) || check_int(a->n_sink, "sinks", err)) return -1;
+  if (times) memset(times, 0, sizeof *times);
+  if (counts) counts[0] = counts[1] = 0;
+  if (a->n_sink == 0) return 0;
+  cl_kernel k;
+  if (get_walk_kernel(cl, cfg->mode, cfg->want_pot, &k, err) != 0) return -1;
+  const int split = cfg->mode == HY_WALK_SPLIT;
+  size_t node_bytes = hy_size_mul_or_die(a->n_nodes, 8 * sizeof(float), "tree nodes");
+  size_t sink_bytes = hy_size_mul_or_die(a->n_sink, 4 * sizeof(float), "sinks");
+  size_t n_groups = (a->n_sink + (size_t)cl->nvec - 1) / (size_t)cl->nvec;
+  size_t count_bytes = hy_size_mul_or_die(n_groups, HY_COUNT_N * sizeof(uint32_t), "counters");
+  if (ensure_buf(cl, &cl->node[a->slot], node_bytes, "tree nodes", err) ||
+      ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err) || ensure_buf(cl, &cl->out0, sink_bytes, "forces", err) ||
+      (split && ensure_buf(cl, &cl->out1, sink_bytes, "soft forces", err)) ||
+      ensure_buf(cl, &cl->counts, count_bytes, "interaction counters", err))
+    return -1;
+  if (cl->counts_host_n < n_groups * HY_COUNT_N) {
+    cl->counts_host = hy_realloc("interaction counters", cl->counts_host, n_groups * HY_COUNT_N, sizeof(uint32_t));
+    cl->counts_host_n = n_groups * HY_COUNT_N;
+  }
+  cl_event ev[EV_N] = {0};
+  cl_int e = CL_SUCCESS;
+  if (a->tree_id == 0 || cl->node_id[a->slot] != a->tree_id) {
+    cl->node_id[a->slot] = 0;
+    e = clEnqueueWriteBuffer(cl->q, cl->node[a->slot].mem, CL_FALSE, 0, node_bytes, a->node, 0, NULL, &ev[EV_NODE]);
+    if (e != CL_SUCCESS) goto fail_write;
+    cl->node_id[a->slot] = a->tree_id;
+  }
+  e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, a->sink, 0, NULL, &ev[EV_SINK]);
+  if (e != CL_SUCCESS) goto fail_write;
+
+  {
+    cl_int n_part = (cl_int)a->n_part, root = (cl_int)a->root, n_sink = (cl_int)a->n_sink;
+    cl_int self_base = a->self_base >= 0 ? (cl_int)a->self_base : -1;
+    cl_float eps2 = (cl_float)(cfg->eps * cfg->eps), r1 = (cl_float)cfg->r1, r2 = (cl_float)cfg->r2;
+    cl_float inv_dr = cfg->r2 > cfg->r1 ? (cl_float)(1.0 / (cfg->r2 - cfg->r1)) : 0.0f;
+    cl_float n_ratio = (cl_float)cfg->n_ratio;
+    cl_mem out1 = split ? cl->out1.mem : cl->out0.mem;
+    cl_uint i = 0;
+    if ((e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->node[a->slot].mem)) ||
+        (e = clSetKernelArg(k, i++, sizeof n_part, &n_part)) || (e = clSetKernelArg(k, i++, sizeof root, &root)) ||
+        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->sink.mem)) ||
+        (e = clSetKernelArg(k, i++, sizeof n_sink, &n_sink)) ||
+        (e = clSetKernelArg(k, i++, sizeof self_base, &self_base)) ||
+        (e = clSetKernelArg(k, i++, sizeof eps2, &eps2)) || (e = clSetKernelArg(k, i++, sizeof r1, &r1)) ||
+        (e = clSetKernelArg(k, i++, sizeof r2, &r2)) || (e = clSetKernelArg(k, i++, sizeof inv_dr, &inv_dr)) ||
+        (e = clSetKernelArg(k, i++, sizeof n_ratio, &n_ratio)) ||
+        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->out0.mem)) ||
+        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &out1)) ||
+        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->counts.mem))) {
+      release_events(ev, EV_N);
+      CL_CHECK(e, "clSetKernelArg(hy_walk)");
+    }
+    size_t local = hy_cl_is_gpu(cl) ? 64 : 0;
+    if (local > cl->max_wg) local = cl->max_wg;
+    size_t global = local ? (n_groups + local - 1) / local * local : n_groups;
+    e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, local ? &local : NULL, 0, NULL, &ev[EV_KERNEL]);
+    if (e != CL_SUCCESS) {
+      release_events(ev, EV_N);
+      return hy_err_set(err, "OpenCL: launching hy_walk (%zu work-items) failed on %s: %s", global, cl->name,
+                        hy_cl_errname(e));
+    }
+  }
+  if ((e = clEnqueueReadBuffer(cl->q, cl->out0.mem, CL_FALSE, 0, sink_bytes, a->out0, 0, NULL, &ev[EV_OUT0])) ||
+      (split &&
+       (e = clEnqueueReadBuffer(cl->q, cl->out1.mem, CL_FALSE, 0, sink_bytes, a->out1, 0, NULL, &ev[EV_OUT1]))) ||
+      (e = clEnqueueReadBuffer(cl->q, cl->counts.mem, CL_FALSE, 0, count_bytes, cl->counts_host, 0, NULL,
+                               &ev[EV_COUNTS]))) {
+    clFinish(cl->q);
+    release_events(ev, EV_N);
+    return hy_err_set(err, "OpenCL: reading walk results failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  e = clFinish(cl->q);
+  if (e != CL_SUCCESS) {
+    release_events(ev, EV_N);
+    return hy_err_set(err, "OpenCL: tree walk failed on %s: %s (a kernel fault or too little device memory)",
+                      cl->name, hy_cl_errname(e));
+  }
+  if (times) {
+    times->upload = event_seconds(ev[EV_NODE]) + event_seconds(ev[EV_SINK]);
+    times->kernel = event_seconds(ev[EV_KERNEL]);
+    times->download = event_seconds(ev[EV_OUT0]) + event_seconds(ev[EV_OUT1]) + event_seconds(ev[EV_COUNTS]);
+  }
+  release_events(ev, EV_N);
+  if (counts) {
+    uint64_t pp = 0, pc = 0;
+    for (size_t g = 0; g < n_groups; g++) {
+      pp += cl->counts_host[HY_COUNT_N * g + HY_COUNT_PP];
+      pc += cl->counts_host[HY_COUNT_N * g + HY_COUNT_PC];
+    }
+    counts[HY_COUNT_PP] = pp;
+    counts[HY_COUNT_PC] = pc;
+  }
+  return 0;
+
+fail_write:
+  clFinish(cl->q);
+  release_events(ev, EV_N);
+  return hy_err_set(err, "OpenCL: uploading the walk inputs failed on %s: %s", cl->name, hy_cl_errname(e));
+}
+
+/* ------------------------------------------------------------- direct */
+
+int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *sink, size_t n_sink, long self_base,
+                 double eps, float *out, struct hy_cl_times *times, struct hy_err *err) {
+  if (check_int(n_src, "direct sources", err) || check_int(n_sink, "direct sinks", err)) return -1;
+  if (times) memset(times, 0, sizeof *times);
+  if (n_sink == 0) return 0;
+  if (get_direct_kernel(cl, err) != 0) return -1;
+  size_t src_bytes = hy_size_mul_or_die(n_src ? n_src : 1, 4 * sizeof(float), "direct sources");
+  size_t sink_bytes = hy_size_mul_or_die(n_sink, 4 * sizeof(float), "direct sinks");
+  if (ensure_buf(cl, &cl->dsrc, src_bytes, "direct sources", err) ||
+      ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err) || ensure_buf(cl, &cl->out0, sink_bytes, "forces", err))
+    return -1;
+  size_t kwg = 0;
+  CL_CHECK(clGetKernelWorkGroupInfo(cl->direct_k, cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
+           "clGetKernelWorkGroupInfo");
+  size_t local = 128;
+  if (local > kwg) local = kwg;
+  if (local < 1) local = 1;
+  size_t global = (n_sink + local - 1) / local * local;
+  cl_event ev[4] = {0};
+  cl_int e;
+  if (n_src > 0) {
+    e = clEnqueueWriteBuffer(cl->q, cl->dsrc.mem, CL_FALSE, 0, n_src * 4 * sizeof(float), src, 0, NULL, &ev[0]);
+    if (e != CL_SUCCESS) {
+      clFinish(cl->q);
+      release_events(ev, 4);
+      CL_CHECK(e, "clEnqueueWriteBuffer(direct sources)");
+    }
+  }
+  e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, sink, 0, NULL, &ev[1]);
+  if (e != CL_SUCCESS) {
+    clFinish(cl->q);
+    release_events(ev, 4);
+    CL_CHECK(e, "clEnqueueWriteBuffer(direct sinks)");
+  }
+  cl_int ns = (cl_int)n_src, nk = (cl_int)n_sink, sb = self_base >= 0 ? (cl_int)self_base : -1;
+  cl_float eps2 = (cl_float)(eps * eps);
+  cl_uint i = 0;
+  if ((e = clSetKernelArg(cl->direct_k, i++, sizeof(cl_mem), &cl->dsrc.mem)) ||
+      (e = clSetKernelArg(cl->direct_k, i++, sizeof ns, &ns)) ||
+      (e = clSetKernelArg(cl->direct_k, i++, sizeof(cl_mem), &cl->sink.mem)) ||
+      (e = clSetKernelArg(cl->direct_k, i++, sizeof nk, &nk)) ||
+      (e = clSetKernelArg(cl->direct_k, i++, sizeof sb, &sb)) ||
+      (e = clSetKernelArg(cl->direct_k, i++, sizeof eps2, &eps2)) ||
+      (e = clSetKernelArg(cl->direct_k, i++, sizeof(cl_mem), &cl->out0.mem)) ||
+      (e = clSetKernelArg(cl->direct_k, i++, local * 4 * sizeof(float), NULL))) {
+    clFinish(cl->q);
+    release_events(ev, 4);
+    CL_CHECK(e, "clSetKernelArg(hy_direct)");
+  }
+  e = clEnqueueNDRangeKernel(cl->q, cl->direct_k, 1, NULL, &global, &local, 0, NULL, &ev[2]);
+  if (e != CL_SUCCESS) {
+    clFinish(cl->q);
+    release_events(ev, 4);
+    CL_CHECK(e, "clEnqueueNDRangeKernel(hy_direct)");
+  }
+  e = clEnqueueReadBuffer(cl->q, cl->out0.mem, CL_FALSE, 0, sink_bytes, out, 0, NULL, &ev[3]);
+  if (e == CL_SUCCESS) e = clFinish(cl->q);
+  if (e != CL_SUCCESS) {
+    clFinish(cl->q);
+    release_events(ev, 4);
+    CL_CHECK(e, "direct sum");
+  }
+  if (times) {
+    times->upload = event_seconds(ev[0]) + event_seconds(ev[1]);
+    times->kernel = event_seconds(ev[2]);
+    times->download = event_seconds(ev[3]);
+  }
+  release_events(ev, 4);
+  return 0;
+}
