@@ -7,7 +7,7 @@ src_libhytree_a_SOURCES = \
 	src/io.h src/ic.h \
 	src/threads.c src/threads.h \
 	src/tree.c src/tree.h src/split.h \
-	src/force_cpu.c src/force_cpu.h \
+	src/force_cpu.c src/force_cpu.h src/force.c src/force.h \
 	src/cl_engine.c src/cl_engine.h src/cl_check.c src/cl_check.h
 nodist_src_libhytree_a_SOURCES = src/cl_sources.c
 

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * force.h: gravitational accelerations and potentials of the particle set.
+ * Owns the per-step pipeline "sort and build the local tree, export its node
+ * records, walk it on the OpenCL device with the local particles as sinks,
+ * add the results in double precision on the host", the O(N^2) device direct
+ * sum, and the timing and interaction counters of these steps. Remote (LET)
+ * trees are walked with the same sinks and added to the same double sums.
+ * Results include the gravitational constant G. Knows nothing of files,
+ * parameters or the integrator. */
+#ifndef HY_FORCE_H
+#define HY_FORCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cl_engine.h"
+#include "log.h"
+#include "part.h"
+#include "threads.h"
+#include "tree.h"
+
+struct hy_force_cfg {
+  double G;       /**< gravitational constant */
+  double eps;     /**< Plummer softening */
+  double r1, r2;  /**< split radii (hybrid) */
+  double a_err;   /**< absolute MAC accuracy [acceleration], G included */
+  int n_crit;     /**< leaf size */
+  int nvec;       /**< sinks per work-item */
+  int n_ratio;    /**< hard steps per soft step */
+};
+
+/** Accumulated costs since the last hy_force_stats_reset [s, counts]. */
+struct hy_force_stats {
+  double sort;       /**< key computation and sort, particle reordering */
+  double build;      /**< links and moments */
+  double export_;    /**< node records and sink positions */
+  double upload;     /**< host-to-device transfers (profiling) */
+  double kernel;     /**< device kernels (profiling) */
+  double download;   /**< device-to-host transfers (profiling) */
+  double walk_wall;  /**< wall time of the walk calls (host view) */
+  uint64_t n_pp;     /**< particle-particle interactions */
+  uint64_t n_pc;     /**< particle-cell interactions */
+};
+
+struct hy_force;
+
+/** cl and pool are borrowed and must outlive the force object. */
+struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const struct hy_force_cfg *cfg);
+void hy_force_free(struct hy_force *f);
+const struct hy_force_cfg *hy_force_config(const struct hy_force *f);
+
+/** Sort p into key order (reorders every particle array) and build the local
+ *  tree with its device records. Returns 0 or -1 with err set. */
+int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err);
+
+/** The local tree of the last hy_force_build (for tests and LET selection). */
+const struct hy_tree *hy_force_tree(const struct hy_force *f);
+
+/** Walk the local tree for every particle of p (as sorted by the last build;
+ *  positions must not have changed since). mode is HY_WALK_*; acc0 receives
+ *  the weighted acceleration (HY_WALK_SPLIT: hard part), acc1 the soft part
+ *  (HY_WALK_SPLIT only, else may be NULL), pot the potential when non-NULL
+ *  (modes FULL, SPLIT and SOFTSTEP only). Arrays have 3 (acc) or 1 (pot)
+ *  values per particle and are overwritten. Returns 0 or -1 with err set. */
+int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double *acc0, double *acc1, double *pot,
+                  struct hy_err *err);
+
+/** O(N^2) softened direct sum on the device: acc (3 per particle) and pot
+ *  (1 per particle, may be NULL) are overwritten. */
+int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, double *pot, struct hy_err *err);
+
+void hy_force_stats_get(const struct hy_force *f, struct hy_force_stats *s);
+void hy_force_stats_reset(struct hy_force *f);
+
+#endif
