@@ -1,1 +1,6 @@
 # IO and IC tests (owned by the io/ic modules).
+check_PROGRAMS += tests/test_io_gadget
+TESTS += tests/test_io_gadget
+tests_test_io_gadget_SOURCES = tests/test_io_gadget.c tests/io_test_util.h
+tests_test_io_gadget_LDADD = $(HY_TESTLIBS)
+EXTRA_DIST += tests/data/galaxy_littleendian.dat
