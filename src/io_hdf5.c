@@ -166,8 +166,15 @@ int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_
   if (fapl < 0 || H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0) {
     wfail(&w, "set up file access properties for", tmp);
   } else {
+    errno = 0;
     file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    if (file < 0) hy_err_set(err, "%s: cannot create HDF5 file %s", path, tmp), w.failed = 1;
+    if (file < 0) {
+      /* The sec2 driver leaves open()'s errno behind; report it when set. */
+      int e = errno;
+      hy_err_set(err, "%s: cannot create HDF5 file %s%s%s", path, tmp, e ? ": " : "",
+                 e ? strerror(e) : "");
+      w.failed = 1;
+    }
   }
   if (fapl >= 0) H5Pclose(fapl);
 

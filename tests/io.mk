@@ -4,3 +4,7 @@ TESTS += tests/test_io_gadget
 tests_test_io_gadget_SOURCES = tests/test_io_gadget.c tests/io_test_util.h
 tests_test_io_gadget_LDADD = $(HY_TESTLIBS)
 EXTRA_DIST += tests/data/galaxy_littleendian.dat
+check_PROGRAMS += tests/test_io_hdf5
+TESTS += tests/test_io_hdf5
+tests_test_io_hdf5_SOURCES = tests/test_io_hdf5.c tests/io_test_util.h
+tests_test_io_hdf5_LDADD = $(HY_TESTLIBS)
