@@ -8,3 +8,7 @@ check_PROGRAMS += tests/test_io_hdf5
 TESTS += tests/test_io_hdf5
 tests_test_io_hdf5_SOURCES = tests/test_io_hdf5.c tests/io_test_util.h
 tests_test_io_hdf5_LDADD = $(HY_TESTLIBS)
+check_PROGRAMS += tests/test_ic
+TESTS += tests/test_ic
+tests_test_ic_SOURCES = tests/test_ic.c
+tests_test_ic_LDADD = $(HY_TESTLIBS)
