@@ -14,7 +14,7 @@
 static char hy_tmpdir[4096];
 
 /* Create the scratch directory; exits 99 (hard error) if that fails. */
-static const char *hy_tmp_setup(const char *name) {
+static inline const char *hy_tmp_setup(const char *name) {
   const char *b = getenv("top_builddir");
   snprintf(hy_tmpdir, sizeof hy_tmpdir, "%s/tests/tmp-%s-%ld", b ? b : ".", name, (long)getpid());
   if (mkdir(hy_tmpdir, 0777) != 0) {
@@ -25,14 +25,14 @@ static const char *hy_tmp_setup(const char *name) {
 }
 
 /* Path of a file inside the scratch directory (static buffer per slot). */
-static const char *hy_tmp_path(int slot, const char *file) {
+static inline const char *hy_tmp_path(int slot, const char *file) {
   static char buf[8][4200];
   snprintf(buf[slot], sizeof buf[slot], "%s/%s", hy_tmpdir, file);
   return buf[slot];
 }
 
 /* Number of directory entries (besides . and ..) in the scratch directory. */
-static int hy_tmp_count(void) {
+static inline int hy_tmp_count(void) {
   DIR *d = opendir(hy_tmpdir);
   int n = 0;
   if (!d) return -1;
@@ -43,7 +43,7 @@ static int hy_tmp_count(void) {
 }
 
 /* Remove the scratch directory and the plain files in it. */
-static void hy_tmp_cleanup(void) {
+static inline void hy_tmp_cleanup(void) {
   DIR *d = opendir(hy_tmpdir);
   if (!d) return;
   for (struct dirent *e; (e = readdir(d));) {
@@ -57,7 +57,7 @@ static void hy_tmp_cleanup(void) {
 }
 
 /* Deterministic uniform deviate in [0, 1) (xorshift64*). */
-static double hy_urand(unsigned long long *s) {
+static inline double hy_urand(unsigned long long *s) {
   *s ^= *s >> 12;
   *s ^= *s << 25;
   *s ^= *s >> 27;

@@ -14,6 +14,8 @@
 
 #include "hy_test.h"
 #include "ic.h"
+#include "io.h"
+#include "io_test_util.h"
 
 static const double pi = 3.14159265358979323846;
 
@@ -170,7 +172,68 @@ static void parse_spec(void) {
   }
 }
 
+/* hy_cmd_ic called directly (the driver may not dispatch "ic" yet). */
+static int run_ic(int argc, const char **args) {
+  char *argv[16];
+  for (int i = 0; i < argc; i++) argv[i] = (char *)args[i];
+  fflush(stdout);
+  return hy_cmd_ic(argc, argv);
+}
+
+static void cmd_ic(void) {
+  hy_tmp_setup("ic");
+  struct hy_part p, q;
+  struct hy_err err;
+  hy_part_init(&p);
+  hy_part_init(&q);
+  HY_CHECK(hy_ic_plummer(500, 3, &p, &err) == 0);
+  static const char *const files[] = {"p.hdf5", "p.dat", "p.gadget", "p2.x"};
+  static const enum hy_ic_format fmts[] = {HY_FMT_HDF5, HY_FMT_GADGET1, HY_FMT_GADGET1,
+                                           HY_FMT_GADGET2};
+  for (int k = 0; k < 4; k++) {
+    const char *out = hy_tmp_path(0, files[k]);
+    const char *args[] = {"ic", "plummer", "-N", "500", "--seed", "3", "-o", out,
+                          "--format", "gadget2"};
+    HY_CHECK_INT(run_ic(k == 3 ? 10 : 8, args), 0);
+    enum hy_ic_format f;
+    HY_CHECK(hy_io_detect_format(out, &f, &err) == 0);
+    HY_CHECK_INT(f, fmts[k]);
+    double t = -1;
+    HY_CHECK_MSG(hy_io_read_ic(out, HY_FMT_AUTO, &q, &t, &err) == 0, "%s", err.msg);
+    /* double precision in every format: bitwise equal */
+    HY_CHECK(q.n == 500 && memcmp(q.pos, p.pos, 1500 * sizeof(double)) == 0 &&
+             memcmp(q.vel, p.vel, 1500 * sizeof(double)) == 0 &&
+             memcmp(q.mass, p.mass, 500 * sizeof(double)) == 0 &&
+             memcmp(q.id, p.id, 500 * sizeof(uint64_t)) == 0);
+    HY_CHECK(t == 0.0);
+  }
+  const char *out = hy_tmp_path(0, "bad.hdf5");
+  const char *nodir = hy_tmp_path(1, "nodir/bad.hdf5");
+  const char *help[] = {"ic", "--help"};
+  HY_CHECK_INT(run_ic(2, help), 0);
+  const char *a1[] = {"ic", "king", "-N", "10", "-o", out};
+  HY_CHECK_INT(run_ic(6, a1), 2);
+  const char *a2[] = {"ic", "plummer", "-o", out};
+  HY_CHECK_INT(run_ic(4, a2), 2);
+  const char *a3[] = {"ic", "plummer", "-N", "1e3", "-o", out};
+  HY_CHECK_INT(run_ic(6, a3), 2);
+  const char *a4[] = {"ic", "plummer", "-N", "10", "--seed", "-1", "-o", out};
+  HY_CHECK_INT(run_ic(8, a4), 2);
+  const char *a5[] = {"ic", "plummer", "-N", "10", "-o", out, "--format", "auto"};
+  HY_CHECK_INT(run_ic(8, a5), 2);
+  const char *a6[] = {"ic", "plummer", "-N", "10", "-o", nodir};
+  HY_CHECK_INT(run_ic(6, a6), 1);
+  const char *a7[] = {"ic", "plummer", "-N"};
+  HY_CHECK_INT(run_ic(3, a7), 2);
+  HY_CHECK_INT(hy_tmp_count(), 4);
+  for (int k = 0; k < 4; k++) HY_CHECK(unlink(hy_tmp_path(0, files[k])) == 0);
+  hy_tmp_cleanup();
+  hy_part_free(&p);
+  hy_part_free(&q);
+}
+
 int main(void) {
+  cmd_ic();
   plummer_big();
   plummer_virial();
   parse_spec();
