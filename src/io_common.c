@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * io_common.c: the format-independent half of io.h. Owns format names and
+ * detection from a file's first bytes, the dispatch of hy_io_read_ic to the
+ * HDF5 and Gadget readers plus the checks every set of initial conditions
+ * must pass (N > 0, finite values, positive masses), and durable atomic
+ * publication (temporary name, fsync, rename, fsync of the directory). It
+ * parses no format itself and must never exit: every failure is a -1 with a
+ * one-line message in struct hy_err. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "io.h"
+#include "io_internal.h"
+
+/* ------------------------------------------------------------ format names */
+
+static const struct {
+  const char *name;
+  enum hy_ic_format fmt;
+} format_names[] = {
+    {"auto", HY_FMT_AUTO},
+    {"hdf5", HY_FMT_HDF5},
+    {"gadget1", HY_FMT_GADGET1},
+    {"gadget2", HY_FMT_GADGET2},
+};
+
+int hy_io_format_parse(const char *name, enum hy_ic_format *out) {
+  if (!name) return -1;
+  for (size_t i = 0; i < sizeof format_names / sizeof format_names[0]; i++) {
+    if (strcmp(name, format_names[i].name) == 0) {
+      *out = format_names[i].fmt;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+const char *hy_io_format_name(enum hy_ic_format f) {
+  for (size_t i = 0; i < sizeof format_names / sizeof format_names[0]; i++)
+    if (format_names[i].fmt == f) return format_names[i].name;
+  return "unknown";
+}
+
+/* -------------------------------------------------------- format detection */
+
+static uint32_t u32_le(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static uint32_t u32_be(const unsigned char *b) {
+  return (uint32_t)b[3] | (uint32_t)b[2] << 8 | (uint32_t)b[1] << 16 | (uint32_t)b[0] << 24;
+}
+
+int hy_io_detect_format(const char *path, enum hy_ic_format *out, struct hy_err *err) {
+  static const unsigned char hdf5_sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  FILE *f = fopen(path, "rb");
+  if (!f) return hy_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+  unsigned char buf[8];
+  size_t got = fread(buf, 1, sizeof buf, f);
+  int read_errno = 0;
+  if (got < sizeof buf && ferror(f)) read_errno = errno ? errno : EIO;
+  if (fclose(f) != 0 && !read_errno) read_errno = errno;
+  if (read_errno) return hy_err_set(err, "%s: cannot read: %s", path, strerror(read_errno));
+  if (got == 0) return hy_err_set(err, "%s: empty file (0 bytes)", path);
+
+  if (got == sizeof buf && memcmp(buf, hdf5_sig, sizeof hdf5_sig) == 0) {
+    *out = HY_FMT_HDF5;
+    return 0;
+  }
+  if (got >= 4) {
+    uint32_t le = u32_le(buf), be = u32_be(buf);
+    if (le == 256 || be == 256) {
+      *out = HY_FMT_GADGET1;
+      return 0;
+    }
+    if ((le == 8 || be == 8) && got == sizeof buf && memcmp(buf + 4, "HEAD", 4) == 0) {
+      *out = HY_FMT_GADGET2;
+      return 0;
+    }
+  }
+  return hy_err_set(err, "%s: unrecognised file format (not HDF5, Gadget-1 or Gadget-2)", path);
+}
+
+/* ------------------------------------------------------ reading + checking */
+
+/* Physical sanity of freshly read initial conditions; message names the file,
+ * the particle index in p and its ID. */
+static int validate(const char *path, const struct hy_part *p, double time, struct hy_err *err) {
+  if (p->n == 0) return hy_err_set(err, "%s: no particles (N = 0)", path);
+  if (!isfinite(time)) return hy_err_set(err, "%s: header time is not finite (%g)", path, time);
+  for (size_t i = 0; i < p->n; i++) {
+    const double *x = p->pos + 3 * i, *v = p->vel + 3 * i;
+    unsigned long long id = (unsigned long long)p->id[i];
+    if (!isfinite(x[0]) || !isfinite(x[1]) || !isfinite(x[2]))
+      return hy_err_set(err, "%s: particle ID %llu (index %zu): non-finite position (%g, %g, %g)",
+                        path, id, i, x[0], x[1], x[2]);
+    if (!isfinite(v[0]) || !isfinite(v[1]) || !isfinite(v[2]))
+      return hy_err_set(err, "%s: particle ID %llu (index %zu): non-finite velocity (%g, %g, %g)",
+                        path, id, i, v[0], v[1], v[2]);
+    if (!isfinite(p->mass[i]))
+      return hy_err_set(err, "%s: particle ID %llu (index %zu): non-finite mass %g", path, id, i,
+                        p->mass[i]);
+    if (p->mass[i] < 0.0)
+      return hy_err_set(err, "%s: particle ID %llu (index %zu): negative mass %g", path, id, i,
+                        p->mass[i]);
+    if (!(p->mass[i] > 0.0))
+      return hy_err_set(err, "%s: particle ID %llu (index %zu): zero mass", path, id, i);
+  }
+  return 0;
+}
+
+int hy_io_read_ic(const char *path, enum hy_ic_format fmt, struct hy_part *p, double *time,
+                  struct hy_err *err) {
+  double t = 0.0;
+  int rc = -1;
+  hy_part_resize(p, 0);
+  if (fmt == HY_FMT_AUTO) {
+    if (hy_io_detect_format(path, &fmt, err) != 0) goto out;
+  } else {
+    /* A named format still deserves an errno-based message for a missing file. */
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+      hy_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+      goto out;
+    }
+    if (fclose(f) != 0) {
+      hy_err_set(err, "%s: cannot close: %s", path, strerror(errno));
+      goto out;
+    }
+  }
+  switch (fmt) {
+    case HY_FMT_HDF5: rc = hy_io_read_hdf5(path, p, &t, err); break;
+    case HY_FMT_GADGET1: rc = hy_io_read_gadget(path, 1, p, &t, err); break;
+    case HY_FMT_GADGET2: rc = hy_io_read_gadget(path, 2, p, &t, err); break;
+    default: hy_err_set(err, "%s: invalid input format code %d", path, (int)fmt); break;
+  }
+  if (rc == 0) rc = validate(path, p, t, err);
+out:
+  if (rc != 0) {
+    hy_part_resize(p, 0);
+    return -1;
+  }
+  /* Fields the ICs do not carry start at zero, whatever p held before. */
+  memset(p->acc, 0, 3 * p->n * sizeof(double));
+  memset(p->acc_w, 0, 3 * p->n * sizeof(double));
+  memset(p->pot, 0, p->n * sizeof(double));
+  if (time) *time = t;
+  return 0;
+}
+
+/* ----------------------------------------------------------- shared helpers */
+
+size_t *hy_io_type_order(const char *path, const struct hy_part *p, uint64_t counts[6],
+                         struct hy_err *err) {
+  size_t start[HY_NTYPES];
+  for (int t = 0; t < HY_NTYPES; t++) counts[t] = 0;
+  for (size_t i = 0; i < p->n; i++) {
+    if (p->type[i] >= HY_NTYPES) {
+      hy_err_set(err, "%s: particle %zu (ID %llu) has type %u; Gadget types are 0..5", path, i,
+                 (unsigned long long)p->id[i], (unsigned)p->type[i]);
+      return NULL;
+    }
+    counts[p->type[i]]++;
+  }
+  size_t s = 0;
+  for (int t = 0; t < HY_NTYPES; t++) {
+    start[t] = s;
+    s += (size_t)counts[t];
+  }
+  size_t *order = hy_malloc("particle order by type", p->n, sizeof(size_t));
+  for (size_t i = 0; i < p->n; i++) order[start[p->type[i]]++] = i;
+  return order;
+}
+
+void hy_io_discard_tmp(const char *tmp) {
+  /* The write already failed and the caller's message explains why; a
+   * leftover temporary (unlink failing) is all that can still go wrong. */
+  int rc = unlink(tmp);
+  (void)rc;
+}
+
+/* close() on a path that is already failing: the first error is the one to
+ * report, so this result is deliberately dropped. */
+static void close_after_error(int fd) {
+  int rc = close(fd);
+  (void)rc;
+}
+
+/* ------------------------------------------------------ atomic publication */
+
+int hy_io_tmpname(const char *path, char *buf, size_t size) {
+  int n = snprintf(buf, size, "%s.tmp.%ld", path, (long)getpid());
+  if (n < 0 || (size_t)n >= size) return -1;
+  return 0;
+}
+
+char *hy_io_tmpname_alloc(const char *path) {
+  size_t size = strlen(path) + 32; /* ".tmp." plus any pid */
+  char *buf = hy_malloc("temporary file name", size, 1);
+  if (hy_io_tmpname(path, buf, size) != 0) {
+    /* cannot happen: 32 bytes hold ".tmp." and a 64-bit pid */
+    buf[0] = '\0';
+  }
+  return buf;
+}
+
+static int fsync_retry(int fd) {
+  int rc;
+  do rc = fsync(fd);
+  while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+int hy_io_publish(const char *tmp, const char *path, struct hy_err *err) {
+  int fd = open(tmp, O_RDONLY);
+  if (fd < 0) {
+    int e = errno;
+    hy_io_discard_tmp(tmp);
+    return hy_err_set(err, "%s: cannot open temporary %s to sync it: %s", path, tmp, strerror(e));
+  }
+  if (fsync_retry(fd) != 0) {
+    int e = errno;
+    close_after_error(fd);
+    hy_io_discard_tmp(tmp);
+    return hy_err_set(err, "%s: cannot sync temporary %s: %s", path, tmp, strerror(e));
+  }
+  if (close(fd) != 0) {
+    int e = errno;
+    hy_io_discard_tmp(tmp);
+    return hy_err_set(err, "%s: cannot close temporary %s: %s", path, tmp, strerror(e));
+  }
+  if (rename(tmp, path) != 0) {
+    int e = errno;
+    hy_io_discard_tmp(tmp);
+    return hy_err_set(err, "%s: cannot rename %s into place: %s", path, tmp, strerror(e));
+  }
+
+  /* Make the rename itself durable: sync the directory holding path. */
+  size_t len = strlen(path);
+  char *dir = hy_malloc("directory name", len + 2, 1);
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    strcpy(dir, ".");
+  } else if (slash == path) {
+    strcpy(dir, "/");
+  } else {
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+  }
+  int rc = 0;
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (dfd < 0) {
+    rc = hy_err_set(err, "%s: written, but cannot open directory %s to sync it: %s", path, dir,
+                    strerror(errno));
+  } else {
+    /* EINVAL: the file system does not support syncing directories. */
+    if (fsync_retry(dfd) != 0 && errno != EINVAL)
+      rc = hy_err_set(err, "%s: written, but cannot sync directory %s: %s", path, dir,
+                      strerror(errno));
+    if (close(dfd) != 0 && rc == 0)
+      rc = hy_err_set(err, "%s: written, but cannot close directory %s: %s", path, dir,
+                      strerror(errno));
+  }
+  hy_free(dir);
+  return rc;
+}
+
+int hy_io_write_text_atomic(const char *path, const char *text, struct hy_err *err) {
+  char *tmp = hy_io_tmpname_alloc(path);
+  int rc = -1;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+  if (fd < 0) {
+    hy_err_set(err, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+    goto done;
+  }
+  const char *ptr = text;
+  size_t left = strlen(text);
+  while (left > 0) {
+    ssize_t w = write(fd, ptr, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      close_after_error(fd);
+      hy_io_discard_tmp(tmp);
+      hy_err_set(err, "%s: cannot write %s: %s", path, tmp, strerror(e));
+      goto done;
+    }
+    ptr += w;
+    left -= (size_t)w;
+  }
+  if (close(fd) != 0) {
+    int e = errno;
+    hy_io_discard_tmp(tmp);
+    hy_err_set(err, "%s: cannot close %s: %s", path, tmp, strerror(e));
+    goto done;
+  }
+  rc = hy_io_publish(tmp, path, err);
+done:
+  hy_free(tmp);
+  return rc;
+}
