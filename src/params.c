@@ -728,8 +728,8 @@ double hy_params_get_number(const struct hy_params *p, const char *key) {
   size_t k = key_index(p, key);
   const struct hy_param_def *d = &p->schema[k];
   const struct pval *v = &p->v[k];
-  if (d->type != HY_PT_NUMBER && d->type != HY_PT_NUMBER_AUTO && d->type != HY_PT_INT)
-    hy_die("params: parameter '%s' is not a number", key);
+  if (d->type != HY_PT_NUMBER && d->type != HY_PT_NUMBER_AUTO)
+    hy_die("params: parameter '%s' is not a NUMBER key", key);
   if (v->is_auto) {
     if (!v->resolved) hy_die("params: parameter '%s' is auto and has not been resolved", key);
     return v->res_val;
