@@ -1,1 +1,2 @@
 # doc
+dist_doc_DATA += doc/parameters.md

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * param_schema.c: the one table of every run parameter (key, type, default or
+ * required, allowed range, choices, unit, one-line description). It drives
+ * validation (params.c), params-used.txt, `hytree run --help`, and the check
+ * that doc/parameters.md and params/plummer.txt mention every key. Adding a
+ * parameter means adding a row here and documenting it there. */
+#include "config.h"
+
+#include "params.h"
+
+#include <math.h>
+
+#define NOMIN (-INFINITY)
+#define NOMAX INFINITY
+
+/* key, type, default (NULL = required), min, max, min_open, max_open, choices, unit, doc */
+static const struct hy_param_def schema[] = {
+  {"InitCondFile", HY_PT_STRING, NULL, NOMIN, NOMAX, 0, 0, NULL, "",
+   "Initial conditions: a file path (HDF5, Gadget format 1 or 2), or plummer:N[:seed] for the built-in "
+   "Plummer generator"},
+  {"InitCondFormat", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,hdf5,gadget1,gadget2", "",
+   "Format of InitCondFile; auto detects it from the file contents"},
+  {"OutputDir", HY_PT_STRING, NULL, NOMIN, NOMAX, 0, 0, NULL, "",
+   "Directory for all outputs (snapshots, energy.csv, timings, params-used.txt, restart files)"},
+  {"Scheme", HY_PT_CHOICE, "hybrid", NOMIN, NOMAX, 0, 0, "hybrid,tree,direct", "",
+   "Force scheme: hybrid (hard/soft split, SoftStepRatio hard steps per soft step), tree (full tree "
+   "force every step), direct (O(N^2) reference)"},
+  {"TimeEnd", HY_PT_NUMBER, NULL, 0.0, NOMAX, 0, 0, NULL, "code time",
+   "End time of the run, >= 0; 0 writes the initial snapshot and stops"},
+  {"TimeStepHard", HY_PT_NUMBER_AUTO, "auto", 0.0, NOMAX, 1, 0, NULL, "code time",
+   "Hard time step dt_h, > 0; auto = eps/sigma_v (sigma_v = mass-weighted mean speed of the ICs)"},
+  {"SoftStepRatio", HY_PT_INT, "4", 1.0, 1024.0, 0, 0, NULL, "",
+   "n: hard steps per soft step (dt_s = n dt_h), between 1 and 1024"},
+  {"R1", HY_PT_NUMBER_AUTO, "auto", 0.0, NOMAX, 1, 0, NULL, "code length",
+   "Inner radius of the hard/soft force split, > 0; auto = 1.03 N^(-1/3) r_v"},
+  {"R2", HY_PT_NUMBER_AUTO, "auto", 0.0, NOMAX, 1, 0, NULL, "code length",
+   "Outer radius of the hard/soft force split, > 0 and larger than R1; auto = 2 R1"},
+  {"Softening", HY_PT_NUMBER_AUTO, "auto", 0.0, NOMAX, 0, 0, NULL, "code length",
+   "Plummer softening length eps, >= 0; auto = 0.1 N^(-0.26) r_v"},
+  {"AccErr", HY_PT_NUMBER_AUTO, "auto", 0.0, NOMAX, 1, 0, NULL, "code acceleration",
+   "Absolute acceleration error a_err of the cell-opening criterion, > 0; auto = 2^-8 G M / r_v^2"},
+  {"NCrit", HY_PT_INT, "16", 1.0, 65536.0, 0, 0, NULL, "",
+   "Maximum number of particles in a leaf cell, between 1 and 65536"},
+  {"NVec", HY_PT_INT, "4", 1.0, 16.0, 0, 0, NULL, "",
+   "Sinks per OpenCL work-item in the tree walks, between 1 and 16"},
+  {"GravityConstant", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "code units",
+   "Gravitational constant G in code units, > 0; 43007.1 for kpc, 1e10 Msun, km/s"},
+  {"SnapshotInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "code time",
+   "Time between snapshots, >= 0; 0 = initial and final snapshots only"},
+  {"SnapshotFields", HY_PT_LIST, "none", NOMIN, NOMAX, 0, 0, "Acceleration,Potential", "",
+   "Optional snapshot fields: comma list of Acceleration, Potential (no repeats), or none"},
+  {"EnergyInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "code time",
+   "Time between energy diagnostics (energy.csv), >= 0; 0 = every soft step"},
+  {"OpenCLDevice", HY_PT_DEVICE, "any", NOMIN, NOMAX, 0, 0, "gpu,cpu,any", "",
+   "OpenCL device: gpu, cpu, any, or P:D (platform index P, device index D, both >= 0)"},
+  {"UnitLength_in_cm", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "cm",
+   "Code length unit in cm, > 0 (metadata written to snapshots)"},
+  {"UnitMass_in_g", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "g",
+   "Code mass unit in g, > 0 (metadata written to snapshots)"},
+  {"UnitVelocity_in_cm_per_s", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "cm/s",
+   "Code velocity unit in cm/s, > 0 (metadata written to snapshots)"},
+};
+
+const struct hy_param_def *hy_params_schema(size_t *n) {
+  if (n) *n = sizeof schema / sizeof schema[0];
+  return schema;
+}
