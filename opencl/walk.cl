@@ -124,8 +124,8 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
       pot[k] -= mr;
 #endif
     }
-    if (is_part)
-      n_pp += (uint)n_valid;
+    if (is_part) /* the skipped self pair is not an interaction */
+      n_pp += (uint)n_valid - ((self[0] != HY_NONE && cur >= self[0] && cur < self[0] + n_valid) ? 1u : 0u);
     else
       n_pc += (uint)n_valid;
     cur = as_int(q.z);

@@ -4,6 +4,7 @@
 
 #include "force.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -23,6 +24,10 @@ struct hy_force {
   size_t sink_cap;    /* in particles */
   struct hy_force_stats st;
 };
+
+/* Tree ids are unique across all force objects of the process: the engine
+ * skips the upload of a tree whose id is already resident. */
+static atomic_uint_fast64_t tree_serial = 1;
 
 struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const struct hy_force_cfg *cfg) {
   struct hy_force *f = hy_calloc("force engine", 1, sizeof *f);
@@ -93,7 +98,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   struct sink_job sj = {.pos = p->pos, .centre = f->tree.centre, .sink = f->sink};
   hy_pool_for(f->pool, p->n, 4096, sink_body, &sj);
   double t3 = hy_wtime();
-  f->tree_id++;
+  f->tree_id = atomic_fetch_add(&tree_serial, 1);
   f->have_tree = 1;
   f->st.sort += t1 - t0;
   f->st.build += t2 - t1;

@@ -104,8 +104,8 @@ static void walk_body(void *arg, size_t gb, size_t ge, int tid) {
         }
         pt[k] -= mr;
       }
-      if (is_part)
-        n_pp += (uint64_t)n_valid;
+      if (is_part) /* the skipped self pair is not an interaction */
+        n_pp += (uint64_t)n_valid - ((self[0] >= 0 && cur >= self[0] && cur < self[0] + n_valid) ? 1u : 0u);
       else
         n_pc += (uint64_t)n_valid;
       cur = t->next[cur];

@@ -21,3 +21,7 @@ check_PROGRAMS += tests/test_tree tests/test_dll
 TESTS += tests/test_tree tests/test_dll
 tests_test_tree_LDADD = $(HY_TESTLIBS)
 tests_test_dll_LDADD = $(HY_TESTLIBS)
+
+check_PROGRAMS += tests/test_forces
+TESTS += tests/test_forces
+tests_test_forces_LDADD = $(HY_TESTLIBS)

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * test_forces.c: accuracy of the OpenCL force kernels on the available
+ * OpenCL device (pocl's CPU device in CI) against double-precision
+ * references computed on the host:
+ *  - device direct sum vs host double direct sum (float rounding only);
+ *  - tree walk vs direct sum on a 32k Plummer sphere at the default a_err,
+ *    and the error falling as a_err falls from 2^-6 to 2^-12;
+ *  - a tree that opens every cell reproduces the direct sum;
+ *  - hard + soft of the split walk equals the unsplit walk (same cells are
+ *    accepted by construction), the cut-off hard walk equals the split hard
+ *    part, and the soft-step weight equals hard + n soft;
+ *  - hard and soft parts against the split direct sum;
+ *  - device walk vs the host reference walk (same interactions). */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "cl_engine.h"
+#include "force.h"
+#include "force_cpu.h"
+#include "hy_shared.h"
+#include "hy_test.h"
+#include "ic.h"
+#include "log.h"
+#include "threads.h"
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* relative errors |a - ref| / |ref| (per particle), sorted; returns the quantile q */
+struct errs {
+  double med, p90, p99, max;
+};
+
+static struct errs rel_errors(const double *a, const double *ref, size_t n) {
+  double *e = hy_malloc("errors", n, sizeof(double));
+  for (size_t i = 0; i < n; i++) {
+    double d2 = 0, r2 = 0;
+    for (int k = 0; k < 3; k++) {
+      double d = a[3 * i + k] - ref[3 * i + k];
+      d2 += d * d;
+      r2 += ref[3 * i + k] * ref[3 * i + k];
+    }
+    e[i] = sqrt(d2 / r2);
+  }
+  qsort(e, n, sizeof(double), cmp_double);
+  struct errs r = {e[n / 2], e[(size_t)(0.9 * (double)n)], e[(size_t)(0.99 * (double)n)], e[n - 1]};
+  hy_free(e);
+  return r;
+}
+
+/* errors of a part (hard or soft) relative to the magnitude of the total force */
+static struct errs part_errors(const double *a, const double *ref, const double *total, size_t n) {
+  double *e = hy_malloc("errors", n, sizeof(double));
+  for (size_t i = 0; i < n; i++) {
+    double d2 = 0, r2 = 0;
+    for (int k = 0; k < 3; k++) {
+      double d = a[3 * i + k] - ref[3 * i + k];
+      d2 += d * d;
+      r2 += total[3 * i + k] * total[3 * i + k];
+    }
+    e[i] = sqrt(d2 / r2);
+  }
+  qsort(e, n, sizeof(double), cmp_double);
+  struct errs r = {e[n / 2], e[(size_t)(0.9 * (double)n)], e[(size_t)(0.99 * (double)n)], e[n - 1]};
+  hy_free(e);
+  return r;
+}
+
+static void print_errs(const char *what, struct errs e) {
+  printf("%-44s median %.3e  p90 %.3e  p99 %.3e  max %.3e\n", what, e.med, e.p90, e.p99, e.max);
+}
+
+static struct hy_cl *cl;
+static struct hy_pool *pool;
+
+static struct hy_force *make_force(double eps, double r1, double r2, double a_err, int n_ratio) {
+  struct hy_force_cfg fc = {.G = 1.0, .eps = eps, .r1 = r1, .r2 = r2, .a_err = a_err, .n_crit = 16, .nvec = 4,
+                            .n_ratio = n_ratio};
+  return hy_force_create(cl, pool, &fc);
+}
+
+static void plummer(size_t n, uint64_t seed, struct hy_part *p) {
+  struct hy_err err;
+  if (hy_ic_plummer(n, seed, p, &err) != 0) {
+    fprintf(stderr, "plummer: %s\n", err.msg);
+    exit(99);
+  }
+}
+
+/* device direct sum vs host double direct sum */
+static void test_direct(void) {
+  struct hy_part p;
+  hy_part_init(&p);
+  plummer(4096, 7, &p);
+  size_t n = p.n;
+  double eps = 0.01;
+  double *ref = hy_malloc("ref", 3 * n, sizeof(double)), *pref = hy_malloc("pref", n, sizeof(double));
+  double *acc = hy_malloc("acc", 3 * n, sizeof(double)), *pot = hy_malloc("pot", n, sizeof(double));
+  hy_cpu_direct(p.pos, p.mass, n, p.pos, n, 0, eps, 0, 0, ref, NULL, pref, pool);
+  struct hy_force *f = make_force(eps, 0.1, 0.2, 1.0 / 256, 4);
+  struct hy_err err;
+  HY_CHECK_INT(hy_force_direct(f, &p, acc, pot, &err), 0);
+  struct errs e = rel_errors(acc, ref, n);
+  print_errs("device direct vs double direct (acc)", e);
+  HY_CHECK_LE(e.med, 1e-5);
+  HY_CHECK_LE(e.max, 1e-3);
+  double *pe = hy_malloc("pe", n, sizeof(double));
+  for (size_t i = 0; i < n; i++) pe[i] = fabs(pot[i] - pref[i]) / fabs(pref[i]);
+  qsort(pe, n, sizeof(double), cmp_double);
+  printf("%-44s median %.3e  max %.3e\n", "device direct vs double direct (pot)", pe[n / 2], pe[n - 1]);
+  HY_CHECK_LE(pe[n / 2], 1e-5);
+  hy_free(pe);
+  hy_force_free(f);
+  hy_free(ref);
+  hy_free(pref);
+  hy_free(acc);
+  hy_free(pot);
+  hy_part_free(&p);
+}
+
+/* a tree whose every cell is opened is a direct sum in a different order */
+static void test_open_all(void) {
+  struct hy_part p;
+  hy_part_init(&p);
+  plummer(2048, 3, &p);
+  size_t n = p.n;
+  double eps = 0.01;
+  struct hy_force *f = make_force(eps, 0.1, 0.2, 1e-30, 4);
+  struct hy_err err;
+  HY_CHECK_INT(hy_force_build(f, &p, &err), 0);
+  double *ref = hy_malloc("ref", 3 * n, sizeof(double)), *acc = hy_malloc("acc", 3 * n, sizeof(double));
+  hy_cpu_direct(p.pos, p.mass, n, p.pos, n, 0, eps, 0, 0, ref, NULL, NULL, pool);
+  HY_CHECK_INT(hy_force_walk(f, &p, HY_WALK_FULL, acc, NULL, NULL, &err), 0);
+  struct hy_force_stats st;
+  hy_force_stats_get(f, &st);
+  HY_CHECK_INT(st.n_pc, 0);
+  HY_CHECK_INT(st.n_pp, (uint64_t)n * (n - 1));
+  struct errs e = rel_errors(acc, ref, n);
+  print_errs("tree opening every cell vs direct", e);
+  HY_CHECK_LE(e.med, 1e-5);
+  hy_force_free(f);
+  hy_free(ref);
+  hy_free(acc);
+  hy_part_free(&p);
+}
+
+static void test_tree_accuracy(void) {
+  struct hy_part p;
+  hy_part_init(&p);
+  const size_t n = 32768;
+  plummer(n, 11, &p);
+  /* P4 defaults in Henon units (r_v = 1 for the Plummer model) */
+  const double eps = 0.1 * pow((double)n, -0.26), r1 = 1.03 * pow((double)n, -1.0 / 3.0), r2 = 2 * r1;
+  const int n_ratio = 4;
+  struct hy_err err;
+  double *acc = hy_malloc("acc", 3 * n, sizeof(double)), *acc1 = hy_malloc("acc1", 3 * n, sizeof(double));
+  double *acc2 = hy_malloc("acc2", 3 * n, sizeof(double)), *tmp = hy_malloc("tmp", 3 * n, sizeof(double));
+  double *ref = hy_malloc("ref", 3 * n, sizeof(double)), *ref_h = hy_malloc("ref_h", 3 * n, sizeof(double));
+  double *ref_s = hy_malloc("ref_s", 3 * n, sizeof(double));
+  double *pot = hy_malloc("pot", n, sizeof(double)), *pref = hy_malloc("pref", n, sizeof(double));
+
+  /* sort once so that all trees below see the same particle order */
+  struct hy_force *f = make_force(eps, r1, r2, 1.0 / 256, n_ratio);
+  HY_CHECK_INT(hy_force_build(f, &p, &err), 0);
+  hy_cpu_direct(p.pos, p.mass, n, p.pos, n, 0, eps, r1, r2, ref, ref_h, pref, pool);
+  for (size_t i = 0; i < 3 * n; i++) ref_s[i] = ref[i] - ref_h[i];
+
+  /* default a_err = 2^-8 */
+  HY_CHECK_INT(hy_force_walk(f, &p, HY_WALK_FULL, acc, NULL, pot, &err), 0);
+  struct errs e = rel_errors(acc, ref, n);
+  print_errs("tree (a_err 2^-8) vs direct", e);
+  HY_CHECK_LE(e.med, 3e-3);
+  HY_CHECK_LE(e.p99, 2e-2);
+  {
+    double *pe = hy_malloc("pe", n, sizeof(double));
+    for (size_t i = 0; i < n; i++) pe[i] = fabs(pot[i] - pref[i]) / fabs(pref[i]);
+    qsort(pe, n, sizeof(double), cmp_double);
+    printf("%-44s median %.3e  p99 %.3e\n", "tree potential (a_err 2^-8) vs direct", pe[n / 2],
+           pe[(size_t)(0.99 * n)]);
+    HY_CHECK_LE(pe[n / 2], 3e-3);
+    hy_free(pe);
+  }
+
+  /* split walk: hard + soft == full (identical cells accepted), parts vs direct split */
+  HY_CHECK_INT(hy_force_walk(f, &p, HY_WALK_SPLIT, acc1, acc2, NULL, &err), 0);
+  for (size_t i = 0; i < 3 * n; i++) tmp[i] = acc1[i] + acc2[i];
+  e = rel_errors(tmp, acc, n);
+  print_errs("split hard + soft vs unsplit walk", e);
+  HY_CHECK_LE(e.med, 1e-6);
+  HY_CHECK_LE(e.max, 1e-4);
+  e = part_errors(acc1, ref_h, ref, n);
+  print_errs("hard part vs direct hard (rel. to |a|)", e);
+  HY_CHECK_LE(e.med, 3e-3);
+  HY_CHECK_LE(e.p99, 2e-2);
+  e = part_errors(acc2, ref_s, ref, n);
+  print_errs("soft part vs direct soft (rel. to |a|)", e);
+  HY_CHECK_LE(e.med, 3e-3);
+  HY_CHECK_LE(e.p99, 2e-2);
+  /* the hard part is nonzero for most particles at these radii */
+  size_t n_hard = 0;
+  for (size_t i = 0; i < n; i++)
+    if (ref_h[3 * i] != 0 || ref_h[3 * i + 1] != 0 || ref_h[3 * i + 2] != 0) n_hard++;
+  HY_CHECK_MSG(n_hard > n / 2, "only %zu of %zu particles have hard neighbours", n_hard, n);
+
+  /* the cut-off hard walk skips only nodes whose K is zero: equals the split hard part */
+  struct hy_force_stats s0, s1; /* s0: after the full and the split walk */
+  hy_force_stats_get(f, &s0);
+  HY_CHECK_INT(hy_force_walk(f, &p, HY_WALK_HARD, tmp, NULL, NULL, &err), 0);
+  hy_force_stats_get(f, &s1);
+  e = part_errors(tmp, acc1, ref, n);
+  print_errs("hard walk vs split hard part", e);
+  HY_CHECK_LE(e.max, 1e-6);
+  uint64_t hard_inter = (s1.n_pp - s0.n_pp) + (s1.n_pc - s0.n_pc);
+  printf("interactions per particle: full %.1f, hard %.1f\n", (double)(s0.n_pp + s0.n_pc) / 2.0 / (double)n,
+         (double)hard_inter / (double)n);
+  /* the R2 cut-off must save most of the work */
+  HY_CHECK_LE((double)hard_inter, 0.5 * (double)(s0.n_pp + s0.n_pc) / 2.0);
+
+  /* soft-step weight n - (n-1) K equals hard + n soft */
+  HY_CHECK_INT(hy_force_walk(f, &p, HY_WALK_SOFTSTEP, tmp, NULL, NULL, &err), 0);
+  for (size_t i = 0; i < 3 * n; i++) acc2[i] = acc1[i] + n_ratio * acc2[i];
+  e = rel_errors(tmp, acc2, n);
+  print_errs("soft-step walk vs hard + n soft", e);
+  HY_CHECK_LE(e.med, 1e-5);
+  HY_CHECK_LE(e.p99, 1e-4);
+
+  /* device walk vs host reference walk on the same tree */
+  {
+    const struct hy_tree *t = hy_force_tree(f);
+    struct hy_walk_cfg wc = {.mode = HY_WALK_FULL, .want_pot = 0, .nvec = 4, .eps = eps, .r1 = r1, .r2 = r2,
+                             .n_ratio = n_ratio};
+    uint64_t cnt[2];
+    hy_cpu_walk(t, &p, p.pos, n, 0, &wc, tmp, NULL, NULL, cnt, pool);
+    e = rel_errors(acc, tmp, n);
+    print_errs("device walk vs host reference walk", e);
+    HY_CHECK_LE(e.med, 1e-5);
+    double full_dev = (double)(s0.n_pp + s0.n_pc) / 2.0, full_cpu = (double)(cnt[0] + cnt[1]);
+    printf("interactions: device %.0f, host reference %.0f\n", full_dev, full_cpu);
+    HY_CHECK_REL(full_dev, full_cpu, 1e-3);
+  }
+  hy_force_free(f);
+
+  /* accuracy improves as a_err falls */
+  double prev_med = INFINITY, prev_p99 = INFINITY;
+  for (int k = 6; k <= 12; k += 2) {
+    struct hy_force *g = make_force(eps, r1, r2, ldexp(1.0, -k), n_ratio);
+    HY_CHECK_INT(hy_force_build(g, &p, &err), 0);
+    HY_CHECK_INT(hy_force_walk(g, &p, HY_WALK_FULL, acc, NULL, NULL, &err), 0);
+    e = rel_errors(acc, ref, n);
+    char label[64];
+    snprintf(label, sizeof label, "tree (a_err 2^-%d) vs direct", k);
+    print_errs(label, e);
+    HY_CHECK_MSG(e.med < 0.7 * prev_med, "median error %.3e at 2^-%d does not fall below 0.7 x %.3e", e.med, k,
+                 prev_med);
+    HY_CHECK_MSG(e.p99 < prev_p99, "p99 error %.3e at 2^-%d does not fall below %.3e", e.p99, k, prev_p99);
+    prev_med = e.med;
+    prev_p99 = e.p99;
+    hy_force_free(g);
+  }
+  hy_free(acc);
+  hy_free(acc1);
+  hy_free(acc2);
+  hy_free(tmp);
+  hy_free(ref);
+  hy_free(ref_h);
+  hy_free(ref_s);
+  hy_free(pot);
+  hy_free(pref);
+  hy_part_free(&p);
+}
+
+int main(void) {
+  hy_log_init(0, 1);
+  pool = hy_pool_create(hy_pool_default_threads());
+  struct hy_cl_opts o = {.kind = HY_CL_ANY, .platform = -1, .device = -1, .local_rank = 0, .nvec = 4};
+  struct hy_err err;
+  if (hy_cl_create(&cl, &o, &err) != 0) {
+    fprintf(stderr, "no OpenCL device: %s\n", err.msg);
+    return 99;
+  }
+  printf("device: %s\n", hy_cl_description(cl));
+  test_direct();
+  test_open_all();
+  test_tree_accuracy();
+  hy_cl_free(cl);
+  hy_pool_free(pool);
+  return hy_test_result();
+}
