@@ -8,11 +8,12 @@ src_libhytree_a_SOURCES = \
 	src/threads.c src/threads.h \
 	src/tree.c src/tree.h src/split.h \
 	src/force_cpu.c src/force_cpu.h src/force.c src/force.h \
+	src/diag.c src/diag.h src/sim.c src/sim.h \
 	src/cl_engine.c src/cl_engine.h src/cl_check.c src/cl_check.h
 nodist_src_libhytree_a_SOURCES = src/cl_sources.c
 
 bin_PROGRAMS += hytree
-hytree_SOURCES = src/main.c
+hytree_SOURCES = src/main.c src/run.c src/run.h
 hytree_LDADD = src/libhytree.a $(HY_LIBS)
 
 include src/io.mk

@@ -31,6 +31,7 @@ int hy_log_rank(void) { return log_rank; }
 int hy_log_size(void) { return log_size; }
 double hy_log_elapsed(void) { return hy_wtime() - log_t0; }
 void hy_log_set_quiet(int quiet) { log_quiet = quiet; }
+int hy_log_quiet(void) { return log_quiet; }
 
 void hy_msg(const char *fmt, ...) {
   if (log_rank != 0 || log_quiet) return;

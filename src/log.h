@@ -20,6 +20,8 @@ int hy_log_size(void);
 double hy_log_elapsed(void);
 /** Set quiet mode (messages suppressed, warnings and errors still shown). */
 void hy_log_set_quiet(int quiet);
+/** Nonzero in quiet mode. */
+int hy_log_quiet(void);
 
 /** Informational message from rank 0, to stdout. */
 void hy_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

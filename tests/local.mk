@@ -25,3 +25,10 @@ tests_test_dll_LDADD = $(HY_TESTLIBS)
 check_PROGRAMS += tests/test_forces
 TESTS += tests/test_forces
 tests_test_forces_LDADD = $(HY_TESTLIBS)
+
+check_PROGRAMS += tests/test_kepler
+TESTS += tests/test_kepler
+tests_test_kepler_LDADD = $(HY_TESTLIBS)
+
+TESTS += tests/plummer_energy.sh
+EXTRA_DIST += tests/plummer_energy.sh

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * sim.h: the time integrators. Owns the state between steps (time, the kick
+ * acceleration acc_w valid at the current positions) and the step sequences:
+ *  - hybrid: symmetric multi-rate leapfrog (r-RESPA) with n hard steps per
+ *    soft step; the soft-step kicks use a_hard + n a_soft from one walk with
+ *    weight n - (n - 1) K(r), the hard steps use the cut-off hard walk;
+ *  - tree and direct: kick-drift-kick leapfrog with the full force.
+ * A step always ends at a soft-step boundary with synchronised velocities,
+ * so energies and snapshots can be taken between steps. Knows nothing of
+ * files or parameters. */
+#ifndef HY_SIM_H
+#define HY_SIM_H
+
+#include <stdint.h>
+
+#include "force.h"
+#include "log.h"
+#include "part.h"
+#include "threads.h"
+
+enum hy_scheme { HY_SCHEME_HYBRID = 0, HY_SCHEME_TREE, HY_SCHEME_DIRECT };
+
+/** Parse "hybrid", "tree", "direct"; -1 if unknown. */
+int hy_scheme_parse(const char *name, enum hy_scheme *out);
+const char *hy_scheme_name(enum hy_scheme s);
+
+/** What the force evaluation at the end of a step must also provide. */
+#define HY_WANT_POT 1u /**< p->pot (for energies or snapshots) */
+#define HY_WANT_ACC 2u /**< p->acc = total acceleration hard + soft (snapshots) */
+
+#define HY_MAX_RATIO 1024 /**< largest SoftStepRatio */
+
+/** Costs of one step [s] and its interactions. For hybrid, hard[k] is the
+ *  k-th hard force step (drift, tree, hard walk, kick) and soft the closing
+ *  soft-step force (drift, tree, soft-step walk, kick); for tree and direct,
+ *  soft is the whole step and n_hard is 0. */
+struct hy_step_times {
+  int n_hard;
+  double hard[HY_MAX_RATIO];
+  double soft;
+  double tree;        /**< key sort, build and export, all force evaluations of the step */
+  double kernel;      /**< device kernels */
+  double transfer;    /**< host-device transfers */
+  double walk_wall;   /**< host view of the walk calls */
+  double total;
+  uint64_t pp_hard, pc_hard, pp_soft, pc_soft;
+};
+
+struct hy_sim_cfg {
+  enum hy_scheme scheme;
+  double dt_h;  /**< hard step (tree, direct: the step) */
+  int n_ratio;  /**< hard steps per soft step (hybrid) */
+};
+
+struct hy_sim;
+
+struct hy_sim *hy_sim_create(struct hy_part *p, struct hy_force *f, struct hy_pool *pool, const struct hy_sim_cfg *cfg,
+                             double t0);
+void hy_sim_free(struct hy_sim *s);
+double hy_sim_time(const struct hy_sim *s);
+/** Duration of one step (n dt_h for hybrid, dt_h otherwise). */
+double hy_sim_step_length(const struct hy_sim *s);
+
+/** Compute the forces at the current positions (before the first step), with
+ *  the extras in `want`. Returns 0 or -1 with err set. */
+int hy_sim_start(struct hy_sim *s, unsigned want, struct hy_err *err);
+
+/** Advance by one step; the force at the end provides `want`. */
+int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err);
+
+#endif

@@ -1,0 +1,70 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-3.0-or-later
+# plummer_energy.sh: a 16k Plummer sphere (Henon units, P4's auto parameters)
+# run for 10 crossing times (t_cr = 2 sqrt(2)) with Scheme hybrid and with
+# Scheme tree at the same dt_h. Checks, from energy.csv:
+#  - hybrid: max |dE/E| <= 1e-3 and within a factor 3 of the tree run's;
+#  - both: virial ratio 2K/|W| within 1 +- 0.05 at every output;
+#  - both: momentum stays small. Tree forces are not pairwise antisymmetric,
+#    so |p| random-walks with the force errors (~1e-3 of |a|); the bound
+#    |p| <= 5e-3 M sigma_v (sigma_v ~ 0.65) is far above that and far below
+#    what a wrong self-interaction or a kick error would produce.
+set -u
+: "${HYTREE:?HYTREE must point at the hytree program}"
+: "${top_builddir:=.}"
+tmp="$top_builddir/tests/tmp-plummer-energy-$$"
+mkdir "$tmp" || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+tend=28.2842712474619   # 10 t_cr
+
+cat >"$tmp/params.txt" <<EOP
+InitCondFile      plummer:16384:5
+OutputDir         $tmp/hybrid
+TimeEnd           $tend
+Scheme            hybrid
+EnergyInterval    0.5
+OpenCLDevice      any
+EOP
+
+run() { # name, extra -P args...
+  name=$1; shift
+  if ! "$HYTREE" run "$tmp/params.txt" -P "OutputDir=$tmp/$name" "$@" >"$tmp/$name.log" 2>&1; then
+    echo "FAIL: $name run failed:"; cat "$tmp/$name.log"; exit 1
+  fi
+  tail -n 3 "$tmp/$name.log"
+}
+
+run hybrid
+# the tree run uses the hybrid run's resolved dt_h
+dt=$(sed -n 's/^TimeStepHard *auto *% auto -> \([0-9.eE+-]*\).*/\1/p' "$tmp/hybrid/params-used.txt")
+[ -n "$dt" ] || { echo "FAIL: no resolved TimeStepHard in params-used.txt"; cat "$tmp/hybrid/params-used.txt"; exit 1; }
+echo "dt_h = $dt"
+run tree -P Scheme=tree -P "TimeStepHard=$dt"
+
+stats() { # energy.csv -> "max_dE min_Q max_Q max_p last_t"
+  awk -F, 'NR > 1 { e = $5 + 0; if (e > m) m = e; q = $12 + 0; if (NR == 2 || q < lo) lo = q; if (q > hi) hi = q;
+                    p = sqrt($6 * $6 + $7 * $7 + $8 * $8); if (p > pm) pm = p; t = $1 }
+           END { printf "%.6e %.6f %.6f %.3e %.9g\n", m, lo, hi, pm, t }' "$1"
+}
+set -- $(stats "$tmp/hybrid/energy.csv"); h_de=$1 h_qlo=$2 h_qhi=$3 h_p=$4 h_t=$5
+set -- $(stats "$tmp/tree/energy.csv");   t_de=$1 t_qlo=$2 t_qhi=$3 t_p=$4 t_t=$5
+echo "hybrid: max |dE/E| $h_de, 2K/|W| in [$h_qlo, $h_qhi], max |p| $h_p, t_end $h_t"
+echo "tree:   max |dE/E| $t_de, 2K/|W| in [$t_qlo, $t_qhi], max |p| $t_p, t_end $t_t"
+
+check() { # awk condition, message
+  if ! awk "BEGIN { exit !($1) }"; then echo "FAIL: $2"; fail=1; fi
+}
+check "$h_t > $tend - 1e-6 && $t_t > $tend - 1e-6" "runs did not reach t = $tend"
+check "$h_de <= 1e-3" "hybrid max |dE/E| = $h_de > 1e-3"
+check "$h_de <= 3 * $t_de" "hybrid max |dE/E| = $h_de is more than 3 x the tree's $t_de"
+for q in "$h_qlo" "$h_qhi" "$t_qlo" "$t_qhi"; do
+  check "$q >= 0.95 && $q <= 1.05" "virial ratio $q outside 1 +- 0.05"
+done
+check "$h_p <= 3.2e-3 && $t_p <= 3.2e-3" "momentum not conserved: hybrid $h_p, tree $t_p"
+# a snapshot at the start and at the end, nothing else (SnapshotInterval 0)
+for s in snapshot_000.hdf5 snapshot_001.hdf5; do
+  [ -f "$tmp/hybrid/$s" ] || { echo "FAIL: $s missing"; fail=1; }
+done
+[ ! -f "$tmp/hybrid/snapshot_002.hdf5" ] || { echo "FAIL: unexpected snapshot_002.hdf5"; fail=1; }
+exit $fail
