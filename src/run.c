@@ -451,7 +451,7 @@ int hy_cmd_run(int argc, char **argv) {
     o.platform = pl;
     o.device = dv;
     if (hy_cl_create(&cl, &o, &err) != 0) {
-      fprintf(stderr, "hytree: error: OpenCLDevice %s: %s\n", hy_params_get_str(r.par, "OpenCLDevice"), err.msg);
+      fprintf(stderr, "hytree: error: %s\n", err.msg);
       goto out;
     }
     if (!hy_log_quiet()) hy_cl_print_devices(stdout, cl);

@@ -32,3 +32,10 @@ tests_test_kepler_LDADD = $(HY_TESTLIBS)
 
 TESTS += tests/plummer_energy.sh
 EXTRA_DIST += tests/plummer_energy.sh
+
+check_PROGRAMS += tests/check_snapshot
+tests_check_snapshot_LDADD = $(HY_TESTLIBS)
+TESTS += tests/galaxy_snapshot.sh tests/bad_input.sh
+EXTRA_DIST += tests/galaxy_snapshot.sh tests/bad_input.sh
+TESTS += tests/mpi_run.sh
+EXTRA_DIST += tests/mpi_run.sh
