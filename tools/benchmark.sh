@@ -1,0 +1,66 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# benchmark.sh: time hytree's hybrid and tree schemes on a Plummer sphere
+# with P4's default parameters (all `auto`), and summarise timings.csv per
+# dt_s = SoftStepRatio * dt_h (1 soft + n-1 hard steps for hybrid, n steps
+# for tree). The first step of each run is a warm-up and is not counted.
+#
+# usage: tools/benchmark.sh [-N N] [-s SOFT_STEPS] [-d DEVICE] [-o DIR] [-x HYTREE]
+#   -N N          particles (default 1048576)
+#   -s S          measured soft steps (default 3; one more is run as warm-up)
+#   -d DEVICE     OpenCLDevice value: gpu, cpu, any or P:D (default any)
+#   -o DIR        work directory (default bench-N)
+#   -x HYTREE     the hytree program (default ./hytree)
+# Prints one Markdown table row per scheme and writes DIR/summary.md.
+set -euo pipefail
+N=1048576 S=3 DEV=any DIR= HY=./hytree
+while getopts "N:s:d:o:x:h" o; do
+  case $o in
+    N) N=$OPTARG ;; s) S=$OPTARG ;; d) DEV=$OPTARG ;; o) DIR=$OPTARG ;; x) HY=$OPTARG ;;
+    *) sed -n '3,15p' "$0"; exit 2 ;;
+  esac
+done
+DIR=${DIR:-bench-$N}
+mkdir -p "$DIR"
+# dt_s of the auto parameters: eps = 0.1 N^-0.26 r_v, dt_h = eps / sigma_v,
+# with r_v ~ 1 and sigma_v ~ 0.649 for the Plummer ICs; TimeEnd covers S + 1
+# soft steps (hytree shortens dt_h by < 1/S so that TimeEnd is a step boundary).
+tend=$(awk -v n="$N" -v s="$S" 'BEGIN { printf "%.9g", (s + 0.9) * 4 * 0.1 * n ^ -0.26 / 0.649 }')
+cat >"$DIR/params.txt" <<EOP
+InitCondFile      plummer:$N:1
+OutputDir         $DIR/hybrid
+TimeEnd           $tend
+EnergyInterval    1000
+OpenCLDevice      $DEV
+EOP
+summary() { # scheme dir
+  awk -F, -v scheme="$1" -v n="$N" '
+    NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    NR == 2 { next }   # warm-up
+    { k++; step += $col["t_step"]; soft += $col["t_soft"]; tree += $col["t_tree"]; kern += $col["t_kernel"];
+      xfer += $col["t_transfer"]; inter += $col["n_pp_hard"] + $col["n_pc_hard"] + $col["n_pp_soft"] + $col["n_pc_soft"];
+      nh = 0; hs = 0; for (c in col) if (c ~ /^t_hard_/) { hs += $col[c]; nh++ }
+      hard += hs; nhard += nh }
+    END {
+      if (k == 0) { print "no measured steps" > "/dev/stderr"; exit 1 }
+      mult = scheme == "tree" ? 4 : 1   # tree: 4 steps per dt_s
+      per = step / k * mult
+      printf "| %s | %d | %.4f | %.4f | %s | %.4f | %.4f | %.4f | %.3e | %s |\n", scheme, n, per, soft / k,
+             nhard ? sprintf("%.4f", hard / nhard) : "-", tree / k * mult, kern / k * mult, xfer / k * mult,
+             inter / kern, nhard ? sprintf("%.3f", (hard / nhard) / (soft / k)) : "-"
+    }' "$2/timings.csv"
+}
+{
+  echo "| scheme | N | T per dt_s [s] | T_soft [s] | T_hard [s] | tree build [s] | walks [s] | transfers [s] | interactions/s | T_hard/T_soft |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+} >"$DIR/summary.md"
+for scheme in hybrid tree; do
+  "$HY" run "$DIR/params.txt" -P "OutputDir=$DIR/$scheme" -P "Scheme=$scheme" >"$DIR/$scheme.log" 2>&1 ||
+    { echo "benchmark: $scheme run failed, see $DIR/$scheme.log" >&2; tail -n 5 "$DIR/$scheme.log" >&2; exit 1; }
+  summary "$scheme" "$DIR/$scheme" >>"$DIR/summary.md"
+done
+th=$(awk -F'|' 'NR == 3 { print $4 }' "$DIR/summary.md")
+tt=$(awk -F'|' 'NR == 4 { print $4 }' "$DIR/summary.md")
+grep -E '^device:|^G = ' "$DIR/hybrid.log" | sed 's/^/    /' >>"$DIR/summary.md"
+awk -v h="$th" -v t="$tt" 'BEGIN { printf "R_hybrid = T_hybrid / T_tree = %.3f\n", h / t }' >>"$DIR/summary.md"
+cat "$DIR/summary.md"
