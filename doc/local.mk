@@ -1,2 +1,3 @@
 # doc
 dist_doc_DATA += doc/parameters.md
+dist_doc_DATA += doc/performance.md
