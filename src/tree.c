@@ -386,53 +386,70 @@ static void bmax_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
+/* Moments of child node x of a cell: mass, position (particle or COM),
+ * b_max and B2 (zero for a particle). */
+static inline void child_moments(const struct hy_tree *t, const struct hy_part *p, int32_t x, double *m,
+                                 const double **r, double *b, double *b2) {
+  const size_t n = t->n_part;
+  if (x < (int32_t)n) {
+    *m = p->mass[x];
+    *r = p->pos + 3 * (size_t)x;
+    *b = *b2 = 0.0;
+  } else {
+    size_t c = (size_t)x - n;
+    *m = t->mass[c];
+    *r = t->cm + 3 * c;
+    *b = t->bmax[c];
+    *b2 = t->b2[c];
+  }
+}
+
+/* Moments of every cell:
+ *  1. bottom-up (children have larger indices than their parent): mass, COM
+ *     and B2 by the parallel-axis rule;
+ *  2. threaded: the exact b_max of cells with at most HY_BMAX_EXACT particles;
+ *  3. bottom-up over the larger cells only: the bound
+ *     max_child(b_child + |r_child - r_cm|), whose children are final by then;
+ *  4. the MAC radius of every cell. */
 static void compute_moments(struct hy_tree *t, const struct hy_part *p, double a_err, struct hy_pool *pool) {
   const size_t n = t->n_part;
-  /* bottom-up: children have larger indices than their parent */
   for (size_t c = t->n_cell; c-- > 0;) {
     const int32_t node = (int32_t)(n + c);
-    double m = 0.0, s[3] = {0.0, 0.0, 0.0};
+    double m = 0.0, s[3] = {0.0, 0.0, 0.0}, mx, bx, b2x;
+    const double *rx;
     for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
-      double mx;
-      const double *rx;
-      if (x < (int32_t)n) {
-        mx = p->mass[x];
-        rx = p->pos + 3 * (size_t)x;
-      } else {
-        mx = t->mass[x - n];
-        rx = t->cm + 3 * (size_t)(x - n);
-      }
+      child_moments(t, p, x, &mx, &rx, &bx, &b2x);
       m += mx;
       for (int d = 0; d < 3; d++) s[d] += mx * rx[d];
     }
     double *cm = t->cm + 3 * c;
     for (int d = 0; d < 3; d++) cm[d] = m > 0.0 ? s[d] / m : 0.0;
-    double b2 = 0.0, bound = 0.0;
+    double b2 = 0.0;
     for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
-      double mx, bx = 0.0, b2x = 0.0;
-      const double *rx;
-      if (x < (int32_t)n) {
-        mx = p->mass[x];
-        rx = p->pos + 3 * (size_t)x;
-      } else {
-        mx = t->mass[x - n];
-        rx = t->cm + 3 * (size_t)(x - n);
-        bx = t->bmax[x - n];
-        b2x = t->b2[x - n];
-      }
+      child_moments(t, p, x, &mx, &rx, &bx, &b2x);
       double dx = rx[0] - cm[0], dy = rx[1] - cm[1], dz = rx[2] - cm[2];
-      double r2 = dx * dx + dy * dy + dz * dz;
-      b2 += b2x + mx * r2;
-      double bb = bx + sqrt(r2);
-      if (bb > bound) bound = bb;
+      b2 += b2x + mx * (dx * dx + dy * dy + dz * dz);
     }
     t->mass[c] = m;
     t->b2[c] = b2;
-    t->bmax[c] = bound; /* replaced by the exact value for small cells below */
   }
   struct bmax_job bj = {.t = t, .p = p};
   atomic_init(&bj.next_cell, 0);
   hy_pool_for(pool, (size_t)hy_pool_size(pool), 1, bmax_body, &bj);
+  for (size_t c = t->n_cell; c-- > 0;) {
+    if (t->count[c] <= HY_BMAX_EXACT) continue;
+    const int32_t node = (int32_t)(n + c);
+    const double *cm = t->cm + 3 * c;
+    double bound = 0.0, mx, bx, b2x;
+    const double *rx;
+    for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
+      child_moments(t, p, x, &mx, &rx, &bx, &b2x);
+      double dx = rx[0] - cm[0], dy = rx[1] - cm[1], dz = rx[2] - cm[2];
+      double bb = bx + sqrt(dx * dx + dy * dy + dz * dz);
+      if (bb > bound) bound = bb;
+    }
+    t->bmax[c] = bound;
+  }
   for (size_t c = 0; c < t->n_cell; c++) t->rb[c] = hy_tree_mac_radius(t->bmax[c], t->b2[c], a_err);
 }
 
@@ -442,33 +459,8 @@ int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double
   if (p->n != t->n_part) return hy_err_set(err, "tree: particle set changed since the key sort");
   if (n_crit < 1) n_crit = 1;
   t->a_err = a_err;
-  /* the bounds below need the bottom-up order of compute_moments: large cells
-   * use their children's b_max, which must already be final */
   build_links(t, n_crit);
   compute_moments(t, p, a_err, pool);
-  /* Large cells took the bound from children whose exact b_max was not yet
-   * known when the bottom-up pass ran; redo the bound pass for them. */
-  for (size_t c = t->n_cell; c-- > 0;) {
-    if (t->count[c] <= HY_BMAX_EXACT) continue;
-    const int32_t node = (int32_t)(t->n_part + c);
-    const double *cm = t->cm + 3 * c;
-    double bound = 0.0;
-    for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
-      const double *rx;
-      double bx = 0.0;
-      if (x < (int32_t)t->n_part) {
-        rx = p->pos + 3 * (size_t)x;
-      } else {
-        rx = t->cm + 3 * (size_t)(x - t->n_part);
-        bx = t->bmax[x - t->n_part];
-      }
-      double dx = rx[0] - cm[0], dy = rx[1] - cm[1], dz = rx[2] - cm[2];
-      double bb = bx + sqrt(dx * dx + dy * dy + dz * dz);
-      if (bb > bound) bound = bb;
-    }
-    t->bmax[c] = bound;
-    t->rb[c] = hy_tree_mac_radius(bound, t->b2[c], a_err);
-  }
   return 0;
 }
 

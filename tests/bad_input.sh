@@ -53,7 +53,7 @@ printf 'this is not a snapshot\n' >"$tmp/text.dat"
 
 expect_error "missing IC file" "cannot open" -P "InitCondFile=$tmp/nonexistent.hdf5"
 expect_error "truncated IC file" "truncated" -P "InitCondFile=$tmp/truncated.dat"
-expect_error "unknown format" "truncated.dat\|format\|not" -P "InitCondFile=$tmp/text.dat"
+expect_error "unknown format" "text.dat: unrecognised file format" -P "InitCondFile=$tmp/text.dat"
 expect_error "wrong format" "not an HDF5\|HDF5" -P "InitCondFile=$tmp/good.dat" -P InitCondFormat=hdf5
 expect_error "NaN position" "particle ID 1 .*position" -P "InitCondFile=$tmp/nan.dat"
 expect_error "N = 0 (file)" "no particles" -P "InitCondFile=$tmp/empty.dat"
