@@ -42,6 +42,7 @@ struct hy_cl {
   cl_kernel direct_k;
   struct cl_buf node[2];
   uint64_t node_id[2];
+  uint64_t sink_id; /* id of the sinks resident in the sink buffer (0: none) */
   struct cl_buf sink, out0, out1, counts, dsrc;
   uint32_t *counts_host;
   size_t counts_host_n;
@@ -478,8 +479,12 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     if (e != CL_SUCCESS) goto fail_write;
     cl->node_id[a->slot] = a->tree_id;
   }
-  e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, a->sink, 0, NULL, &ev[EV_SINK]);
-  if (e != CL_SUCCESS) goto fail_write;
+  if (a->sink_id == 0 || cl->sink_id != a->sink_id) {
+    cl->sink_id = 0;
+    e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, a->sink, 0, NULL, &ev[EV_SINK]);
+    if (e != CL_SUCCESS) goto fail_write;
+    cl->sink_id = a->sink_id;
+  }
 
   {
     cl_int n_part = (cl_int)a->n_part, root = (cl_int)a->root, n_sink = (cl_int)a->n_sink;
@@ -561,6 +566,7 @@ int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *
   if (get_direct_kernel(cl, err) != 0) return -1;
   size_t src_bytes = hy_size_mul_or_die(n_src ? n_src : 1, 4 * sizeof(float), "direct sources");
   size_t sink_bytes = hy_size_mul_or_die(n_sink, 4 * sizeof(float), "direct sinks");
+  cl->sink_id = 0; /* the direct sum overwrites the sink buffer */
   if (ensure_buf(cl, &cl->dsrc, src_bytes, "direct sources", err) ||
       ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err) || ensure_buf(cl, &cl->out0, sink_bytes, "forces", err))
     return -1;

@@ -32,7 +32,8 @@ static void diag_body(void *arg, size_t b, size_t e, int tid) {
   for (int k = 0; k < NSUM; k++) j->part[NSUM * tid + k] += s[k];
 }
 
-void hy_diag_compute(const struct hy_part *p, double t, double e0, struct hy_pool *pool, struct hy_diag *d) {
+int hy_diag_compute_comm(const struct hy_part *p, double t, double e0, struct hy_pool *pool, const MPI_Comm *comm,
+                         struct hy_diag *d) {
   int nt = hy_pool_size(pool);
   struct diag_job j = {.p = p, .part = hy_calloc("diagnostic sums", (size_t)nt * NSUM, sizeof(double))};
   hy_pool_for(pool, p->n, 65536, diag_body, &j);
@@ -41,6 +42,11 @@ void hy_diag_compute(const struct hy_part *p, double t, double e0, struct hy_poo
     for (int q = 0; q < NSUM; q++) s[q] += j.part[NSUM * k + q];
   hy_free(j.part);
   memset(d, 0, sizeof *d);
+  if (comm) {
+    double g[NSUM];
+    if (MPI_Allreduce(s, g, NSUM, MPI_DOUBLE, MPI_SUM, *comm) != MPI_SUCCESS) return -1;
+    memcpy(s, g, sizeof s);
+  }
   d->time = t;
   d->kin = s[0];
   d->pot = s[1];
@@ -51,6 +57,11 @@ void hy_diag_compute(const struct hy_part *p, double t, double e0, struct hy_poo
     d->ang[q] = s[5 + q];
   }
   d->virial = s[1] != 0.0 ? 2.0 * s[0] / fabs(s[1]) : 0.0;
+  return 0;
+}
+
+void hy_diag_compute(const struct hy_part *p, double t, double e0, struct hy_pool *pool, struct hy_diag *d) {
+  hy_diag_compute_comm(p, t, e0, pool, NULL, d);
 }
 
 void hy_diag_csv_header(FILE *f) {

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
  * diag.h: conserved quantities and virial ratio of the particle set, and the
- * one-line records of energy.csv. Knows nothing of trees or devices. */
+ * one-line records of energy.csv. Sums over MPI ranks on request. Knows nothing of trees or devices. */
 #ifndef HY_DIAG_H
 #define HY_DIAG_H
 
+#include <mpi.h>
 #include <stdio.h>
 
 #include "part.h"
@@ -24,6 +25,11 @@ struct hy_diag {
  *  e0 is the reference energy for de_rel (pass 0 for the first call: then
  *  de_rel = 0). Sums are threaded with per-thread partial sums in double. */
 void hy_diag_compute(const struct hy_part *p, double t, double e0, struct hy_pool *pool, struct hy_diag *d);
+/** As hy_diag_compute, summed over the ranks of *comm (MPI_Allreduce) when
+ *  comm is non-NULL; every rank gets the totals. Returns 0, or -1 when the
+ *  reduction fails. */
+int hy_diag_compute_comm(const struct hy_part *p, double t, double e0, struct hy_pool *pool, const MPI_Comm *comm,
+                         struct hy_diag *d);
 
 /** Header line and one row of energy.csv. */
 void hy_diag_csv_header(FILE *f);

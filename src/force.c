@@ -4,11 +4,25 @@
 
 #include "force.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "hy_shared.h"
+#include "let.h"
+#include "worker.h"
+
+/* One device walk, run on the device thread. */
+struct walk_job {
+  struct hy_cl *cl;
+  struct hy_cl_walk_args a;
+  struct hy_walk_cfg wc;
+  uint64_t counts[2];
+  struct hy_cl_times tm;
+  struct hy_err err;
+};
 
 struct hy_force {
   struct hy_cl *cl;
@@ -20,8 +34,20 @@ struct hy_force {
   float *node;        /* 8 floats per node */
   size_t node_cap;    /* in nodes */
   float *sink;        /* 4 floats per particle */
-  float *out0, *out1; /* 4 floats per particle */
+  float *out0, *out1; /* 4 floats per particle: local walk */
+  float *rout0, *rout1; /* 4 floats per particle: remote walk */
   size_t sink_cap;    /* in particles */
+  struct hy_worker *worker; /* the device thread */
+  struct walk_job job[2];   /* local and remote walk */
+  /* distributed */
+  MPI_Comm comm;
+  int nranks;
+  struct hy_let *let;
+  struct hy_part remote;    /* LET items received (positions, masses) */
+  struct hy_tree rtree;     /* remote tree */
+  float *rnode;             /* its node records, in the local tree's frame */
+  size_t rnode_cap;
+  uint64_t last_hard;
   struct hy_force_stats st;
 };
 
@@ -35,16 +61,41 @@ struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const s
   f->pool = pool;
   f->cfg = *cfg;
   hy_tree_init(&f->tree);
+  hy_tree_init(&f->rtree);
+  hy_part_init(&f->remote);
+  f->nranks = 1;
+  f->worker = hy_worker_create(0);
   return f;
 }
 
+void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded) {
+  int n = 1;
+  if (MPI_Comm_size(comm, &n) != MPI_SUCCESS) hy_die("force: MPI_Comm_size failed");
+  f->comm = comm;
+  f->nranks = n;
+  hy_let_free(f->let);
+  f->let = n > 1 ? hy_let_create(comm, f->pool) : NULL;
+  hy_worker_free(f->worker);
+  f->worker = hy_worker_create(threaded);
+}
+
+int hy_force_nranks(const struct hy_force *f) { return f->nranks; }
+uint64_t hy_force_last_hard_items(const struct hy_force *f) { return f->last_hard; }
+
 void hy_force_free(struct hy_force *f) {
   if (!f) return;
+  hy_worker_free(f->worker);
+  hy_let_free(f->let);
   hy_tree_free(&f->tree);
+  hy_tree_free(&f->rtree);
+  hy_part_free(&f->remote);
   hy_free(f->node);
+  hy_free(f->rnode);
   hy_free(f->sink);
   hy_free(f->out0);
   hy_free(f->out1);
+  hy_free(f->rout0);
+  hy_free(f->rout1);
   hy_free(f);
 }
 
@@ -58,9 +109,13 @@ static void ensure_sinks(struct hy_force *f, size_t n) {
   hy_free(f->sink);
   hy_free(f->out0);
   hy_free(f->out1);
+  hy_free(f->rout0);
+  hy_free(f->rout1);
   f->sink = hy_malloc("sink positions", nf, sizeof(float));
   f->out0 = hy_malloc("walk results", nf, sizeof(float));
   f->out1 = hy_malloc("soft walk results", nf, sizeof(float));
+  f->rout0 = hy_malloc("remote walk results", nf, sizeof(float));
+  f->rout1 = hy_malloc("remote soft walk results", nf, sizeof(float));
   f->sink_cap = cap;
 }
 
@@ -80,6 +135,12 @@ static void sink_body(void *arg, size_t b, size_t e, int tid) {
 }
 
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
+  if (p->n == 0) { /* a rank without particles (distributed runs): nothing to build */
+    f->tree.n_part = f->tree.n_cell = 0;
+    f->tree_id = atomic_fetch_add(&tree_serial, 1);
+    f->have_tree = 1;
+    return 0;
+  }
   double t0 = hy_wtime();
   hy_tree_sort(&f->tree, p, f->pool);
   double t1 = hy_wtime();
@@ -107,7 +168,8 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
 }
 
 struct unpack_job {
-  const float *o0, *o1;
+  const float *o0, *o1;   /* local walk */
+  const float *r0, *r1;   /* remote walk, or NULL */
   double *acc0, *acc1, *pot;
   double G;
 };
@@ -117,10 +179,11 @@ static void unpack_body(void *arg, size_t b, size_t e, int tid) {
   const struct unpack_job *j = arg;
   for (size_t i = b; i < e; i++) {
     for (int d = 0; d < 3; d++) {
-      j->acc0[3 * i + d] = j->G * (double)j->o0[4 * i + d];
-      if (j->acc1) j->acc1[3 * i + d] = j->G * (double)j->o1[4 * i + d];
+      size_t k = 4 * i + (size_t)d;
+      j->acc0[3 * i + d] = j->G * ((double)j->o0[k] + (j->r0 ? (double)j->r0[k] : 0.0));
+      if (j->acc1) j->acc1[3 * i + d] = j->G * ((double)j->o1[k] + (j->r1 ? (double)j->r1[k] : 0.0));
     }
-    if (j->pot) j->pot[i] = j->G * (double)j->o0[4 * i + 3];
+    if (j->pot) j->pot[i] = j->G * ((double)j->o0[4 * i + 3] + (j->r0 ? (double)j->r0[4 * i + 3] : 0.0));
   }
 }
 
@@ -130,6 +193,62 @@ static void add_times(struct hy_force *f, const struct hy_cl_times *tm) {
   f->st.download += tm->download;
 }
 
+static int walk_job_run(void *arg) {
+  struct walk_job *j = arg;
+  return hy_cl_walk(j->cl, &j->a, &j->wc, j->counts, &j->tm, &j->err);
+}
+
+/* Wait for the device thread; on failure copy its message. */
+static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) {
+  double t0 = hy_wtime();
+  int rc = hy_worker_wait(f->worker);
+  f->st.wait_device += hy_wtime() - t0;
+  if (rc != 0) {
+    *err = j->err;
+    return -1;
+  }
+  add_times(f, &j->tm);
+  f->st.n_pp += j->counts[HY_COUNT_PP];
+  f->st.n_pc += j->counts[HY_COUNT_PC];
+  return 0;
+}
+
+/* Exchange the LET for this walk and build the remote tree of the received
+ * items in the local tree's frame. Returns 0 or -1. */
+static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err) {
+  struct hy_let_stats ls = {0};
+  const int hard = mode == HY_WALK_HARD;
+  int rc = hy_let_boxes(f->let, p, &ls, err);
+  if (rc == 0) {
+    hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
+    rc = hy_let_exchange(f->let, &f->remote, &ls, err);
+  }
+  f->st.let_boxes += ls.t_boxes;
+  f->st.let_select += ls.t_select;
+  f->st.let_comm += ls.t_comm;
+  f->st.let_recv += ls.n_recv;
+  f->st.let_recv_hard += ls.n_recv_hard;
+  f->st.let_sent += ls.n_sent;
+  f->st.let_bytes_sent += ls.bytes_sent;
+  f->st.let_bytes_recv += ls.bytes_recv;
+  if (rc != 0) return -1;
+  f->last_hard = hard ? ls.n_recv : ls.n_recv_hard;
+  if (f->remote.n == 0 || p->n == 0) return 0;
+  double t0 = hy_wtime();
+  hy_tree_sort(&f->rtree, &f->remote, f->pool);
+  if (hy_tree_build(&f->rtree, &f->remote, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
+  size_t nn = hy_tree_n_nodes(&f->rtree);
+  if (nn > f->rnode_cap) {
+    size_t cap = nn + nn / 8 + 16;
+    hy_free(f->rnode);
+    f->rnode = hy_malloc("remote tree records", hy_size_mul_or_die(cap, 8, "remote tree records"), sizeof(float));
+    f->rnode_cap = cap;
+  }
+  hy_tree_export_at(&f->rtree, &f->remote, f->tree.centre, f->rnode, f->pool);
+  f->st.remote_build += hy_wtime() - t0;
+  return 0;
+}
+
 int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double *acc0, double *acc1, double *pot,
                   struct hy_err *err) {
   if (!f->have_tree || f->tree.n_part != p->n)
@@ -137,56 +256,151 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   if (pot && mode == HY_WALK_HARD) return hy_err_set(err, "internal error: potential requested from a hard walk");
   if (mode == HY_WALK_SPLIT && !acc1) return hy_err_set(err, "internal error: split walk without a soft output");
   double t0 = hy_wtime();
-  struct hy_walk_cfg wc = {.mode = mode,
-                           .want_pot = pot != NULL,
-                           .nvec = f->cfg.nvec,
-                           .eps = f->cfg.eps,
-                           .r1 = f->cfg.r1,
-                           .r2 = f->cfg.r2,
-                           .n_ratio = (double)f->cfg.n_ratio};
-  struct hy_cl_walk_args a = {.node = f->node,
-                              .n_nodes = hy_tree_n_nodes(&f->tree),
-                              .n_part = f->tree.n_part,
-                              .root = f->tree.root,
-                              .tree_id = f->tree_id,
-                              .slot = 0,
-                              .sink = f->sink,
-                              .n_sink = p->n,
-                              .self_base = 0,
-                              .out0 = f->out0,
-                              .out1 = f->out1};
-  uint64_t counts[2];
-  struct hy_cl_times tm;
-  if (hy_cl_walk(f->cl, &a, &wc, counts, &tm, err) != 0) return -1;
+  const struct hy_walk_cfg wc = {.mode = mode,
+                                 .want_pot = pot != NULL,
+                                 .nvec = f->cfg.nvec,
+                                 .eps = f->cfg.eps,
+                                 .r1 = f->cfg.r1,
+                                 .r2 = f->cfg.r2,
+                                 .n_ratio = (double)f->cfg.n_ratio};
+  /* 1. the device thread walks the local tree */
+  struct walk_job *lj = &f->job[0], *rj = &f->job[1];
+  lj->cl = f->cl;
+  lj->wc = wc;
+  lj->a = (struct hy_cl_walk_args){.node = f->node,
+                                   .n_nodes = hy_tree_n_nodes(&f->tree),
+                                   .n_part = f->tree.n_part,
+                                   .root = f->tree.root,
+                                   .tree_id = f->tree_id,
+                                   .slot = 0,
+                                   .sink = f->sink,
+                                   .n_sink = p->n,
+                                   .sink_id = f->tree_id,
+                                   .self_base = 0,
+                                   .out0 = f->out0,
+                                   .out1 = f->out1};
+  if (p->n) hy_worker_submit(f->worker, walk_job_run, lj);
+  /* 2. meanwhile this thread exchanges the LET and builds the remote tree */
+  int rc = f->let ? remote_tree(f, p, mode, err) : 0;
+  /* 3. join, then the device walks the remote tree with the same sinks */
+  if (p->n && wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
+  if (rc != 0) return -1;
+  int have_remote = f->let && f->remote.n > 0 && p->n > 0;
+  if (have_remote) {
+    rj->cl = f->cl;
+    rj->wc = wc;
+    rj->a = (struct hy_cl_walk_args){.node = f->rnode,
+                                     .n_nodes = hy_tree_n_nodes(&f->rtree),
+                                     .n_part = f->rtree.n_part,
+                                     .root = f->rtree.root,
+                                     .tree_id = 0,
+                                     .slot = 1,
+                                     .sink = f->sink,
+                                     .n_sink = p->n,
+                                     .sink_id = f->tree_id,
+                                     .self_base = -1,
+                                     .out0 = f->rout0,
+                                     .out1 = f->rout1};
+    hy_worker_submit(f->worker, walk_job_run, rj);
+    if (wait_job(f, rj, err) != 0) return -1;
+  }
+  f->st.device_busy += hy_worker_take_busy(f->worker);
+  const int split = mode == HY_WALK_SPLIT;
   struct unpack_job uj = {.o0 = f->out0,
-                          .o1 = mode == HY_WALK_SPLIT ? f->out1 : NULL,
+                          .o1 = split ? f->out1 : NULL,
+                          .r0 = have_remote ? f->rout0 : NULL,
+                          .r1 = have_remote && split ? f->rout1 : NULL,
                           .acc0 = acc0,
-                          .acc1 = mode == HY_WALK_SPLIT ? acc1 : NULL,
+                          .acc1 = split ? acc1 : NULL,
                           .pot = pot,
                           .G = f->cfg.G};
   hy_pool_for(f->pool, p->n, 4096, unpack_body, &uj);
-  add_times(f, &tm);
-  f->st.n_pp += counts[HY_COUNT_PP];
-  f->st.n_pc += counts[HY_COUNT_PC];
+  f->st.n_walks++;
   f->st.walk_wall += hy_wtime() - t0;
   return 0;
+}
+
+struct direct_job {
+  struct hy_cl *cl;
+  const float *src, *sink;
+  size_t n_src, n_sink;
+  long self_base;
+  double eps;
+  float *out;
+  struct hy_cl_times tm;
+  struct hy_err err;
+};
+
+static int direct_job_run(void *arg) {
+  struct direct_job *j = arg;
+  return hy_cl_direct(j->cl, j->src, j->n_src, j->sink, j->n_sink, j->self_base, j->eps, j->out, &j->tm, &j->err);
+}
+
+/* Distributed direct sum: every rank's (x, y, z, m) in the common frame c,
+ * gathered into *all (malloc'd). Sets *n_all and *self_base. */
+static int gather_sources(struct hy_force *f, const float *mine, size_t n, float **all, size_t *n_all,
+                          long *self_base, struct hy_err *err) {
+  const int P = f->nranks;
+  int *cnt = hy_malloc("direct-sum counts", (size_t)P, sizeof(int));
+  int *disp = hy_malloc("direct-sum counts", (size_t)P, sizeof(int));
+  int rc = -1;
+  *all = NULL;
+  if (n > (size_t)(INT_MAX / 4)) {
+    hy_err_set(err, "direct sum: %zu particles on one rank exceed one MPI message", n);
+    goto out;
+  }
+  int my = (int)(4 * n);
+  if (hy_mpi_check(MPI_Allgather(&my, 1, MPI_INT, cnt, 1, MPI_INT, f->comm), "direct sum: MPI_Allgather", err))
+    goto out;
+  long long tot = 0;
+  int rank = 0;
+  if (hy_mpi_check(MPI_Comm_rank(f->comm, &rank), "direct sum: MPI_Comm_rank", err)) goto out;
+  for (int r = 0; r < P; r++) {
+    if (r == rank) *self_base = (long)(tot / 4);
+    disp[r] = (int)tot;
+    tot += cnt[r];
+    if (tot > INT_MAX) {
+      hy_err_set(err, "direct sum: %lld particles in all exceed one MPI message; use the tree scheme", tot / 4);
+      goto out;
+    }
+  }
+  *n_all = (size_t)(tot / 4);
+  *all = hy_malloc("direct-sum sources", *n_all ? *n_all : 1, 4 * sizeof(float));
+  rc = hy_mpi_check(MPI_Allgatherv(mine, my, MPI_FLOAT, *all, cnt, disp, MPI_FLOAT, f->comm),
+                    "direct sum: MPI_Allgatherv of the sources", err);
+out:
+  hy_free(cnt);
+  hy_free(disp);
+  return rc;
 }
 
 int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, double *pot, struct hy_err *err) {
   double t0 = hy_wtime();
   size_t n = p->n;
   ensure_sinks(f, n);
-  /* sources and sinks relative to the centre of the bounding box, in float */
+  /* sources and sinks relative to the centre of the (global) bounding box, in float */
   double lo[3], hi[3];
-  for (int d = 0; d < 3; d++) lo[d] = hi[d] = n ? p->pos[d] : 0.0;
+  for (int d = 0; d < 3; d++) {
+    lo[d] = INFINITY;
+    hi[d] = -INFINITY;
+  }
   for (size_t i = 0; i < n; i++)
     for (int d = 0; d < 3; d++) {
       double x = p->pos[3 * i + d];
       if (x < lo[d]) lo[d] = x;
       if (x > hi[d]) hi[d] = x;
     }
+  if (f->nranks > 1) {
+    double b[6] = {lo[0], lo[1], lo[2], -hi[0], -hi[1], -hi[2]}, g[6];
+    if (hy_mpi_check(MPI_Allreduce(b, g, 6, MPI_DOUBLE, MPI_MIN, f->comm), "direct sum: MPI_Allreduce", err))
+      return -1;
+    for (int d = 0; d < 3; d++) {
+      lo[d] = g[d];
+      hi[d] = -g[3 + d];
+    }
+  }
   double c[3];
-  for (int d = 0; d < 3; d++) c[d] = 0.5 * (lo[d] + hi[d]);
+  for (int d = 0; d < 3; d++) c[d] = lo[d] <= hi[d] ? 0.5 * (lo[d] + hi[d]) : 0.0;
   float *src = f->out1; /* the soft output buffer is free during a direct sum */
   for (size_t i = 0; i < n; i++) {
     for (int d = 0; d < 3; d++) f->sink[4 * i + d] = src[4 * i + d] = (float)(p->pos[3 * i + d] - c[d]);
@@ -194,12 +408,33 @@ int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, do
     src[4 * i + 3] = (float)p->mass[i];
   }
   f->have_tree = 0; /* the sink buffer no longer matches a tree */
-  struct hy_cl_times tm;
-  if (hy_cl_direct(f->cl, src, n, f->sink, n, 0, f->cfg.eps, f->out0, &tm, err) != 0) return -1;
-  struct unpack_job uj = {.o0 = f->out0, .o1 = NULL, .acc0 = acc, .acc1 = NULL, .pot = pot, .G = f->cfg.G};
+  struct direct_job dj = {.cl = f->cl, .src = src, .n_src = n, .sink = f->sink, .n_sink = n, .self_base = 0,
+                          .eps = f->cfg.eps, .out = f->out0};
+  float *all = NULL;
+  if (f->nranks > 1) {
+    double tc = hy_wtime();
+    int rc = gather_sources(f, src, n, &all, &dj.n_src, &dj.self_base, err);
+    f->st.direct_comm += hy_wtime() - tc;
+    if (rc != 0) {
+      hy_free(all);
+      return -1;
+    }
+    dj.src = all;
+  }
+  hy_worker_submit(f->worker, direct_job_run, &dj);
+  double tw = hy_wtime();
+  int rc = hy_worker_wait(f->worker);
+  f->st.wait_device += hy_wtime() - tw;
+  f->st.device_busy += hy_worker_take_busy(f->worker);
+  hy_free(all);
+  if (rc != 0) {
+    *err = dj.err;
+    return -1;
+  }
+  struct unpack_job uj = {.o0 = f->out0, .acc0 = acc, .pot = pot, .G = f->cfg.G};
   hy_pool_for(f->pool, n, 4096, unpack_body, &uj);
-  add_times(f, &tm);
-  f->st.n_pp += (uint64_t)n * (n ? n - 1 : 0);
+  add_times(f, &dj.tm);
+  f->st.n_pp += (uint64_t)n * (dj.n_src ? dj.n_src - 1 : 0);
   f->st.walk_wall += hy_wtime() - t0;
   return 0;
 }

@@ -5,13 +5,23 @@
  * add the results in double precision on the host", the O(N^2) device direct
  * sum, and the timing and interaction counters of these steps. Remote (LET)
  * trees are walked with the same sinks and added to the same double sums.
- * Results include the gravitational constant G. Knows nothing of files,
- * parameters or the integrator. */
+ * Results include the gravitational constant G.
+ *
+ * Distributed runs (hy_force_set_comm with more than one rank): every walk
+ * exchanges locally essential trees (let.h: the hard LET for hard walks, the
+ * full LET otherwise), builds one remote tree of the received items and
+ * walks it with the same sinks. The device work runs on one persistent
+ * device thread (worker.h) so that the local walk overlaps the main
+ * thread's LET selection, MPI exchange and remote tree build; all MPI calls
+ * stay on the calling thread. Knows nothing of files, parameters or the
+ * integrator. */
 #ifndef HY_FORCE_H
 #define HY_FORCE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <mpi.h>
 
 #include "cl_engine.h"
 #include "log.h"
@@ -40,6 +50,20 @@ struct hy_force_stats {
   double walk_wall;  /**< wall time of the walk calls (host view) */
   uint64_t n_pp;     /**< particle-particle interactions */
   uint64_t n_pc;     /**< particle-cell interactions */
+  /* distributed runs (main thread unless said otherwise) */
+  double let_boxes;    /**< tight boxes and their MPI_Allgather */
+  double let_select;   /**< LET selection walks */
+  double let_comm;     /**< LET count exchange and messages, including waiting */
+  double remote_build; /**< remote tree: sort, build, export */
+  double wait_device;  /**< waiting for the device thread */
+  double device_busy;  /**< device thread: time spent in walks */
+  double direct_comm;  /**< direct scheme: MPI_Allgatherv of the sources */
+  uint64_t n_walks;        /**< local walks done */
+  uint64_t let_recv;       /**< LET items received */
+  uint64_t let_recv_hard;  /**< full LETs: items a hard LET would have delivered */
+  uint64_t let_sent;       /**< LET items sent */
+  uint64_t let_bytes_sent;
+  uint64_t let_bytes_recv;
 };
 
 struct hy_force;
@@ -47,6 +71,18 @@ struct hy_force;
 /** cl and pool are borrowed and must outlive the force object. */
 struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const struct hy_force_cfg *cfg);
 void hy_force_free(struct hy_force *f);
+
+/** Make the force distributed over comm (borrowed; its error handler should
+ *  be MPI_ERRORS_RETURN) and choose whether the device work runs on its own
+ *  thread (threaded = 1, the overlap scheme) or inline. Call once, before
+ *  the first build. A communicator of one rank needs no LET. */
+void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded);
+/** Number of ranks of the force's communicator (1 when none is set). */
+int hy_force_nranks(const struct hy_force *f);
+/** LET items received by the last hard walk, or, when no hard walk came
+ *  after the last full walk, the hard-LET items counted there (N_hard of
+ *  Watanabe & Nakasato eq 13); 0 before any walk or on one rank. */
+uint64_t hy_force_last_hard_items(const struct hy_force *f);
 const struct hy_force_cfg *hy_force_config(const struct hy_force *f);
 
 /** Sort p into key order (reorders every particle array) and build the local
@@ -66,7 +102,8 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
                   struct hy_err *err);
 
 /** O(N^2) softened direct sum on the device: acc (3 per particle) and pot
- *  (1 per particle, may be NULL) are overwritten. */
+ *  (1 per particle, may be NULL) are overwritten. Distributed: the sources
+ *  are every rank's particles (MPI_Allgatherv). */
 int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, double *pot, struct hy_err *err);
 
 void hy_force_stats_get(const struct hy_force *f, struct hy_force_stats *s);

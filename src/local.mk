@@ -5,10 +5,10 @@ src_libhytree_a_SOURCES = \
 	src/log.c src/log.h \
 	src/part.c src/part.h \
 	src/io.h src/ic.h \
-	src/threads.c src/threads.h \
+	src/threads.c src/threads.h src/worker.c src/worker.h \
 	src/tree.c src/tree.h src/split.h \
 	src/force_cpu.c src/force_cpu.h src/force.c src/force.h \
-	src/diag.c src/diag.h src/sim.c src/sim.h \
+	src/diag.c src/diag.h src/sim.c src/sim.h src/let.c src/let.h \
 	src/cl_engine.c src/cl_engine.h src/cl_check.c src/cl_check.h
 nodist_src_libhytree_a_SOURCES = src/cl_sources.c
 

@@ -21,7 +21,9 @@ void hy_part_reserve(struct hy_part *p, size_t n) {
   p->pot = hy_realloc("particle potentials", p->pot, n, sizeof(double));
   p->id = hy_realloc("particle IDs", p->id, n, sizeof(uint64_t));
   p->type = hy_realloc("particle types", p->type, n, sizeof(uint8_t));
+  if (p->grp) p->grp = hy_realloc("pseudo-particle moments", p->grp, n * 2, sizeof(double));
   size_t k = n - old;
+  if (p->grp) memset(p->grp + 2 * old, 0, 2 * k * sizeof(double));
   memset(p->pos + 3 * old, 0, 3 * k * sizeof(double));
   memset(p->vel + 3 * old, 0, 3 * k * sizeof(double));
   memset(p->acc + 3 * old, 0, 3 * k * sizeof(double));
@@ -47,7 +49,13 @@ void hy_part_free(struct hy_part *p) {
   hy_free(p->pot);
   hy_free(p->id);
   hy_free(p->type);
+  hy_free(p->grp);
   hy_part_init(p);
+}
+
+void hy_part_use_groups(struct hy_part *p) {
+  if (p->grp) return;
+  p->grp = hy_calloc("pseudo-particle moments", p->n_alloc ? 2 * p->n_alloc : 2, sizeof(double));
 }
 
 #define PERMUTE_ARRAY(T, arr, width)                                    \
@@ -71,6 +79,7 @@ void hy_part_permute(struct hy_part *p, const size_t *perm) {
   PERMUTE_ARRAY(double, p->pot, 1);
   PERMUTE_ARRAY(uint64_t, p->id, 1);
   PERMUTE_ARRAY(uint8_t, p->type, 1);
+  if (p->grp) PERMUTE_ARRAY(double, p->grp, 2);
 }
 
 void hy_part_copy(struct hy_part *dst, const struct hy_part *src) {

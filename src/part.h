@@ -21,6 +21,8 @@ struct hy_part {
   double *acc;    /**< total acceleration (hard + soft), 3 per particle */
   double *pot;    /**< softened potential per unit mass */
   double *acc_w;  /**< acceleration used by the kicks (a_hard + n a_soft at soft steps) */
+  double *grp;    /**< optional (NULL: none): 2 per particle, B2 and b_max of the particles a
+                       pseudo-particle stands for (received LET cells; 0 for real particles) */
 };
 
 /** Initialise an empty set (no allocation). */
@@ -30,6 +32,8 @@ void hy_part_reserve(struct hy_part *p, size_t n);
 /** Resize to n particles (new entries zeroed). */
 void hy_part_resize(struct hy_part *p, size_t n);
 void hy_part_free(struct hy_part *p);
+/** Allocate p->grp (zeroed) for the current and future capacity. */
+void hy_part_use_groups(struct hy_part *p);
 /** Reorder all arrays: new particle i is old particle perm[i]. */
 void hy_part_permute(struct hy_part *p, const size_t *perm);
 /** Deep copy. */

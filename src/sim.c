@@ -142,16 +142,51 @@ static int boundary_force(struct hy_sim *s, unsigned want, struct hy_err *err) {
   return 0;
 }
 
+static int decompose(struct hy_sim *s, struct hy_step_times *tm, struct hy_err *err) {
+  if (!s->cfg.decompose) return 0;
+  double t0 = hy_wtime();
+  int rc = s->cfg.decompose(s->cfg.decompose_ctx, s->p, err);
+  if (tm) tm->dd += hy_wtime() - t0;
+  return rc;
+}
+
 int hy_sim_start(struct hy_sim *s, unsigned want, struct hy_err *err) {
+  if (decompose(s, NULL, err) != 0) return -1;
   hy_force_stats_reset(s->f);
   return boundary_force(s, want, err);
+}
+
+static void add_stats(struct hy_force_stats *a, const struct hy_force_stats *b) {
+  a->sort += b->sort;
+  a->build += b->build;
+  a->export_ += b->export_;
+  a->upload += b->upload;
+  a->kernel += b->kernel;
+  a->download += b->download;
+  a->walk_wall += b->walk_wall;
+  a->n_pp += b->n_pp;
+  a->n_pc += b->n_pc;
+  a->let_boxes += b->let_boxes;
+  a->let_select += b->let_select;
+  a->let_comm += b->let_comm;
+  a->remote_build += b->remote_build;
+  a->wait_device += b->wait_device;
+  a->device_busy += b->device_busy;
+  a->direct_comm += b->direct_comm;
+  a->n_walks += b->n_walks;
+  a->let_recv += b->let_recv;
+  a->let_recv_hard += b->let_recv_hard;
+  a->let_sent += b->let_sent;
+  a->let_bytes_sent += b->let_bytes_sent;
+  a->let_bytes_recv += b->let_bytes_recv;
 }
 
 static void take_stats(struct hy_sim *s, struct hy_step_times *tm, int hard) {
   struct hy_force_stats st;
   hy_force_stats_get(s->f, &st);
   hy_force_stats_reset(s->f);
-  tm->tree += st.sort + st.build + st.export_;
+  add_stats(hard ? &tm->st_hard : &tm->st_soft, &st);
+  tm->tree += st.sort + st.build + st.export_ + st.remote_build;
   tm->kernel += st.kernel;
   tm->transfer += st.upload + st.download;
   tm->walk_wall += st.walk_wall;
@@ -184,6 +219,9 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
   tm->n_hard = n - 1;
   double t0 = hy_wtime();
   drift(s, dt);
+  /* hybrid: decompose at every soft step; tree and direct: every dd_every steps */
+  int every = s->cfg.scheme == HY_SCHEME_HYBRID || s->cfg.dd_every < 1 ? 1 : s->cfg.dd_every;
+  if ((s->step + 1) % every == 0 && decompose(s, tm, err) != 0) return -1;
   if (boundary_force(s, want, err) != 0) return -1;
   kick(s, p->acc_w, 0.5 * dt);
   double t1 = hy_wtime();

@@ -42,14 +42,24 @@ struct hy_step_times {
   double kernel;      /**< device kernels */
   double transfer;    /**< host-device transfers */
   double walk_wall;   /**< host view of the walk calls */
+  double dd;          /**< domain decomposition (the decompose callback) */
   double total;
   uint64_t pp_hard, pc_hard, pp_soft, pc_soft;
+  struct hy_force_stats st_hard; /**< force costs of the hard steps, summed */
+  struct hy_force_stats st_soft; /**< force costs of the closing soft-step force */
 };
+
+/** Domain decomposition hook (distributed runs): may move particles between
+ *  ranks (p is resized). Returns 0 or -1 with err set. */
+typedef int (*hy_decompose_fn)(void *ctx, struct hy_part *p, struct hy_err *err);
 
 struct hy_sim_cfg {
   enum hy_scheme scheme;
   double dt_h;  /**< hard step (tree, direct: the step) */
   int n_ratio;  /**< hard steps per soft step (hybrid) */
+  hy_decompose_fn decompose; /**< NULL: none (one rank) */
+  void *decompose_ctx;
+  int dd_every; /**< tree and direct: decompose before every dd_every-th force (hybrid: every soft step) */
 };
 
 struct hy_sim;
@@ -62,7 +72,8 @@ double hy_sim_time(const struct hy_sim *s);
 double hy_sim_step_length(const struct hy_sim *s);
 
 /** Compute the forces at the current positions (before the first step), with
- *  the extras in `want`. Returns 0 or -1 with err set. */
+ *  the extras in `want`; decomposes first when a decompose hook is set.
+ *  Returns 0 or -1 with err set. */
 int hy_sim_start(struct hy_sim *s, unsigned want, struct hy_err *err);
 
 /** Advance by one step; the force at the end provides `want`. */

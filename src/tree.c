@@ -366,7 +366,7 @@ static void bmax_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
   struct bmax_job *j = arg;
   struct hy_tree *t = j->t;
-  const double *pos = j->p->pos;
+  const double *pos = j->p->pos, *grp = j->p->grp;
   const size_t block = 64;
   for (;;) {
     size_t c0 = atomic_fetch_add(&j->next_cell, block);
@@ -376,6 +376,15 @@ static void bmax_body(void *arg, size_t b, size_t e, int tid) {
       if (t->count[c] > HY_BMAX_EXACT) continue;
       const double *cm = t->cm + 3 * c;
       double m2 = 0.0;
+      if (grp) { /* pseudo-particles: |r - r_cm| + their own extent */
+        for (size_t i = t->first[c]; i < t->first[c] + t->count[c]; i++) {
+          double dx = pos[3 * i] - cm[0], dy = pos[3 * i + 1] - cm[1], dz = pos[3 * i + 2] - cm[2];
+          double r = sqrt(dx * dx + dy * dy + dz * dz) + grp[2 * i + 1];
+          if (r > m2) m2 = r;
+        }
+        t->bmax[c] = m2;
+        continue;
+      }
       for (size_t i = t->first[c]; i < t->first[c] + t->count[c]; i++) {
         double dx = pos[3 * i] - cm[0], dy = pos[3 * i + 1] - cm[1], dz = pos[3 * i + 2] - cm[2];
         double r2 = dx * dx + dy * dy + dz * dz;
@@ -387,14 +396,15 @@ static void bmax_body(void *arg, size_t b, size_t e, int tid) {
 }
 
 /* Moments of child node x of a cell: mass, position (particle or COM),
- * b_max and B2 (zero for a particle). */
+ * b_max and B2 (zero for a particle, the group's own for a pseudo-particle). */
 static inline void child_moments(const struct hy_tree *t, const struct hy_part *p, int32_t x, double *m,
                                  const double **r, double *b, double *b2) {
   const size_t n = t->n_part;
   if (x < (int32_t)n) {
     *m = p->mass[x];
     *r = p->pos + 3 * (size_t)x;
-    *b = *b2 = 0.0;
+    *b = p->grp ? p->grp[2 * (size_t)x + 1] : 0.0;
+    *b2 = p->grp ? p->grp[2 * (size_t)x] : 0.0;
   } else {
     size_t c = (size_t)x - n;
     *m = t->mass[c];
@@ -469,6 +479,7 @@ int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double
 struct export_job {
   const struct hy_tree *t;
   const struct hy_part *p;
+  const double *origin;
   float *node;
 };
 
@@ -482,23 +493,24 @@ static void export_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
   struct export_job *j = arg;
   const struct hy_tree *t = j->t;
+  const double *c0 = j->origin;
   const size_t n = t->n_part;
   for (size_t x = b; x < e; x++) {
     float *o = j->node + 8 * x;
     if (x < n) {
       const double *r = j->p->pos + 3 * x;
-      o[0] = (float)(r[0] - t->centre[0]);
-      o[1] = (float)(r[1] - t->centre[1]);
-      o[2] = (float)(r[2] - t->centre[2]);
+      o[0] = (float)(r[0] - c0[0]);
+      o[1] = (float)(r[1] - c0[1]);
+      o[2] = (float)(r[2] - c0[2]);
       o[3] = (float)j->p->mass[x];
       o[4] = 0.0f;
       o[5] = 0.0f;
     } else {
       size_t c = x - n;
       const double *r = t->cm + 3 * c;
-      o[0] = (float)(r[0] - t->centre[0]);
-      o[1] = (float)(r[1] - t->centre[1]);
-      o[2] = (float)(r[2] - t->centre[2]);
+      o[0] = (float)(r[0] - c0[0]);
+      o[1] = (float)(r[1] - c0[1]);
+      o[2] = (float)(r[2] - c0[2]);
       o[3] = (float)t->mass[c];
       o[4] = (float)(t->rb[c] * t->rb[c]);
       o[5] = (float)t->bmax[c];
@@ -508,7 +520,12 @@ static void export_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
-void hy_tree_export(const struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool) {
-  struct export_job j = {.t = t, .p = p, .node = node};
+void hy_tree_export_at(const struct hy_tree *t, const struct hy_part *p, const double origin[3], float *node,
+                       struct hy_pool *pool) {
+  struct export_job j = {.t = t, .p = p, .origin = origin, .node = node};
   hy_pool_for(pool, hy_tree_n_nodes(t), 65536, export_body, &j);
+}
+
+void hy_tree_export(const struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool) {
+  hy_tree_export_at(t, p, t->centre, node, pool);
 }

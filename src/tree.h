@@ -80,5 +80,9 @@ static inline size_t hy_tree_n_nodes(const struct hy_tree *t) { return t->n_part
 /** Write the device node records (8 floats per node; layout in hy_shared.h),
  *  positions relative to t->centre. node must hold 8 * hy_tree_n_nodes floats. */
 void hy_tree_export(const struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool);
+/** As hy_tree_export, with positions relative to `origin` (a remote tree
+ *  exported in the frame of the local tree, so both walks share the sinks). */
+void hy_tree_export_at(const struct hy_tree *t, const struct hy_part *p, const double origin[3], float *node,
+                       struct hy_pool *pool);
 
 #endif

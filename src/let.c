@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * let.c: see let.h.
+ *
+ * Selection for destination box B, walking the local tree with more/next
+ * (d = distance from a node's position or centre of mass to B):
+ *   full LET:  particle -> send;  cell: d < r_b -> open, else send (COM, M)
+ *   hard LET:  cell with d >= R2 + b_max -> skip (no part of it is within R2
+ *              of any sink in B); particle -> send if d < R2; cell:
+ *              d < r_b -> open, else send (COM, M) if d < R2 (a monopole at
+ *              d >= R2 has hard weight K = 0 for every sink in B).
+ * Since d is a lower bound of the distance to every sink in B, a cell sent
+ * whole would have been accepted by every sink of B walking our tree, so the
+ * LET is conservative. */
+#include "config.h"
+
+#include "let.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "hy_shared.h"
+
+/* Doubles per item: position, mass, and the B2 and b_max of a sent cell (0
+ * for a particle), so that the receiver's remote tree gets the moments of
+ * the real particles (parallel-axis B2, b_max bound) and opens its cells as
+ * the sender's tree would. */
+#define ITEM 6
+
+struct dest_buf {
+  double *item; /* ITEM per item */
+  size_t n, cap;
+  uint64_t n_hard; /* counted hard-LET items (count_hard) */
+};
+
+struct hy_let {
+  MPI_Comm comm;
+  int rank, size;
+  struct hy_pool *pool;
+  struct hy_box *box;       /* per rank */
+  struct dest_buf *dest;    /* per rank */
+  uint64_t *send_cnt;       /* 2 per rank: items, counted hard items */
+  uint64_t *recv_cnt;       /* 2 per rank */
+  MPI_Request *req;         /* 2 per rank */
+};
+
+int hy_mpi_check(int rc, const char *what, struct hy_err *err) {
+  if (rc == MPI_SUCCESS) return 0;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error code %d", rc);
+  return hy_err_set(err, "%s failed: %s", what, msg);
+}
+
+struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
+  struct hy_let *L = hy_calloc("LET", 1, sizeof *L);
+  L->comm = comm;
+  L->pool = pool;
+  if (MPI_Comm_rank(comm, &L->rank) != MPI_SUCCESS || MPI_Comm_size(comm, &L->size) != MPI_SUCCESS)
+    hy_die("LET: MPI_Comm_rank/MPI_Comm_size failed");
+  size_t P = (size_t)L->size;
+  L->box = hy_calloc("LET boxes", P, sizeof *L->box);
+  L->dest = hy_calloc("LET buffers", P, sizeof *L->dest);
+  L->send_cnt = hy_calloc("LET counts", 2 * P, sizeof(uint64_t));
+  L->recv_cnt = hy_calloc("LET counts", 2 * P, sizeof(uint64_t));
+  L->req = hy_calloc("LET requests", 2 * P, sizeof(MPI_Request));
+  return L;
+}
+
+void hy_let_free(struct hy_let *L) {
+  if (!L) return;
+  for (int r = 0; r < L->size; r++) hy_free(L->dest[r].item);
+  hy_free(L->dest);
+  hy_free(L->box);
+  hy_free(L->send_cnt);
+  hy_free(L->recv_cnt);
+  hy_free(L->req);
+  hy_free(L);
+}
+
+void hy_let_tight_box(const struct hy_part *p, struct hy_box *b) {
+  for (int d = 0; d < 3; d++) {
+    b->lo[d] = INFINITY;
+    b->hi[d] = -INFINITY;
+  }
+  for (size_t i = 0; i < p->n; i++)
+    for (int d = 0; d < 3; d++) {
+      double x = p->pos[3 * i + d];
+      if (x < b->lo[d]) b->lo[d] = x;
+      if (x > b->hi[d]) b->hi[d] = x;
+    }
+}
+
+double hy_let_box_distance(const struct hy_box *b, const double x[3]) {
+  if (!(b->lo[0] <= b->hi[0])) return INFINITY;
+  double s = 0.0;
+  for (int d = 0; d < 3; d++) {
+    double g = 0.0;
+    if (x[d] < b->lo[d]) g = b->lo[d] - x[d];
+    else if (x[d] > b->hi[d]) g = x[d] - b->hi[d];
+    s += g * g;
+  }
+  return sqrt(s);
+}
+
+int hy_let_boxes(struct hy_let *L, const struct hy_part *p, struct hy_let_stats *st, struct hy_err *err) {
+  double t0 = hy_wtime();
+  struct hy_box mine;
+  hy_let_tight_box(p, &mine);
+  double buf[6];
+  for (int d = 0; d < 3; d++) {
+    buf[d] = mine.lo[d];
+    buf[3 + d] = mine.hi[d];
+  }
+  double *all = hy_malloc("LET boxes", (size_t)L->size, 6 * sizeof(double));
+  int rc = MPI_Allgather(buf, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, L->comm);
+  if (rc == MPI_SUCCESS)
+    for (int r = 0; r < L->size; r++)
+      for (int d = 0; d < 3; d++) {
+        L->box[r].lo[d] = all[6 * r + d];
+        L->box[r].hi[d] = all[6 * r + 3 + d];
+      }
+  hy_free(all);
+  st->t_boxes += hy_wtime() - t0;
+  return hy_mpi_check(rc, "LET: MPI_Allgather of the domain boxes", err);
+}
+
+const struct hy_box *hy_let_box(const struct hy_let *L, int r) { return &L->box[r]; }
+
+static void push_item(struct dest_buf *b, const double x[3], double m, double b2, double bmax) {
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? 2 * b->cap : 1024;
+    b->item = hy_realloc("LET items", b->item, hy_size_mul_or_die(cap, ITEM, "LET items"), sizeof(double));
+    b->cap = cap;
+  }
+  double *o = b->item + ITEM * b->n++;
+  o[0] = x[0];
+  o[1] = x[1];
+  o[2] = x[2];
+  o[3] = m;
+  o[4] = b2;
+  o[5] = bmax;
+}
+
+struct sel_job {
+  struct hy_let *L;
+  const struct hy_tree *t;
+  const struct hy_part *p;
+  int hard, count_hard;
+  double r2;
+};
+
+/* One selection walk against box B. emit = 0 only counts. Returns the item count. */
+static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct hy_box *B, int hard,
+                            double r2, struct dest_buf *out) {
+  const int32_t np = (int32_t)t->n_part;
+  uint64_t count = 0;
+  int32_t x = t->root;
+  while (x != HY_NONE) {
+    if (x < np) {
+      const double *r = p->pos + 3 * (size_t)x;
+      if (!hard || hy_let_box_distance(B, r) < r2) {
+        if (out) push_item(out, r, p->mass[x], 0.0, 0.0);
+        count++;
+      }
+      x = t->next[x];
+      continue;
+    }
+    size_t c = (size_t)(x - np);
+    const double *cm = t->cm + 3 * c;
+    double d = hy_let_box_distance(B, cm);
+    if (hard && d >= r2 + t->bmax[c]) {
+      x = t->next[x];
+    } else if (d < t->rb[c]) {
+      x = t->more[x];
+    } else {
+      if (!hard || d < r2) {
+        if (out) push_item(out, cm, t->mass[c], t->b2[c], t->bmax[c]);
+        count++;
+      }
+      x = t->next[x];
+    }
+  }
+  return count;
+}
+
+static void sel_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct sel_job *j = arg;
+  struct hy_let *L = j->L;
+  for (size_t r = b; r < e; r++) {
+    struct dest_buf *out = &L->dest[r];
+    out->n = 0;
+    out->n_hard = 0;
+    const struct hy_box *B = &L->box[r];
+    if ((int)r == L->rank || !j->t || j->p->n == 0 || !(B->lo[0] <= B->hi[0])) continue;
+    select_walk(j->t, j->p, B, j->hard, j->r2, out);
+    if (j->count_hard) out->n_hard = select_walk(j->t, j->p, B, 1, j->r2, NULL);
+  }
+}
+
+void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_part *p, int hard, double r2,
+                   int count_hard, struct hy_let_stats *st) {
+  double t0 = hy_wtime();
+  struct sel_job j = {.L = L, .t = t, .p = p, .hard = hard, .count_hard = count_hard && !hard, .r2 = r2};
+  hy_pool_for(L->pool, (size_t)L->size, 1, sel_body, &j);
+  st->t_select += hy_wtime() - t0;
+}
+
+const double *hy_let_items(const struct hy_let *L, int r, size_t *n) {
+  *n = L->dest[r].n;
+  return L->dest[r].item;
+}
+
+/* Items per message: ITEM doubles each, the count must fit an int. */
+static int check_msg(uint64_t n, int peer, const char *dir, struct hy_err *err) {
+  if (n > (uint64_t)(INT_MAX / ITEM))
+    return hy_err_set(err, "LET: %llu items %s rank %d exceed one MPI message (at most %d)", (unsigned long long)n,
+                      dir, peer, INT_MAX / ITEM);
+  return 0;
+}
+
+int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err) {
+  double t0 = hy_wtime();
+  const int P = L->size;
+  for (int r = 0; r < P; r++) {
+    L->send_cnt[2 * r] = L->dest[r].n;
+    L->send_cnt[2 * r + 1] = L->dest[r].n_hard;
+  }
+  int rc = MPI_Alltoall(L->send_cnt, 2, MPI_UINT64_T, L->recv_cnt, 2, MPI_UINT64_T, L->comm);
+  if (hy_mpi_check(rc, "LET: MPI_Alltoall of the item counts", err)) return -1;
+  uint64_t total = 0, sent = 0, hard = 0;
+  for (int r = 0; r < P; r++) {
+    if (check_msg(L->recv_cnt[2 * r], r, "from", err) || check_msg(L->send_cnt[2 * r], r, "to", err)) return -1;
+    total += L->recv_cnt[2 * r];
+    hard += L->recv_cnt[2 * r + 1];
+    sent += L->send_cnt[2 * r];
+  }
+  if (total > (uint64_t)SIZE_MAX / ITEM)
+    return hy_err_set(err, "LET: %llu items received", (unsigned long long)total);
+  hy_part_use_groups(remote);
+  hy_part_resize(remote, (size_t)total);
+  double *recv = hy_malloc("LET receive buffer", hy_size_mul_or_die((size_t)total, ITEM, "LET receive buffer"),
+                           sizeof(double));
+  int nreq = 0;
+  size_t off = 0;
+  const int tag = 7301;
+  for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
+    int n = (int)L->recv_cnt[2 * r];
+    if (n > 0) rc = MPI_Irecv(recv + ITEM * off, ITEM * n, MPI_DOUBLE, r, tag, L->comm, &L->req[nreq++]);
+    off += (size_t)n;
+  }
+  for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
+    int n = (int)L->send_cnt[2 * r];
+    if (n > 0) rc = MPI_Isend(L->dest[r].item, ITEM * n, MPI_DOUBLE, r, tag, L->comm, &L->req[nreq++]);
+  }
+  if (rc == MPI_SUCCESS && nreq > 0) rc = MPI_Waitall(nreq, L->req, MPI_STATUSES_IGNORE);
+  if (hy_mpi_check(rc, "LET: exchange of the items", err)) {
+    hy_free(recv);
+    return -1;
+  }
+  for (size_t i = 0; i < (size_t)total; i++) {
+    const double *it = recv + ITEM * i;
+    for (int d = 0; d < 3; d++) remote->pos[3 * i + d] = it[d];
+    remote->mass[i] = it[3];
+    remote->grp[2 * i] = it[4];
+    remote->grp[2 * i + 1] = it[5];
+    remote->id[i] = i;
+  }
+  hy_free(recv);
+  st->n_sent += sent;
+  st->n_recv += total;
+  st->n_recv_hard += hard;
+  st->bytes_sent += sent * ITEM * sizeof(double);
+  st->bytes_recv += total * ITEM * sizeof(double);
+  st->t_comm += hy_wtime() - t0;
+  return 0;
+}

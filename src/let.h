@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * let.h: locally essential trees between MPI ranks (Watanabe & Nakasato
+ * eq 14 and 15, spec.md section 3). Owns the per-step exchange of every
+ * rank's tight bounding box (MPI_Allgather), the selection of the items of
+ * the local tree that each other rank needs (full LET: open a cell while the
+ * distance from its centre of mass to the destination box is below r_b;
+ * hard LET: in addition nothing farther than R2 from the box), and their
+ * exchange (MPI_Alltoall of counts, then non-blocking point-to-point
+ * messages) into one set of point masses from which the caller builds the
+ * remote tree. Items are (x, y, z, m, B2, b_max) in double precision. All MPI calls are
+ * made by the calling (main) thread. Knows nothing of OpenCL or files. */
+#ifndef HY_LET_H
+#define HY_LET_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "part.h"
+#include "threads.h"
+#include "tree.h"
+
+/** Axis-aligned box; empty when lo > hi. */
+struct hy_box {
+  double lo[3], hi[3];
+};
+
+/** Per-call costs and sizes of this rank (reset by the caller). */
+struct hy_let_stats {
+  double t_boxes;      /**< tight box and MPI_Allgather [s] */
+  double t_select;     /**< selection walks [s] */
+  double t_comm;       /**< count exchange, message posting and waiting [s] */
+  uint64_t n_sent;     /**< items sent to all ranks */
+  uint64_t n_recv;     /**< items received from all ranks */
+  uint64_t n_recv_hard; /**< full-LET calls: items a hard LET would have delivered (counted, not sent) */
+  uint64_t bytes_sent;
+  uint64_t bytes_recv;
+};
+
+struct hy_let;
+
+/** comm is borrowed (its error handler should be MPI_ERRORS_RETURN). */
+struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool);
+void hy_let_free(struct hy_let *L);
+
+/** Tight box of the particles (empty box for none). */
+void hy_let_tight_box(const struct hy_part *p, struct hy_box *b);
+/** Distance from x to the box (0 inside; infinite for an empty box). */
+double hy_let_box_distance(const struct hy_box *b, const double x[3]);
+
+/** Allgather every rank's tight box of p. */
+int hy_let_boxes(struct hy_let *L, const struct hy_part *p, struct hy_let_stats *st, struct hy_err *err);
+/** The box of rank r from the last hy_let_boxes. */
+const struct hy_box *hy_let_box(const struct hy_let *L, int r);
+
+/** Select the items of the local tree t (over the key-ordered particles p)
+ *  for every other rank against the boxes of the last hy_let_boxes: the full
+ *  LET when hard = 0, the hard LET (cut at r2) when hard = 1. With hard = 0
+ *  and count_hard = 1 the hard-LET sizes are also counted (and exchanged
+ *  with the counts), for the records. t may be NULL when p is empty. */
+void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_part *p, int hard, double r2,
+                   int count_hard, struct hy_let_stats *st);
+
+/** Exchange the selected items: remote is resized to the items received and
+ *  gets their positions, masses and group moments (remote->grp). */
+int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err);
+
+/** Items selected for rank r by the last hy_let_select (6 doubles each). */
+const double *hy_let_items(const struct hy_let *L, int r, size_t *n);
+
+/** Convert an MPI return code into err ("what: MPI message"); 0 when rc is
+ *  MPI_SUCCESS, else -1. */
+int hy_mpi_check(int rc, const char *what, struct hy_err *err);
+
+#endif
