@@ -263,10 +263,12 @@ static size_t group_start(size_t n, int k, int np) { return (size_t)((uint64_t)k
 
 /* Sort the n samples s (3 doubles each) by `axis` and set b[0..np]: b[0] =
  * -inf, b[np] = +inf, and b[k] between group k-1 and group k: the midpoint of
- * the last sample of one and the first of the next. Where a group boundary
- * falls before the first or after the last sample the boundary is that
- * sample (just above the last one), so empty groups get empty domains and
- * the boundaries stay ordered. No samples: interior boundaries are 0. */
+ * the last sample of one and the first of the next (0.5 a + 0.5 b cannot
+ * overflow). Group k starts at j = floor(k n / np) < n; when j = 0 (fewer
+ * samples than groups) the groups before it are empty and their boundaries
+ * are the first sample, so they get empty domains and the boundaries stay
+ * ordered. No samples: the interior boundaries are 0. Never NaN, since the
+ * positions are finite. */
 static void split_axis(double *s, size_t n, int axis, int np, double *b) {
   static int (*const cmp[3])(const void *, const void *) = {cmp_x, cmp_y, cmp_z};
   if (n > 1) qsort(s, n, 3 * sizeof(double), cmp[axis]);
@@ -278,8 +280,6 @@ static void split_axis(double *s, size_t n, int axis, int np, double *b) {
       b[k] = 0.0;
     else if (j == 0)
       b[k] = s[axis];
-    else if (j == n)
-      b[k] = nextafter(s[3 * (n - 1) + (size_t)axis], INFINITY);
     else
       b[k] = 0.5 * s[3 * (j - 1) + (size_t)axis] + 0.5 * s[3 * j + (size_t)axis];
   }

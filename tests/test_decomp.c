@@ -419,9 +419,10 @@ static void scenario_all_on_root(void) {
 }
 
 /* Skewed blocks: rank r starts with a block of IDs whose size grows like
- * (r + 1)^2 (rank 0 nearly empty for P > 2), explicit grid, messages cut into
- * many MPI_Alltoallv rounds. */
-static void scenario_skewed(void) {
+ * (r + 1)^2 (rank 0 nearly empty for P > 2), an explicit grid (so that the
+ * y and z cuts of the multisection run at a few ranks too), messages cut
+ * into many MPI_Alltoallv rounds. */
+static void scenario_skewed(const int grid[3]) {
   const double rs = 0.5;
   struct hy_part g, p;
   struct hy_err err;
@@ -437,18 +438,23 @@ static void scenario_skewed(void) {
     i1 = r == nranks - 1 ? g.n : (size_t)(g.n * (acc / wsum));
   }
   take_block(&p, &g, i0, i1);
-  int grid[3];
-  hy_decomp_factor(nranks, grid);
+  char what[80];
+  snprintf(what, sizeof what, "skewed blocks, grid %dx%dx%d, chunked", grid[0], grid[1], grid[2]);
   struct hy_decomp *d = hy_decomp_create(MPI_COMM_WORLD, grid, rs, 1, 5, &err);
   HY_CHECK(d != NULL);
   if (!d) MPI_Abort(MPI_COMM_WORLD, 1);
   hy_decomp_set_max_msg_bytes(d, (size_t)nranks * 121 * 500); /* 500 particles per pair and round */
   exchange(d, &p, 0, &st);
   check_stats(&st, &p, 0, rs);
-  if (rank == 0) printf("%-46s %d MPI_Alltoallv rounds\n", "skewed blocks, chunked", st.rounds);
+  if (rank == 0) printf("%-46s %d MPI_Alltoallv rounds\n", what, st.rounds);
   HY_CHECK(st.rounds > 1);
-  check_all("skewed blocks, chunked -> exchange 1", d, &p, &g, 1);
-  check_balance("skewed blocks, chunked -> exchange 1", &st, rs, g.n);
+  check_all(what, d, &p, &g, 1);
+  check_balance(what, &st, rs, g.n);
+  drift(&p, 0.05);
+  drift(&g, 0.05);
+  exchange(d, &p, 0, &st);
+  check_all("  drift + exchange 2", d, &p, &g, 0);
+  check_balance("  drift + exchange 2", &st, rs, g.n);
   hy_decomp_free(d);
   hy_part_free(&p);
   hy_part_free(&g);
@@ -510,7 +516,11 @@ int main(int argc, char **argv) {
   test_parse();
   test_local_errors();
   scenario_all_on_root();
-  scenario_skewed();
+  {
+    int grids[4][3] = {{0, 0, 0}, {1, 1, nranks}, {1, nranks, 1}, {2, 1, 2}};
+    hy_decomp_factor(nranks, grids[0]);
+    for (int k = 0; k < (nranks == 4 ? 4 : nranks > 1 ? 3 : 1); k++) scenario_skewed(grids[k]);
+  }
   scenario_tiny();
   int failures = hy_test_failures, total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
