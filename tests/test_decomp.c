@@ -381,9 +381,11 @@ static void scenario_all_on_root(void) {
     check_all(what, d, &p, &g, 0);
     check_balance(what, &st, rs, g.n);
   }
-  /* weight_extra: rank 0 reports 3 N_local of extra work, so it sends 4x
-   * the samples per particle and its domain must shrink. For P = 2 the
-   * expected share is 2.5/4 = 0.625 of the mean; require < 0.85. */
+  /* weight_extra: rank 0 reports 3 N_local of extra work, so it asks for
+   * R_samp 4 N_local = 2 N_local samples, capped at N_local: twice the
+   * sampling rate of the others, and its domain must shrink. Expected share
+   * of the mean: P = 2: 1.5/2 = 0.75 (N_s = 1.5 N_local, half of them in
+   * domain 0 at 1 sample per particle); P = 3: 2/3. Require < 0.85. */
   if (nranks > 1) {
     size_t n_before = p.n;
     double w = rank == 0 ? 3.0 * (double)p.n : 0.0;
