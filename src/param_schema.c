@@ -53,6 +53,12 @@ static const struct hy_param_def schema[] = {
    "Time between energy diagnostics (energy.csv), >= 0; 0 = every soft step"},
   {"OpenCLDevice", HY_PT_DEVICE, "any", NOMIN, NOMAX, 0, 0, "gpu,cpu,any", "",
    "OpenCL device: gpu, cpu, any, or P:D (platform index P, device index D, both >= 0)"},
+  {"DomainGrid", HY_PT_STRING, "auto", NOMIN, NOMAX, 0, 0, NULL, "",
+   "MPI domain grid PxxPyxPz (e.g. 4x2x2; the product must equal the number of MPI ranks); auto = near-cubic "
+   "factorisation of the rank count"},
+  {"SampleRate", HY_PT_NUMBER, "0.00390625", 0.0, 1.0, 1, 0, NULL, "",
+   "R_samp: fraction of (local + hard-LET) particles each rank sends to rank 0 for the domain decomposition "
+   "(Watanabe & Nakasato eq 12-13)"},
   {"UnitLength_in_cm", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "cm",
    "Code length unit in cm, > 0 (metadata written to snapshots)"},
   {"UnitMass_in_g", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "g",

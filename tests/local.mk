@@ -39,3 +39,8 @@ TESTS += tests/galaxy_snapshot.sh tests/bad_input.sh
 EXTRA_DIST += tests/galaxy_snapshot.sh tests/bad_input.sh
 TESTS += tests/mpi_run.sh
 EXTRA_DIST += tests/mpi_run.sh
+
+check_PROGRAMS += tests/test_decomp
+tests_test_decomp_LDADD = $(HY_TESTLIBS)
+TESTS += tests/decomp_mpi.sh
+EXTRA_DIST += tests/decomp_mpi.sh

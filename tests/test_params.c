@@ -36,6 +36,8 @@ static const char *all_keys_text =
     "SnapshotFields    Potential,Acceleration\n"
     "EnergyInterval    0.125\n"
     "OpenCLDevice      1:2\n"
+    "DomainGrid        4x2x2\n"
+    "SampleRate        0.125\n"
     "UnitLength_in_cm  3.085678e21\n"
     "UnitMass_in_g     1.989e43\n"
     "UnitVelocity_in_cm_per_s 1e5\n";
@@ -74,7 +76,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 21);
+  HY_CHECK_INT(n, 23);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);
@@ -108,6 +110,8 @@ static void test_all_keys(void) {
   HY_CHECK_INT(kind, 3);
   HY_CHECK_INT(plat, 1);
   HY_CHECK_INT(dev, 2);
+  HY_CHECK(strcmp(hy_params_get_str(p, "DomainGrid"), "4x2x2") == 0);
+  HY_CHECK_ABS(hy_params_get_number(p, "SampleRate"), 0.125, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "UnitLength_in_cm"), 3.085678e21, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "UnitMass_in_g"), 1.989e43, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "UnitVelocity_in_cm_per_s"), 1e5, 0);
@@ -267,6 +271,11 @@ static void test_errors(void) {
   expect_error(__LINE__, REQ "SoftStepRatio 1025\n",
                "p.txt:4: parameter 'SoftStepRatio' = 1025 is out of range (allowed: 1 to 1024)");
   expect_error(__LINE__, REQ "R1 0\n", "p.txt:4: parameter 'R1' = 0 is out of range (must be > 0)");
+  expect_error(__LINE__, REQ "SampleRate 0\n",
+               "p.txt:4: parameter 'SampleRate' = 0 is out of range (must be > 0 and <= 1)");
+  expect_error(__LINE__, REQ "SampleRate 1.5\n",
+               "p.txt:4: parameter 'SampleRate' = 1.5 is out of range (must be > 0 and <= 1)");
+  HY_CHECK(errors_of(REQ "SampleRate 1\n", NULL, 0) == NULL);
   expect_error(__LINE__, REQ "Softening -0.1\n",
                "p.txt:4: parameter 'Softening' = -0.1 is out of range (must be >= 0)");
   expect_error(__LINE__, "InitCondFile a\nOutputDir b\nTimeEnd -1\n",

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * decomp.h: the MPI domain decomposition (spec.md section 3; seeds-digest
+ * 4.6-4.7). Owns the grid Px x Py x Pz of cuboid domains, the sampling of
+ * particle positions, the multisection of the samples on rank 0 into
+ * boundaries, their broadcast, and the particle exchange (MPI_Alltoall of
+ * counts, MPI_Alltoallv of every particle field). It is the only module that
+ * moves particles between ranks. It knows nothing of trees, LETs or devices.
+ *
+ * Errors: every function that communicates returns -1 with a message in
+ * `err` on failure. Some failures are local to one rank (a bad argument, an
+ * MPI error), so after a failed collective call the caller must end the run
+ * (hy_die / MPI_Abort) rather than carry on. */
+#ifndef HY_DECOMP_H
+#define HY_DECOMP_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "part.h"
+
+struct hy_decomp;
+
+/** What one hy_decomp_exchange did, on this rank (and, where noted, across
+ * all ranks). */
+struct hy_decomp_stats {
+  size_t n_before;            /**< local particles before the exchange */
+  size_t n_after;             /**< local particles after the exchange */
+  size_t n_samples_local;     /**< samples this rank sent to rank 0 */
+  uint64_t n_samples_total;   /**< samples of all ranks (every rank knows it) */
+  size_t n_sent;              /**< particles sent to other ranks */
+  size_t n_recv;              /**< particles received from other ranks */
+  uint64_t bytes_sent;        /**< particle bytes sent to other ranks [bytes] */
+  uint64_t bytes_recv;        /**< particle bytes received from other ranks [bytes] */
+  int rounds;                 /**< MPI_Alltoallv rounds used (> 1 when messages were chunked) */
+  double load_max;            /**< max over ranks of n_before + weight_extra */
+  double load_mean;           /**< mean over ranks of n_before + weight_extra */
+  double n_after_max;         /**< max over ranks of n_after */
+  double n_after_mean;        /**< mean over ranks of n_after */
+  double time;                /**< wall time of the whole call on this rank [s] */
+};
+
+/** Near-cubic factorisation of P >= 1 into grid[0] >= grid[1] >= grid[2]
+ * with product P: the one with the smallest ratio of largest to smallest
+ * factor; ties go to the larger grid[0] (then the larger grid[1]).
+ * E.g. 4 -> 2x2x1, 12 -> 3x2x2, 128 -> 8x4x4, 7 -> 7x1x1. */
+void hy_decomp_factor(int P, int grid[3]);
+
+/** Parse a DomainGrid value: "auto" (hy_decomp_factor) or "AxBxC" with
+ * positive integers whose product is P. Returns 0, or -1 with a message such
+ * as "DomainGrid 4x2x2 needs 16 MPI ranks, the run has 6". */
+int hy_decomp_parse_grid(const char *s, int P, int grid[3], struct hy_err *err);
+
+/** Collective over `comm`. Make a decomposition for the ranks of `comm`
+ * (which is duplicated; the duplicate returns MPI errors instead of
+ * aborting). grid: the Px x Py x Pz grid, whose product must be the size of
+ * comm, or NULL for hy_decomp_factor. sample_rate: R_samp in (0, 1].
+ * coef: boundary smoothing in (0, 1]: new boundaries = coef * computed +
+ * (1 - coef) * previous (1 = off). seed: the sampling RNG of rank r is
+ * seeded with seed + r. Returns NULL with a message on failure. No
+ * boundaries exist until the first hy_decomp_exchange. */
+struct hy_decomp *hy_decomp_create(MPI_Comm comm, const int grid[3], double sample_rate, double coef,
+                                   unsigned long seed, struct hy_err *err);
+/** Collective. Release the decomposition (NULL is allowed). */
+void hy_decomp_free(struct hy_decomp *d);
+
+/** Collective. Decompose and exchange: draw
+ * N_samp = min(N_local, max(1 if N_local > 0, round(R_samp (N_local + weight_extra))))
+ * samples without replacement, gather them on rank 0, cut the domains at
+ * equal sample counts (x slabs, then y columns, then z cuboids), broadcast
+ * the boundaries and move every particle (all fields of struct hy_part) to
+ * the rank whose cuboid holds it. Afterwards p holds this rank's particles,
+ * ordered by source rank, then by their order on the source rank.
+ * weight_extra >= 0: extra work of this rank, in particles (the hard-LET
+ * items received at the last hard step; 0 the first time); a rank with more
+ * work sends more samples and so gets a smaller domain.
+ * st may be NULL. Positions must be finite. Returns 0, or -1 (see above). */
+int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, struct hy_decomp_stats *st,
+                       struct hy_err *err);
+
+/** Rank whose cuboid holds the position x (a cuboid is closed below and open
+ * above in each coordinate); -1 before the first exchange. */
+int hy_decomp_owner(const struct hy_decomp *d, const double x[3]);
+/** The cuboid of `rank`: lo <= x < hi per coordinate (outermost faces are
+ * -inf / +inf). Returns -1 before the first exchange or for a bad rank. */
+int hy_decomp_box(const struct hy_decomp *d, int rank, double lo[3], double hi[3]);
+/** The grid Px, Py, Pz. */
+void hy_decomp_grid(const struct hy_decomp *d, int grid[3]);
+/** Rank r <-> grid cell (ix, iy, iz), r = (ix Py + iy) Pz + iz. */
+int hy_decomp_rank_of(const struct hy_decomp *d, int ix, int iy, int iz);
+void hy_decomp_cell_of(const struct hy_decomp *d, int rank, int *ix, int *iy, int *iz);
+/** Cap on the bytes of one MPI_Alltoallv (default INT_MAX); larger exchanges
+ * are sent in several rounds. For tests of the chunked path. */
+void hy_decomp_set_max_msg_bytes(struct hy_decomp *d, size_t bytes);
+
+#endif

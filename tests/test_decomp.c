@@ -1,0 +1,532 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * test_decomp.c: the domain decomposition (src/decomp.c) under MPI at any rank
+ * count (tests/decomp_mpi.sh runs it at 1 to 4 ranks). Checks the grid
+ * factorisation and DomainGrid parsing, then moves clustered particle sets
+ * that start badly distributed (all on rank 0; skewed blocks; 3 particles;
+ * none) and asserts after every exchange: the global count, the set of IDs
+ * and every particle's full record (bitwise), the total mass (bitwise, summed
+ * in ID order), the momentum (relative 1e-12), that every particle lies in
+ * its owner's cuboid and the cuboids tile space, the order within a rank, and
+ * the load balance within a tolerance derived from the sampling noise. */
+#include "config.h"
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "decomp.h"
+#include "hy_test.h"
+#include "log.h"
+#include "part.h"
+
+static int rank, nranks;
+
+#define ID_BASE 1000003ULL
+#define ID_STRIDE 7ULL
+#define NREC 16 /* doubles per particle record in the checks */
+
+/* ------------------------------------------------------------- factor/parse */
+
+static void test_factor(void) {
+  static const int table[][4] = {{1, 1, 1, 1},  {2, 2, 1, 1},   {3, 3, 1, 1},   {4, 2, 2, 1},  {6, 3, 2, 1},
+                                 {7, 7, 1, 1},  {8, 2, 2, 2},   {12, 3, 2, 2},  {16, 4, 2, 2}, {32, 4, 4, 2},
+                                 {64, 4, 4, 4}, {128, 8, 4, 4}, {27, 3, 3, 3}, {18, 3, 3, 2}, {24, 4, 3, 2},
+                                 {9, 3, 3, 1},  {256, 8, 8, 4}, {11, 11, 1, 1}};
+  for (size_t k = 0; k < sizeof table / sizeof table[0]; k++) {
+    int g[3];
+    hy_decomp_factor(table[k][0], g);
+    HY_CHECK_MSG(g[0] == table[k][1] && g[1] == table[k][2] && g[2] == table[k][3], "P = %d: %dx%dx%d, want %dx%dx%d",
+                 table[k][0], g[0], g[1], g[2], table[k][1], table[k][2], table[k][3]);
+  }
+  for (int P = 1; P <= 1000; P++) {
+    int g[3];
+    hy_decomp_factor(P, g);
+    HY_CHECK_MSG(g[0] * g[1] * g[2] == P && g[0] >= g[1] && g[1] >= g[2] && g[2] >= 1, "P = %d: %dx%dx%d", P, g[0],
+                 g[1], g[2]);
+  }
+}
+
+static void test_parse(void) {
+  struct hy_err err;
+  int g[3];
+  HY_CHECK(hy_decomp_parse_grid("auto", 6, g, &err) == 0 && g[0] == 3 && g[1] == 2 && g[2] == 1);
+  HY_CHECK(hy_decomp_parse_grid("4x2x2", 16, g, &err) == 0 && g[0] == 4 && g[1] == 2 && g[2] == 2);
+  HY_CHECK(hy_decomp_parse_grid("1x1x4", 4, g, &err) == 0 && g[0] == 1 && g[1] == 1 && g[2] == 4);
+  err.msg[0] = '\0';
+  HY_CHECK(hy_decomp_parse_grid("4x2x2", 6, g, &err) == -1);
+  HY_CHECK(strcmp(err.msg, "DomainGrid 4x2x2 needs 16 MPI ranks, the run has 6") == 0);
+  HY_CHECK_CONTAINS(err.msg, "DomainGrid 4x2x2 needs 16 MPI ranks, the run has 6");
+  static const char *bad[] = {"", "4x2", "4x2x", "0x1x1", "-1x1x1", "4x2x2x1", "abc", "4x2x2 ", "2.0x1x1",
+                              "auto2", "4X2X2", "x2x2", "99999999999x1x1"};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    err.msg[0] = '\0';
+    HY_CHECK_MSG(hy_decomp_parse_grid(bad[k], 16, g, &err) == -1, "'%s' accepted", bad[k]);
+    HY_CHECK_CONTAINS(err.msg, "is not auto or AxBxC");
+    HY_CHECK_CONTAINS(err.msg, bad[k]);
+  }
+  /* create refuses a grid that does not fit the communicator (collective) */
+  int wrong[3] = {nranks + 1, 1, 1};
+  err.msg[0] = '\0';
+  struct hy_decomp *d = hy_decomp_create(MPI_COMM_WORLD, wrong, 0.5, 1, 1, &err);
+  HY_CHECK(d == NULL);
+  char want[128];
+  snprintf(want, sizeof want, "DomainGrid %dx1x1 needs %d MPI ranks, the run has %d", nranks + 1, nranks + 1,
+           nranks);
+  HY_CHECK_CONTAINS(err.msg, want);
+  HY_CHECK(hy_decomp_create(MPI_COMM_WORLD, NULL, 0, 1, 1, &err) == NULL);
+  HY_CHECK_CONTAINS(err.msg, "SampleRate 0 is not in (0, 1]");
+}
+
+/* -------------------------------------------------------- particle sets */
+
+/* The global reference set, identical on every rank: particle i has ID
+ * ID_BASE + ID_STRIDE i. 70% in a Plummer sphere (a = 1) at the origin, 30%
+ * in a compact cluster (a = 0.2) at (3, -1, 0.5); every field is set. */
+static void make_global(struct hy_part *g, size_t n, unsigned long seed) {
+  hy_part_init(g);
+  hy_part_resize(g, n);
+  gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+  gsl_rng_set(r, seed);
+  for (size_t i = 0; i < n; i++) {
+    int cl = gsl_rng_uniform(r) < 0.3;
+    double a = cl ? 0.2 : 1.0, u = 0.001 + 0.99 * gsl_rng_uniform(r);
+    double rad = a / sqrt(pow(u, -2.0 / 3.0) - 1.0), dir[3];
+    gsl_ran_dir_3d(r, &dir[0], &dir[1], &dir[2]);
+    static const double c[3] = {3.0, -1.0, 0.5};
+    for (int k = 0; k < 3; k++) {
+      g->pos[3 * i + k] = (cl ? c[k] : 0.0) + rad * dir[k];
+      g->vel[3 * i + k] = gsl_ran_gaussian(r, 0.5) + (cl ? 0.3 : 0.0);
+      g->acc[3 * i + k] = gsl_ran_gaussian(r, 1.0);
+      g->acc_w[3 * i + k] = gsl_ran_gaussian(r, 1.0);
+    }
+    g->mass[i] = (0.5 + gsl_rng_uniform(r)) / (double)n;
+    g->pot[i] = -gsl_rng_uniform(r);
+    g->id[i] = ID_BASE + ID_STRIDE * i;
+    g->type[i] = (uint8_t)(i % HY_NTYPES);
+  }
+  gsl_rng_free(r);
+}
+
+/* Copy global particles [i0, i1) into p (in order). */
+static void take_block(struct hy_part *p, const struct hy_part *g, size_t i0, size_t i1) {
+  hy_part_init(p);
+  hy_part_resize(p, i1 - i0);
+  for (size_t i = i0; i < i1; i++) {
+    size_t j = i - i0;
+    memcpy(p->pos + 3 * j, g->pos + 3 * i, 3 * sizeof(double));
+    memcpy(p->vel + 3 * j, g->vel + 3 * i, 3 * sizeof(double));
+    memcpy(p->acc + 3 * j, g->acc + 3 * i, 3 * sizeof(double));
+    memcpy(p->acc_w + 3 * j, g->acc_w + 3 * i, 3 * sizeof(double));
+    p->mass[j] = g->mass[i];
+    p->pot[j] = g->pot[i];
+    p->id[j] = g->id[i];
+    p->type[j] = g->type[i];
+  }
+}
+
+static void record(const struct hy_part *p, size_t i, double *rec) {
+  memcpy(rec, p->pos + 3 * i, 3 * sizeof(double));
+  memcpy(rec + 3, p->vel + 3 * i, 3 * sizeof(double));
+  memcpy(rec + 6, p->acc + 3 * i, 3 * sizeof(double));
+  memcpy(rec + 9, p->acc_w + 3 * i, 3 * sizeof(double));
+  rec[12] = p->mass[i];
+  rec[13] = p->pot[i];
+  memcpy(rec + 14, p->id + i, sizeof(uint64_t));
+  rec[15] = (double)p->type[i];
+}
+
+/* Drift every particle by dt v, on the ranks and in the reference alike
+ * (the same operation, so bitwise the same result). */
+static void drift(struct hy_part *p, double dt) {
+  for (size_t i = 0; i < 3 * p->n; i++) p->pos[i] += dt * p->vel[i];
+}
+
+/* --------------------------------------------------------------- checks */
+
+/* Relative load-balance tolerance for R_samp `rs`, N particles, P ranks.
+ * Derivation: the multisection cuts at sample quantiles. Cutting n_s samples
+ * into m equal groups, a group's share of the particles is a Beta-distributed
+ * fraction with relative variance (m - 1) / n_s, reduced by the finite-
+ * population factor (1 - R_samp) since samples are drawn without
+ * replacement. A cuboid inherits the errors of its slab (m = Px, n_s = N_s),
+ * its column (m = Py, n_s = N_s / Px) and its own cut (m = Pz, n_s =
+ * N_s / (Px Py)); the variances add to (Px - 1 + Px (Py - 1) + Px Py (Pz - 1))
+ * / N_s = (P - 1) / N_s. So sigma = sqrt((P - 1)(1 - R_samp) / N_s) with
+ * N_s = R_samp N, and we allow 6 sigma for the largest of the P domains plus
+ * 2 P / N_s for the +-1-sample granularity of the groups. With N = 40000,
+ * R_samp = 0.5, P = 4: sigma = 0.0087, c = 0.052 + 0.0004. */
+static double balance_tol(double rs, size_t n_total, int P) {
+  double ns = rs * (double)n_total;
+  return 6.0 * sqrt((P - 1) * (1.0 - rs) / ns) + 2.0 * P / ns;
+}
+
+/* Every check after an exchange. `g` is the reference (global) set;
+ * ascending: the local IDs must ascend (order by source, then source order,
+ * when every source rank held an ascending block of lower IDs than the next). */
+static void check_all(const char *what, struct hy_decomp *d, const struct hy_part *p, const struct hy_part *g,
+                      int ascending) {
+  int f0 = hy_test_failures;
+  size_t n = p->n;
+  /* ownership: inside the owner's cuboid, which is this rank */
+  double lo[3], hi[3];
+  HY_CHECK(hy_decomp_box(d, rank, lo, hi) == 0);
+  size_t outside = 0, wrong_owner = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double *x = p->pos + 3 * i;
+    if (hy_decomp_owner(d, x) != rank) wrong_owner++;
+    for (int k = 0; k < 3; k++)
+      if (!(lo[k] <= x[k] && x[k] < hi[k])) {
+        outside++;
+        break;
+      }
+  }
+  HY_CHECK_MSG(wrong_owner == 0 && outside == 0, "%s: rank %d: %zu particles owned elsewhere, %zu outside its box",
+               what, rank, wrong_owner, outside);
+  if (ascending)
+    for (size_t i = 1; i < n; i++)
+      if (!(p->id[i - 1] < p->id[i])) {
+        HY_CHECK_MSG(0, "%s: rank %d: IDs not ascending at %zu (%llu, %llu)", what, rank, i,
+                     (unsigned long long)p->id[i - 1], (unsigned long long)p->id[i]);
+        break;
+      }
+  /* momentum: to rounding */
+  double mom[3] = {0, 0, 0}, mom_all[3], mom_ref[3] = {0, 0, 0};
+  for (size_t i = 0; i < n; i++)
+    for (int k = 0; k < 3; k++) mom[k] += p->mass[i] * p->vel[3 * i + k];
+  MPI_Allreduce(mom, mom_all, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  for (size_t i = 0; i < g->n; i++)
+    for (int k = 0; k < 3; k++) mom_ref[k] += g->mass[i] * g->vel[3 * i + k];
+  double mref = sqrt(mom_ref[0] * mom_ref[0] + mom_ref[1] * mom_ref[1] + mom_ref[2] * mom_ref[2]);
+  for (int k = 0; k < 3; k++) HY_CHECK_ABS(mom_all[k], mom_ref[k], 1e-12 * mref + 1e-300);
+  /* global count */
+  unsigned long long nl = n, ntot = 0;
+  MPI_Allreduce(&nl, &ntot, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  HY_CHECK_MSG(ntot == g->n, "%s: %llu particles in total, want %zu", what, ntot, g->n);
+  /* gather every record on rank 0, compare with the reference by ID */
+  int cnt = (int)(NREC * n), *cnts = NULL, *displs = NULL;
+  double *mine = hy_malloc("test records", NREC * n + 1, sizeof(double)), *all = NULL;
+  for (size_t i = 0; i < n; i++) record(p, i, mine + NREC * i);
+  if (rank == 0) {
+    cnts = hy_malloc("test", (size_t)nranks, sizeof(int));
+    displs = hy_malloc("test", (size_t)nranks, sizeof(int));
+  }
+  MPI_Gather(&cnt, 1, MPI_INT, cnts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  size_t tot = 0;
+  if (rank == 0) {
+    for (int r = 0; r < nranks; r++) {
+      displs[r] = (int)tot;
+      tot += (size_t)cnts[r];
+    }
+    all = hy_malloc("test records", tot + 1, sizeof(double));
+  }
+  MPI_Gatherv(mine, cnt, MPI_DOUBLE, all, cnts, displs, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    size_t m = tot / NREC, bad_id = 0, dup = 0, differ = 0, missing = 0;
+    char *seen = hy_calloc("test", g->n + 1, 1);
+    double *mass_by_id = hy_calloc("test", g->n + 1, sizeof(double));
+    for (size_t j = 0; j < m; j++) {
+      const double *rec = all + NREC * j;
+      uint64_t id;
+      memcpy(&id, rec + 14, sizeof id);
+      if (id < ID_BASE || (id - ID_BASE) % ID_STRIDE || (id - ID_BASE) / ID_STRIDE >= g->n) {
+        bad_id++;
+        continue;
+      }
+      size_t gi = (size_t)((id - ID_BASE) / ID_STRIDE);
+      if (seen[gi]++) {
+        dup++;
+        continue;
+      }
+      double want[NREC];
+      record(g, gi, want);
+      if (memcmp(want, rec, sizeof want) != 0) differ++;
+      mass_by_id[gi] = rec[12];
+    }
+    for (size_t i = 0; i < g->n; i++) missing += !seen[i];
+    HY_CHECK_MSG(bad_id == 0 && dup == 0 && differ == 0 && missing == 0,
+                 "%s: %zu unknown IDs, %zu duplicates, %zu changed records, %zu missing", what, bad_id, dup, differ,
+                 missing);
+    double msum = 0, msum_ref = 0;
+    for (size_t i = 0; i < g->n; i++) {
+      msum += mass_by_id[i];
+      msum_ref += g->mass[i];
+    }
+    HY_CHECK_MSG(msum == msum_ref, "%s: total mass %.17g, want %.17g", what, msum, msum_ref);
+    /* The cuboids tile space: probe points (the particles, and points on
+     * and around the boundaries) lie in exactly one box, the owner's. */
+    double *blo = hy_malloc("test", 3 * (size_t)nranks, sizeof(double));
+    double *bhi = hy_malloc("test", 3 * (size_t)nranks, sizeof(double));
+    for (int r = 0; r < nranks; r++) {
+      HY_CHECK(hy_decomp_box(d, r, blo + 3 * r, bhi + 3 * r) == 0);
+      for (int k = 0; k < 3; k++)
+        HY_CHECK_MSG(blo[3 * r + k] <= bhi[3 * r + k] && !isnan(blo[3 * r + k]) && !isnan(bhi[3 * r + k]),
+                     "%s: box %d axis %d: [%g, %g)", what, r, k, blo[3 * r + k], bhi[3 * r + k]);
+    }
+    size_t bad_tile = 0;
+    for (size_t i = 0; i < g->n + 6 * (size_t)nranks; i++) {
+      double x[3];
+      if (i < g->n) {
+        memcpy(x, g->pos + 3 * i, sizeof x);
+      } else { /* a box corner, nudged down or up */
+        size_t j = i - g->n;
+        int r = (int)(j / 6);
+        for (int k = 0; k < 3; k++) {
+          double b = (j % 2) ? blo[3 * r + k] : bhi[3 * r + k];
+          x[k] = isfinite(b) ? b : 0.0;
+        }
+        if (j % 3 == 1)
+          for (int k = 0; k < 3; k++) x[k] = nextafter(x[k], -INFINITY);
+      }
+      int inside = 0, which = -1;
+      for (int r = 0; r < nranks; r++) {
+        int in = 1;
+        for (int k = 0; k < 3; k++) in &= blo[3 * r + k] <= x[k] && x[k] < bhi[3 * r + k];
+        if (in) {
+          inside++;
+          which = r;
+        }
+      }
+      if (inside != 1 || which != hy_decomp_owner(d, x)) bad_tile++;
+    }
+    HY_CHECK_MSG(bad_tile == 0, "%s: %zu probe points not in exactly one box, the owner's", what, bad_tile);
+    hy_free(blo);
+    hy_free(bhi);
+    hy_free(seen);
+    hy_free(mass_by_id);
+  }
+  hy_free(mine);
+  hy_free(all);
+  hy_free(cnts);
+  hy_free(displs);
+  int failed = hy_test_failures > f0, any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0) printf("%-46s n_total %zu: %s\n", what, g->n, any ? "FAILED" : "ok");
+}
+
+static void exchange(struct hy_decomp *d, struct hy_part *p, double w, struct hy_decomp_stats *st) {
+  struct hy_err err;
+  err.msg[0] = '\0';
+  int rc = hy_decomp_exchange(d, p, w, st, &err);
+  HY_CHECK_MSG(rc == 0, "rank %d: hy_decomp_exchange: %s", rank, err.msg);
+  if (rc != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void check_balance(const char *what, const struct hy_decomp_stats *st, double rs, size_t n_total) {
+  double tol = balance_tol(rs, n_total, nranks), ratio = st->n_after_max / st->n_after_mean;
+  if (rank == 0)
+    printf("%-46s N_s %llu, max/mean N_local %.4f (tolerance 1 + %.4f)\n", what,
+           (unsigned long long)st->n_samples_total, ratio, tol);
+  HY_CHECK_MSG(ratio <= 1 + tol, "%s: max/mean N_local = %.4f > 1 + %.4f", what, ratio, tol);
+}
+
+/* Stats that every rank can check against its own sums. */
+static void check_stats(const struct hy_decomp_stats *st, const struct hy_part *p, double w, double rs) {
+  HY_CHECK_INT(st->n_after, p->n);
+  /* N_samp = min(N_local, max(1, round(R_samp (N_local + w)))), 0 without particles */
+  double want = round(rs * ((double)st->n_before + w));
+  size_t want_ns = st->n_before == 0 ? 0 : want < 1 ? 1 : want > (double)st->n_before ? st->n_before : (size_t)want;
+  HY_CHECK_INT(st->n_samples_local, want_ns);
+  unsigned long long loc[4] = {st->n_samples_local, st->n_sent, st->n_recv, st->bytes_sent}, sum[4];
+  MPI_Allreduce(loc, sum, 4, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  HY_CHECK_INT(sum[0], st->n_samples_total);
+  HY_CHECK_INT(sum[1], sum[2]);
+  HY_CHECK_INT(st->bytes_sent, 121 * (unsigned long long)st->n_sent);
+  HY_CHECK_INT(st->bytes_recv, 121 * (unsigned long long)st->n_recv);
+  HY_CHECK(st->n_samples_local <= st->n_before);
+  HY_CHECK(st->n_before == 0 || st->n_samples_local >= 1);
+  double load = (double)st->n_before + w, mx, sm;
+  MPI_Allreduce(&load, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&load, &sm, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  HY_CHECK(st->load_max == mx);
+  HY_CHECK_REL(st->load_mean, sm / nranks, 1e-14);
+  HY_CHECK(st->time >= 0);
+}
+
+/* ------------------------------------------------------------ scenarios */
+
+#define N_MAIN 40000
+
+/* All particles start on rank 0; exchange, drift, exchange again, then give
+ * rank 0 a large weight_extra. */
+static void scenario_all_on_root(void) {
+  const double rs = 0.5;
+  struct hy_part g, p;
+  struct hy_err err;
+  struct hy_decomp_stats st;
+  make_global(&g, N_MAIN, 42);
+  take_block(&p, &g, 0, rank == 0 ? g.n : 0);
+  struct hy_decomp *d = hy_decomp_create(MPI_COMM_WORLD, NULL, rs, 1, 1234, &err);
+  HY_CHECK_MSG(d != NULL, "%s", err.msg);
+  if (!d) MPI_Abort(MPI_COMM_WORLD, 1);
+  double x0[3] = {0, 0, 0};
+  HY_CHECK(hy_decomp_owner(d, x0) == -1);
+  exchange(d, &p, 0, &st);
+  check_stats(&st, &p, 0, rs);
+  HY_CHECK_INT(st.n_samples_total, (unsigned long long)llround(rs * N_MAIN));
+  check_all("all on rank 0 -> exchange 1", d, &p, &g, 1);
+  check_balance("all on rank 0 -> exchange 1", &st, rs, g.n);
+  for (int step = 2; step <= 3; step++) {
+    drift(&p, 0.05);
+    drift(&g, 0.05);
+    exchange(d, &p, 0, &st);
+    check_stats(&st, &p, 0, rs);
+    char what[64];
+    snprintf(what, sizeof what, "drift + exchange %d", step);
+    check_all(what, d, &p, &g, 0);
+    check_balance(what, &st, rs, g.n);
+  }
+  /* weight_extra: rank 0 reports 3 N_local of extra work, so it asks for
+   * R_samp 4 N_local = 2 N_local samples, capped at N_local: twice the
+   * sampling rate of the others, and its domain must shrink. Expected share
+   * of the mean: P = 2: 1.5/2 = 0.75 (N_s = 1.5 N_local, half of them in
+   * domain 0 at 1 sample per particle); P = 3: 2/3. Require < 0.85. */
+  if (nranks > 1) {
+    size_t n_before = p.n;
+    double w = rank == 0 ? 3.0 * (double)p.n : 0.0;
+    exchange(d, &p, w, &st);
+    check_stats(&st, &p, w, rs);
+    check_all("weight_extra 3 N_local on rank 0", d, &p, &g, 0);
+    double mean = st.n_after_mean;
+    if (rank == 0) {
+      printf("%-46s rank 0: N_local %zu -> %zu, mean %.1f, ratio %.3f\n", "weight_extra 3 N_local on rank 0",
+             n_before, p.n, mean, (double)p.n / mean);
+      HY_CHECK_MSG((double)p.n < 0.85 * mean, "rank 0 kept %zu particles, mean %.1f", p.n, mean);
+      HY_CHECK(st.load_max == 4.0 * (double)n_before);
+    }
+    /* Equal weights again: back to balance. */
+    exchange(d, &p, 0, &st);
+    check_all("weight_extra 0 again", d, &p, &g, 0);
+    check_balance("weight_extra 0 again", &st, rs, g.n);
+  }
+  hy_decomp_free(d);
+
+  /* Boundary smoothing (coef 0.5) still conserves and assigns correctly. */
+  d = hy_decomp_create(MPI_COMM_WORLD, NULL, rs, 0.5, 99, &err);
+  HY_CHECK(d != NULL);
+  for (int k = 0; k < 2; k++) {
+    drift(&p, 0.05);
+    drift(&g, 0.05);
+    exchange(d, &p, 0, &st);
+    check_all(k ? "smoothing 0.5, exchange 2" : "smoothing 0.5, exchange 1", d, &p, &g, 0);
+  }
+  hy_decomp_free(d);
+  hy_part_free(&p);
+  hy_part_free(&g);
+}
+
+/* Skewed blocks: rank r starts with a block of IDs whose size grows like
+ * (r + 1)^2 (rank 0 nearly empty for P > 2), an explicit grid (so that the
+ * y and z cuts of the multisection run at a few ranks too), messages cut
+ * into many MPI_Alltoallv rounds. */
+static void scenario_skewed(const int grid[3]) {
+  const double rs = 0.5;
+  struct hy_part g, p;
+  struct hy_err err;
+  struct hy_decomp_stats st;
+  make_global(&g, N_MAIN, 7);
+  double wsum = 0;
+  for (int r = 0; r < nranks; r++) wsum += (r + 1.0) * (r + 1.0);
+  size_t i0 = 0, i1 = 0;
+  double acc = 0;
+  for (int r = 0; r <= rank; r++) {
+    i0 = (size_t)(g.n * (acc / wsum));
+    acc += (r + 1.0) * (r + 1.0);
+    i1 = r == nranks - 1 ? g.n : (size_t)(g.n * (acc / wsum));
+  }
+  take_block(&p, &g, i0, i1);
+  char what[80];
+  snprintf(what, sizeof what, "skewed blocks, grid %dx%dx%d, chunked", grid[0], grid[1], grid[2]);
+  struct hy_decomp *d = hy_decomp_create(MPI_COMM_WORLD, grid, rs, 1, 5, &err);
+  HY_CHECK(d != NULL);
+  if (!d) MPI_Abort(MPI_COMM_WORLD, 1);
+  hy_decomp_set_max_msg_bytes(d, (size_t)nranks * 121 * 500); /* 500 particles per pair and round */
+  exchange(d, &p, 0, &st);
+  check_stats(&st, &p, 0, rs);
+  if (rank == 0) printf("%-46s %d MPI_Alltoallv rounds\n", what, st.rounds);
+  HY_CHECK(st.rounds > 1);
+  check_all(what, d, &p, &g, 1);
+  check_balance(what, &st, rs, g.n);
+  drift(&p, 0.05);
+  drift(&g, 0.05);
+  exchange(d, &p, 0, &st);
+  check_all("  drift + exchange 2", d, &p, &g, 0);
+  check_balance("  drift + exchange 2", &st, rs, g.n);
+  hy_decomp_free(d);
+  hy_part_free(&p);
+  hy_part_free(&g);
+}
+
+/* Fewer particles (and samples) than ranks, with the default R_samp: 3
+ * particles on the last rank, then none at all. */
+static void scenario_tiny(void) {
+  struct hy_part g, p;
+  struct hy_err err;
+  struct hy_decomp_stats st;
+  static const size_t sizes[2] = {3, 0};
+  for (int t = 0; t < 2; t++) {
+    size_t n = sizes[t];
+    make_global(&g, n, 3);
+    take_block(&p, &g, 0, rank == nranks - 1 ? n : 0);
+    struct hy_decomp *d = hy_decomp_create(MPI_COMM_WORLD, NULL, 0.00390625, 1, 1, &err);
+    HY_CHECK(d != NULL);
+    if (!d) MPI_Abort(MPI_COMM_WORLD, 1);
+    for (int k = 0; k < 2; k++) {
+      exchange(d, &p, 0, &st);
+      check_stats(&st, &p, 0, 0.00390625);
+      check_all(n ? "3 particles (fewer samples than ranks)" : "no particles", d, &p, &g, k == 0);
+    }
+    hy_decomp_free(d);
+    hy_part_free(&p);
+    hy_part_free(&g);
+  }
+}
+
+/* Errors that one rank sees alone (no collective is entered). */
+static void test_local_errors(void) {
+  struct hy_err err;
+  struct hy_part p;
+  struct hy_decomp *d = hy_decomp_create(MPI_COMM_WORLD, NULL, 0.5, 1, 1, &err);
+  HY_CHECK(d != NULL);
+  if (!d) return;
+  hy_part_init(&p);
+  hy_part_resize(&p, 2);
+  p.id[1] = 77;
+  p.pos[3] = NAN;
+  HY_CHECK(hy_decomp_exchange(d, &p, 0, NULL, &err) == -1);
+  HY_CHECK_CONTAINS(err.msg, "particle ID 77 has a non-finite position");
+  p.pos[3] = 0;
+  HY_CHECK(hy_decomp_exchange(d, &p, -1, NULL, &err) == -1);
+  HY_CHECK_CONTAINS(err.msg, "weight_extra -1 is not a finite number >= 0");
+  HY_CHECK_INT(p.n, 2);
+  hy_part_free(&p);
+  hy_decomp_free(d);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  hy_log_init(rank, nranks);
+  if (rank == 0) printf("test_decomp: %d rank(s)\n", nranks);
+  test_factor();
+  test_parse();
+  test_local_errors();
+  scenario_all_on_root();
+  {
+    int grids[4][3] = {{0, 0, 0}, {1, 1, nranks}, {1, nranks, 1}, {2, 1, 2}};
+    hy_decomp_factor(nranks, grids[0]);
+    for (int k = 0; k < (nranks == 4 ? 4 : nranks > 1 ? 3 : 1); k++) scenario_skewed(grids[k]);
+  }
+  scenario_tiny();
+  int failures = hy_test_failures, total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf("test_decomp: %d rank(s): %s\n", nranks, total ? "FAILED" : "all passed");
+  MPI_Finalize();
+  return total ? 1 : 0;
+}
