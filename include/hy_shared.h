@@ -12,6 +12,10 @@
 
 #define HY_NONE (-1)
 
+/* Walk argument self_base: the sink's own node index is in the sink
+ * record's 4th word (int bits) instead of self_base + sink index. */
+#define HY_SELF_IN_SINK (-2)
+
 /* Walk weight variants (HY_WALK_MODE build option of walk.cl). */
 #define HY_WALK_FULL 0     /* weight 1: normal tree, potential, tests           */
 #define HY_WALK_HARD 1     /* weight K(r), nodes beyond R2 + b_max skipped      */

@@ -66,7 +66,10 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
 #if HY_WALK_POT
     pot[k] = 0.0f;
 #endif
-    self[k] = (self_base >= 0 && k < n_valid) ? self_base + first + k : HY_NONE;
+    /* the sink's own node, skipped: self_base + j, or per sink in sink.w */
+    self[k] = k >= n_valid ? HY_NONE
+              : self_base >= 0 ? self_base + first + k
+              : self_base == HY_SELF_IN_SINK ? as_int(sink[j].w) : HY_NONE;
   }
   uint n_pp = 0, n_pc = 0;
 #if HY_WALK_MODE == HY_WALK_HARD
@@ -100,9 +103,14 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
       continue;
     }
     /* interact with the particle or the accepted cell's monopole */
+    uint n_self = 0;
     for (int k = 0; k < HY_NVEC; k++) {
       const float r2s = d2[k] + eps2;
-      if (cur == self[k] || r2s <= 0.0f) continue;
+      if (cur == self[k]) {
+        n_self++;
+        continue;
+      }
+      if (r2s <= 0.0f) continue;
       const float rinv = rsqrt(r2s);
       const float mr = p.w * rinv;
       const float mr3 = mr * rinv * rinv;
@@ -124,8 +132,8 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
       pot[k] -= mr;
 #endif
     }
-    if (is_part) /* the skipped self pair is not an interaction */
-      n_pp += (uint)n_valid - ((self[0] != HY_NONE && cur >= self[0] && cur < self[0] + n_valid) ? 1u : 0u);
+    if (is_part) /* a skipped self pair is not an interaction */
+      n_pp += (uint)n_valid - n_self;
     else
       n_pc += (uint)n_valid;
     cur = as_int(q.z);

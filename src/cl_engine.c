@@ -488,7 +488,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
 
   {
     cl_int n_part = (cl_int)a->n_part, root = (cl_int)a->root, n_sink = (cl_int)a->n_sink;
-    cl_int self_base = a->self_base >= 0 ? (cl_int)a->self_base : -1;
+    cl_int self_base = a->self_base >= 0 || a->self_base == HY_SELF_IN_SINK ? (cl_int)a->self_base : -1;
     cl_float eps2 = (cl_float)(cfg->eps * cfg->eps), r1 = (cl_float)cfg->r1, r2 = (cl_float)cfg->r2;
     cl_float inv_dr = cfg->r2 > cfg->r1 ? (cl_float)(1.0 / (cfg->r2 - cfg->r1)) : 0.0f;
     cl_float n_ratio = (cl_float)cfg->n_ratio;

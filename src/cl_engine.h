@@ -46,7 +46,8 @@ struct hy_cl_walk_args {
   const float *sink;   /**< 4 floats per sink (x, y, z, unused), relative to the tree centre */
   size_t n_sink;
   uint64_t sink_id;    /**< nonzero: skip the upload if these sinks are already resident */
-  long self_base;      /**< sink j is particle self_base + j of this tree; -1: none */
+  long self_base;      /**< sink j is particle self_base + j of this tree; -1: none;
+                            HY_SELF_IN_SINK: its node index is in the sink's 4th word */
   float *out0;         /**< 4 floats per sink: acceleration (SPLIT: hard part), potential */
   float *out1;         /**< 4 floats per sink: SPLIT soft part; else unused (may be NULL) */
 };

@@ -47,6 +47,10 @@ struct hy_force {
   struct hy_tree rtree;     /* remote tree */
   float *rnode;             /* its node records, in the local tree's frame */
   size_t rnode_cap;
+  int merged;               /* HY_LET_*: when to walk one tree of local particles + LET items */
+  struct hy_part comb;      /* merged: local particles and LET items */
+  int32_t *self_node;       /* merged: node of local particle i in the merged tree */
+  size_t self_cap;
   uint64_t last_hard;
   struct hy_force_stats st;
 };
@@ -63,12 +67,14 @@ struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const s
   hy_tree_init(&f->tree);
   hy_tree_init(&f->rtree);
   hy_part_init(&f->remote);
+  hy_part_init(&f->comb);
   f->nranks = 1;
   f->worker = hy_worker_create(0);
   return f;
 }
 
-void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded) {
+void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded, int let_walk) {
+  f->merged = let_walk;
   int n = 1;
   if (MPI_Comm_size(comm, &n) != MPI_SUCCESS) hy_die("force: MPI_Comm_size failed");
   f->comm = comm;
@@ -89,6 +95,8 @@ void hy_force_free(struct hy_force *f) {
   hy_tree_free(&f->tree);
   hy_tree_free(&f->rtree);
   hy_part_free(&f->remote);
+  hy_part_free(&f->comb);
+  hy_free(f->self_node);
   hy_free(f->node);
   hy_free(f->rnode);
   hy_free(f->sink);
@@ -213,9 +221,8 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
   return 0;
 }
 
-/* Exchange the LET for this walk and build the remote tree of the received
- * items in the local tree's frame. Returns 0 or -1. */
-static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err) {
+/* Exchange the LET for this walk into f->remote. Returns 0 or -1. */
+static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err) {
   struct hy_let_stats ls = {0};
   const int hard = mode == HY_WALK_HARD;
   int rc = hy_let_boxes(f->let, p, &ls, err);
@@ -233,10 +240,15 @@ static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, st
   f->st.let_bytes_recv += ls.bytes_recv;
   if (rc != 0) return -1;
   f->last_hard = hard ? ls.n_recv : ls.n_recv_hard;
-  if (f->remote.n == 0 || p->n == 0) return 0;
+  return 0;
+}
+
+/* Build the tree of set q (the LET items, or local particles + items) as
+ * f->rtree with its records in the local tree's frame. */
+static int build_second_tree(struct hy_force *f, struct hy_part *q, struct hy_err *err) {
   double t0 = hy_wtime();
-  hy_tree_sort(&f->rtree, &f->remote, f->pool);
-  if (hy_tree_build(&f->rtree, &f->remote, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
+  hy_tree_sort(&f->rtree, q, f->pool);
+  if (hy_tree_build(&f->rtree, q, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
   size_t nn = hy_tree_n_nodes(&f->rtree);
   if (nn > f->rnode_cap) {
     size_t cap = nn + nn / 8 + 16;
@@ -244,8 +256,82 @@ static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, st
     f->rnode = hy_malloc("remote tree records", hy_size_mul_or_die(cap, 8, "remote tree records"), sizeof(float));
     f->rnode_cap = cap;
   }
-  hy_tree_export_at(&f->rtree, &f->remote, f->tree.centre, f->rnode, f->pool);
+  hy_tree_export_at(&f->rtree, q, f->tree.centre, f->rnode, f->pool);
   f->st.remote_build += hy_wtime() - t0;
+  return 0;
+}
+
+/* Exchange the LET and build the remote tree of the received items. */
+static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err) {
+  if (exchange_let(f, p, mode, err) != 0) return -1;
+  if (f->remote.n == 0 || p->n == 0) return 0;
+  return build_second_tree(f, &f->remote, err);
+}
+
+static float int_bits(int32_t v) {
+  float x;
+  memcpy(&x, &v, sizeof x);
+  return x;
+}
+
+/* Merged walk: exchange the LET, build one tree of the local particles and
+ * the received items (as Watanabe & Nakasato describe: "concatenates the
+ * arrays of own particles and the cells received"), walk it with the local
+ * sinks, each skipping its own node. Far regions are then summarised by
+ * cells that hold both local and remote mass, as on one rank; the price is
+ * that the walk cannot start before the exchange is done. */
+static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc, double *acc0,
+                       double *acc1, double *pot, struct hy_err *err) {
+  if (exchange_let(f, p, wc->mode, err) != 0) return -1;
+  const size_t n = p->n, m = f->remote.n;
+  if (n == 0) return 0;
+  struct hy_part *q = &f->comb;
+  hy_part_use_groups(q);
+  hy_part_resize(q, n + m);
+  memcpy(q->pos, p->pos, 3 * n * sizeof(double));
+  memcpy(q->mass, p->mass, n * sizeof(double));
+  memset(q->grp, 0, 2 * n * sizeof(double));
+  if (m) {
+    memcpy(q->pos + 3 * n, f->remote.pos, 3 * m * sizeof(double));
+    memcpy(q->mass + n, f->remote.mass, m * sizeof(double));
+    memcpy(q->grp + 2 * n, f->remote.grp, 2 * m * sizeof(double));
+  }
+  for (size_t i = 0; i < n + m; i++) q->id[i] = i;
+  if (build_second_tree(f, q, err) != 0) return -1;
+  if (f->self_cap < n) {
+    hy_free(f->self_node);
+    f->self_node = hy_malloc("merged-tree self nodes", n, sizeof(int32_t));
+    f->self_cap = n;
+  }
+  for (size_t j = 0; j < n + m; j++)
+    if (q->id[j] < n) f->self_node[q->id[j]] = (int32_t)j;
+  for (size_t i = 0; i < n; i++) f->sink[4 * i + 3] = int_bits(f->self_node[i]);
+  struct walk_job *j = &f->job[1];
+  j->cl = f->cl;
+  j->wc = *wc;
+  j->a = (struct hy_cl_walk_args){.node = f->rnode,
+                                  .n_nodes = hy_tree_n_nodes(&f->rtree),
+                                  .n_part = f->rtree.n_part,
+                                  .root = f->rtree.root,
+                                  .tree_id = 0,
+                                  .slot = 1,
+                                  .sink = f->sink,
+                                  .n_sink = n,
+                                  .sink_id = 0,
+                                  .self_base = HY_SELF_IN_SINK,
+                                  .out0 = f->out0,
+                                  .out1 = f->out1};
+  hy_worker_submit(f->worker, walk_job_run, j);
+  if (wait_job(f, j, err) != 0) return -1;
+  f->st.device_busy += hy_worker_take_busy(f->worker);
+  const int split = wc->mode == HY_WALK_SPLIT;
+  struct unpack_job uj = {.o0 = f->out0,
+                          .o1 = split ? f->out1 : NULL,
+                          .acc0 = acc0,
+                          .acc1 = split ? acc1 : NULL,
+                          .pot = pot,
+                          .G = f->cfg.G};
+  hy_pool_for(f->pool, n, 4096, unpack_body, &uj);
   return 0;
 }
 
@@ -263,6 +349,12 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
                                  .r1 = f->cfg.r1,
                                  .r2 = f->cfg.r2,
                                  .n_ratio = (double)f->cfg.n_ratio};
+  if (f->let && (f->merged == HY_LET_MERGED || (f->merged == HY_LET_AUTO && mode != HY_WALK_HARD))) {
+    if (merged_walk(f, p, &wc, acc0, acc1, pot, err) != 0) return -1;
+    f->st.n_walks++;
+    f->st.walk_wall += hy_wtime() - t0;
+    return 0;
+  }
   /* 1. the device thread walks the local tree */
   struct walk_job *lj = &f->job[0], *rj = &f->job[1];
   lj->cl = f->cl;

@@ -72,11 +72,22 @@ struct hy_force;
 struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const struct hy_force_cfg *cfg);
 void hy_force_free(struct hy_force *f);
 
+/** How the LET is walked (hy_force_set_comm). */
+enum hy_let_walk {
+  HY_LET_SEPARATE = 0, /**< the device walks the local tree while the LET is exchanged, then a separate
+                            remote tree of the received items (overlap; the far field is summarised by
+                            two trees, which about doubles the median force error of a one-rank run) */
+  HY_LET_MERGED = 1,   /**< after the exchange, one tree of local particles and received items (the
+                            accuracy of a one-rank run, no overlap) */
+  HY_LET_AUTO = 2      /**< separate for hard walks (short range: no accuracy cost), merged otherwise */
+};
+
 /** Make the force distributed over comm (borrowed; its error handler should
- *  be MPI_ERRORS_RETURN) and choose whether the device work runs on its own
- *  thread (threaded = 1, the overlap scheme) or inline. Call once, before
- *  the first build. A communicator of one rank needs no LET. */
-void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded);
+ *  be MPI_ERRORS_RETURN), choose whether the device work runs on its own
+ *  thread (threaded = 1, the overlap scheme) or inline, and how the LET is
+ *  walked (enum hy_let_walk). Call once, before the first build. A
+ *  communicator of one rank needs no LET. */
+void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded, int let_walk);
 /** Number of ranks of the force's communicator (1 when none is set). */
 int hy_force_nranks(const struct hy_force *f);
 /** LET items received by the last hard walk, or, when no hard walk came

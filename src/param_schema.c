@@ -43,6 +43,10 @@ static const struct hy_param_def schema[] = {
    "Maximum number of particles in a leaf cell, between 1 and 65536"},
   {"NVec", HY_PT_INT, "4", 1.0, 16.0, 0, 0, NULL, "",
    "Sinks per OpenCL work-item in the tree walks, between 1 and 16"},
+  {"LETWalk", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,separate,merged", "",
+   "Several MPI ranks: how received LET items are walked: separate (remote tree walked after the local one, "
+   "overlapping the exchange), merged (one tree of local and received items, one-rank accuracy), auto "
+   "(separate at hard steps, merged otherwise)"},
   {"GravityConstant", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "code units",
    "Gravitational constant G in code units, > 0; 43007.1 for kpc, 1e10 Msun, km/s"},
   {"SnapshotInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "code time",

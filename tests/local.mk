@@ -44,3 +44,8 @@ check_PROGRAMS += tests/test_decomp
 tests_test_decomp_LDADD = $(HY_TESTLIBS)
 TESTS += tests/decomp_mpi.sh
 EXTRA_DIST += tests/decomp_mpi.sh
+
+check_PROGRAMS += tests/test_mpi_forces
+tests_test_mpi_forces_LDADD = $(HY_TESTLIBS)
+TESTS += tests/mpi_forces.sh
+EXTRA_DIST += tests/mpi_forces.sh

@@ -1,0 +1,67 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-3.0-or-later
+# mpi_forces.sh: rank-count invariance of the distributed force. The same
+# ICs run on 1, 2, 3 and 4 ranks (test_mpi_forces: domain decomposition,
+# LET exchange, local + remote walks); each run's errors against a double
+# direct sum (median and 99th percentile of total, hard and soft
+# accelerations, and of the hard acceleration after 3 hard steps of drift)
+# must not exceed 1.2 times those of the 1-rank run, plus 2e-6: the float32
+# rounding floor of a sum of ~10^3 terms (2^-24 * sqrt(10^3)), which is where
+# the hard-part medians sit.
+# Also, with a_err so small that every cell is opened, every rank count must
+# reproduce the direct sum to float rounding: the LETs miss no particle, even
+# one that drifted into R2 of another domain.
+set -u
+: "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+if [ -z "${MPIEXEC:-}" ]; then echo "SKIP: no MPI launcher"; exit 77; fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+prog="$top_builddir/tests/test_mpi_forces"
+tmp="$top_builddir/tests/tmp-mpi-forces-$$"
+mkdir "$tmp" || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+run() { # name nranks args...
+  name=$1; np=$2; shift 2
+  # shellcheck disable=SC2086
+  if ! $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n "$np" "$prog" "$@" -o "$tmp/$name.$np" >"$tmp/$name.$np.log" 2>&1; then
+    echo "FAIL: $name on $np ranks:"; cat "$tmp/$name.$np.log"; fail=1; return 1
+  fi
+  grep ranks "$tmp/$name.$np.log"
+}
+
+# columns: P, then median and p99 of total, hard, soft, drifted hard
+compare() { # name np
+  awk -v name="$1" -v np="$2" '
+    NR == FNR { for (i = 2; i <= 9; i++) ref[i] = $i; next }
+    { split("total total hard hard soft soft drifted-hard drifted-hard", q, " ")
+      for (i = 2; i <= 9; i++) {
+        lim = 1.2 * ref[i] + 2e-6
+        if ($i > lim) { printf "FAIL: %s, %d ranks: %s %s error %.3e > 1.2 x %.3e + 2e-6\n", name, np, q[i-1], (i % 2 ? "p99" : "median"), $i, ref[i]; bad = 1 }
+      } }
+    END { exit bad }' "$tmp/$1.1" "$tmp/$1.$2" || fail=1
+}
+
+exact() { # name np: every error at float rounding
+  awk -v name="$1" -v np="$2" '{ for (i = 2; i <= 9; i++) if ($i > 1e-4) { printf "FAIL: %s, %d ranks: column %d error %.3e > 1e-4 with every cell opened\n", name, np, i, $i; bad = 1 } }
+    END { exit bad }' "$tmp/$1.$2" || fail=1
+}
+
+# 32k Plummer sphere in Henon units with P4's defaults (r_v = 1): eps = 0.1 N^-0.26,
+# R1 = 1.03 N^-1/3, R2 = 2 R1, a_err = 2^-8, drift 3 dt_h with dt_h = eps / 0.65
+pl="-s 0 -i plummer:32768:7 -G 1 -e 0.0066986 -1 0.0321875 -2 0.064375 -a 0.00390625 -d 0.030917"
+# Gadget-2 galaxy ICs, the values hytree run resolves for them (r_v = 63.49)
+gal="-s 8192 -i $top_srcdir/tests/data/galaxy_littleendian.dat -G 43007.1 -e 0.363423 -1 1.67052 -2 3.34104 -a 1.93788 -d 0.0087998"
+# every cell opened (a_err 1e-12): LET completeness
+ex="-s 0 -i plummer:8192:3 -G 1 -e 0.0096 -1 0.0515 -2 0.103 -a 1e-12 -d 0.0443"
+
+for np in 1 2 3 4; do
+  # shellcheck disable=SC2086
+  run plummer "$np" $pl && [ "$np" -gt 1 ] && compare plummer "$np"
+  # shellcheck disable=SC2086
+  run galaxy "$np" $gal && [ "$np" -gt 1 ] && compare galaxy "$np"
+  # shellcheck disable=SC2086
+  run exact "$np" $ex && exact exact "$np"
+done
+exit $fail

@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * test_mpi_forces.c: accelerations of the distributed force (local tree +
+ * LET + remote tree) against a double-precision direct sum, on however many
+ * ranks it is started with. Every rank loads the same ICs; the particles
+ * are distributed by the domain decomposition; the split walk gives hard
+ * and soft parts, the total is their sum. Then every particle drifts for
+ * n - 1 hard steps without a new decomposition and the hard walk (with the
+ * hard LET against the drifted boxes) is checked again: a neighbour that
+ * drifted into R2 of another domain must not be missed.
+ *
+ * Rank 0 gathers the results of a fixed subset of at most S sinks (every ID
+ * with id % stride == 0, the same for any rank count), computes the reference by
+ * direct summation over all particles, and writes one line of error
+ * statistics (median and 99th percentile of |a - a_ref| / |a_ref,total| for
+ * total, hard, soft and drifted hard) to the file given with -o. The driver
+ * (tests/mpi_forces.sh) compares the lines of different rank counts.
+ *
+ * usage: test_mpi_forces -i ICS -G G -e EPS -1 R1 -2 R2 -a AERR -d DRIFT -s S
+ *                        [-w auto|separate|merged] -o OUT */
+#include "config.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "cl_engine.h"
+#include "decomp.h"
+#include "force.h"
+#include "force_cpu.h"
+#include "hy_shared.h"
+#include "hy_test.h"
+#include "ic.h"
+#include "io.h"
+#include "log.h"
+#include "threads.h"
+
+
+static void die(const char *what, const struct hy_err *err) {
+  fprintf(stderr, "test_mpi_forces: %s: %s\n", what, err ? err->msg : "");
+  MPI_Abort(MPI_COMM_WORLD, 99);
+  exit(99);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void stats(double *e, size_t n, double *med, double *p99) {
+  qsort(e, n, sizeof(double), cmp_double);
+  *med = e[n / 2];
+  *p99 = e[(size_t)(0.99 * (double)n)];
+}
+
+/* Gather (id, 3 values a, 3 values b) of the sinks with id % stride == 0 on
+ * rank 0, ordered by ID. Returns the count on rank 0 (0 elsewhere). */
+static size_t gather_sinks(const struct hy_part *p, const double *a, const double *b, uint64_t stride, double **out) {
+  int P, rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  size_t m = 0;
+  for (size_t i = 0; i < p->n; i++) m += p->id[i] % stride == 0;
+  double *buf = hy_malloc("sinks", m ? m : 1, 7 * sizeof(double));
+  size_t k = 0;
+  for (size_t i = 0; i < p->n; i++) {
+    if (p->id[i] % stride) continue;
+    buf[7 * k] = (double)p->id[i];
+    for (int d = 0; d < 3; d++) {
+      buf[7 * k + 1 + d] = a[3 * i + d];
+      buf[7 * k + 4 + d] = b ? b[3 * i + d] : 0.0;
+    }
+    k++;
+  }
+  int cnt = (int)(7 * m), *cnts = NULL, *disp = NULL;
+  if (rank == 0) {
+    cnts = hy_malloc("counts", (size_t)P, sizeof(int));
+    disp = hy_malloc("counts", (size_t)P, sizeof(int));
+  }
+  if (MPI_Gather(&cnt, 1, MPI_INT, cnts, 1, MPI_INT, 0, MPI_COMM_WORLD) != MPI_SUCCESS) die("MPI_Gather", NULL);
+  size_t tot = 0;
+  if (rank == 0)
+    for (int r = 0; r < P; r++) {
+      disp[r] = (int)tot;
+      tot += (size_t)cnts[r];
+    }
+  double *all = rank == 0 ? hy_malloc("sinks", tot ? tot : 1, sizeof(double)) : NULL;
+  if (MPI_Gatherv(buf, cnt, MPI_DOUBLE, all, cnts, disp, MPI_DOUBLE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    die("MPI_Gatherv", NULL);
+  hy_free(buf);
+  hy_free(cnts);
+  hy_free(disp);
+  *out = all;
+  if (rank != 0) return 0;
+  size_t n = tot / 7;
+  /* order by ID (insertion into an array indexed by rank of ID is not needed:
+   * sort rows by their first value) */
+  qsort(all, n, 7 * sizeof(double), cmp_double);
+  return n;
+}
+
+int main(int argc, char **argv) {
+  int provided;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return 99;
+  int P, rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  hy_log_init(rank, P);
+  const char *ics = NULL, *out = NULL;
+  double G = 1, eps = 0, r1 = 0, r2 = 0, a_err = 0, drift = 0;
+  long max_sinks = 4096;
+  int opt, let_walk = HY_LET_AUTO;
+  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:o:")) != -1) {
+    switch (opt) {
+      case 'i': ics = optarg; break;
+      case 'G': G = atof(optarg); break;
+      case 'e': eps = atof(optarg); break;
+      case '1': r1 = atof(optarg); break;
+      case '2': r2 = atof(optarg); break;
+      case 'a': a_err = atof(optarg); break;
+      case 'd': drift = atof(optarg); break;
+      case 's': max_sinks = atol(optarg); break;
+      case 'w':
+        let_walk = strcmp(optarg, "merged") == 0 ? HY_LET_MERGED : strcmp(optarg, "separate") == 0 ? HY_LET_SEPARATE
+                                                                                                     : HY_LET_AUTO;
+        break;
+      case 'o': out = optarg; break;
+      default: die("bad option", NULL);
+    }
+  }
+  if (!ics || !out || !(r2 > r1) || !(a_err > 0)) die("usage: -i ICS -G -e -1 -2 -a -d -o", NULL);
+  struct hy_err err;
+  struct hy_part all, p;
+  hy_part_init(&all);
+  hy_part_init(&p);
+  size_t n_gen;
+  uint64_t seed;
+  int g = hy_ic_parse_spec(ics, &n_gen, &seed, &err);
+  if (g < 0) die(ics, &err);
+  double t_ic;
+  if ((g == 1 ? hy_ic_plummer(n_gen, seed, &all, &err) : hy_io_read_ic(ics, HY_FMT_AUTO, &all, &t_ic, &err)) != 0)
+    die(ics, &err);
+  const size_t N = all.n;
+  uint64_t max_id = 0;
+  for (size_t i = 0; i < N; i++)
+    if (all.id[i] > max_id) max_id = all.id[i];
+  uint64_t stride = max_sinks > 0 ? max_id / (uint64_t)max_sinks + 1 : 1;
+
+  /* every rank starts with a contiguous share, then the decomposition moves them */
+  size_t b = N * (size_t)rank / (size_t)P, e = N * (size_t)(rank + 1) / (size_t)P;
+  hy_part_resize(&p, e - b);
+  memcpy(p.pos, all.pos + 3 * b, 3 * (e - b) * sizeof(double));
+  memcpy(p.vel, all.vel + 3 * b, 3 * (e - b) * sizeof(double));
+  memcpy(p.mass, all.mass + b, (e - b) * sizeof(double));
+  memcpy(p.id, all.id + b, (e - b) * sizeof(uint64_t));
+  memcpy(p.type, all.type + b, (e - b));
+
+  MPI_Comm comm;
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) die("MPI_Comm_dup", NULL);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  struct hy_pool *pool = hy_pool_create(1);
+  struct hy_decomp *dd = NULL;
+  int grid[3];
+  hy_decomp_factor(P, grid);
+  if (!(dd = hy_decomp_create(comm, grid, 1.0 / 16, 1.0, 12345, &err))) die("decomposition", &err);
+  struct hy_decomp_stats dst;
+  if (hy_decomp_exchange(dd, &p, 0.0, &dst, &err) != 0) die("decomposition", &err);
+
+  struct hy_cl_opts o = {.kind = HY_CL_ANY, .platform = -1, .device = -1, .local_rank = 0, .nvec = 4};
+  struct hy_cl *cl;
+  if (hy_cl_create(&cl, &o, &err) != 0) die("OpenCL", &err);
+  struct hy_force_cfg fc = {.G = G, .eps = eps, .r1 = r1, .r2 = r2, .a_err = a_err, .n_crit = 16, .nvec = 4,
+                            .n_ratio = 4};
+  struct hy_force *f = hy_force_create(cl, pool, &fc);
+  hy_force_set_comm(f, comm, 1, let_walk);
+
+  size_t n = p.n;
+  double *hard = hy_malloc("hard", 3 * (n ? n : 1), sizeof(double));
+  double *soft = hy_malloc("soft", 3 * (n ? n : 1), sizeof(double));
+  if (hy_force_build(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_SPLIT, hard, soft, NULL, &err) != 0)
+    die("split walk", &err);
+  struct hy_force_stats st;
+  hy_force_stats_get(f, &st);
+  printf("rank %d/%d: %zu particles, received %llu LET items (a hard LET would be %llu), sent %llu\n", rank, P, n,
+         (unsigned long long)st.let_recv, (unsigned long long)st.let_recv_hard, (unsigned long long)st.let_sent);
+  double *rows1 = NULL, *rows2 = NULL;
+  size_t m1 = gather_sinks(&p, hard, soft, stride, &rows1);
+
+  /* drift n - 1 = 3 hard steps (no new decomposition), hard walk with the hard LET */
+  for (size_t i = 0; i < 3 * n; i++) p.pos[i] += drift * p.vel[i];
+  if (hy_force_build(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_HARD, hard, NULL, NULL, &err) != 0)
+    die("hard walk after the drift", &err);
+  size_t m2 = gather_sinks(&p, hard, NULL, stride, &rows2);
+
+  if (rank == 0) {
+    size_t expect = 0;
+    for (size_t i = 0; i < N; i++) expect += all.id[i] % stride == 0;
+    HY_CHECK_INT(m1, expect);
+    HY_CHECK_INT(m2, expect);
+    /* references: sinks by ID in the full set */
+    double *spos = hy_malloc("ref", 3 * m1, sizeof(double)), *spos2 = hy_malloc("ref", 3 * m1, sizeof(double));
+    double *ra = hy_malloc("ref", 3 * m1, sizeof(double)), *rh = hy_malloc("ref", 3 * m1, sizeof(double));
+    double *ra2 = hy_malloc("ref", 3 * m1, sizeof(double)), *rh2 = hy_malloc("ref", 3 * m1, sizeof(double));
+    double *drifted = hy_malloc("ref", 3 * N, sizeof(double));
+    for (size_t i = 0; i < 3 * N; i++) drifted[i] = all.pos[i] + drift * all.vel[i];
+    /* map ID -> index of the full set */
+    size_t *at = hy_malloc("ref", (size_t)max_id + 1, sizeof(size_t));
+    for (size_t i = 0; i < N; i++) at[all.id[i]] = i;
+    for (size_t k = 0; k < m1; k++) {
+      size_t i = at[(uint64_t)rows1[7 * k]];
+      for (int d = 0; d < 3; d++) {
+        spos[3 * k + d] = all.pos[3 * i + d];
+        spos2[3 * k + d] = drifted[3 * i + d];
+      }
+    }
+    struct hy_pool *big = hy_pool_create(hy_pool_default_threads());
+    /* the sinks are sources too: their self pair is skipped by zero distance
+     * (softened, so the self term contributes exactly zero force) */
+    hy_cpu_direct(all.pos, all.mass, N, spos, m1, -1, eps, r1, r2, ra, rh, NULL, big);
+    hy_cpu_direct(drifted, all.mass, N, spos2, m1, -1, eps, r1, r2, ra2, rh2, NULL, big);
+    hy_pool_free(big);
+    double *et = hy_malloc("e", m1, sizeof(double)), *eh = hy_malloc("e", m1, sizeof(double));
+    double *es = hy_malloc("e", m1, sizeof(double)), *ed = hy_malloc("e", m1, sizeof(double));
+    for (size_t k = 0; k < m1; k++) {
+      double nt = 0, dt = 0, dh = 0, ds = 0, nt2 = 0, dd2 = 0;
+      for (int d = 0; d < 3; d++) {
+        double ref_t = G * ra[3 * k + d], ref_h = G * rh[3 * k + d], ref_s = ref_t - ref_h;
+        double h = rows1[7 * k + 1 + d], s = rows1[7 * k + 4 + d];
+        nt += ref_t * ref_t;
+        dt += (h + s - ref_t) * (h + s - ref_t);
+        dh += (h - ref_h) * (h - ref_h);
+        ds += (s - ref_s) * (s - ref_s);
+        double ref_t2 = G * ra2[3 * k + d], ref_h2 = G * rh2[3 * k + d];
+        nt2 += ref_t2 * ref_t2;
+        dd2 += (rows2[7 * k + 1 + d] - ref_h2) * (rows2[7 * k + 1 + d] - ref_h2);
+      }
+      et[k] = sqrt(dt / nt);
+      eh[k] = sqrt(dh / nt);
+      es[k] = sqrt(ds / nt);
+      ed[k] = sqrt(dd2 / nt2);
+    }
+    double v[8];
+    stats(et, m1, &v[0], &v[1]);
+    stats(eh, m1, &v[2], &v[3]);
+    stats(es, m1, &v[4], &v[5]);
+    stats(ed, m1, &v[6], &v[7]);
+    printf("%d ranks, %zu sinks: total %.3e %.3e  hard %.3e %.3e  soft %.3e %.3e  drifted hard %.3e %.3e\n", P, m1,
+           v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+    FILE *fo = fopen(out, "w");
+    if (!fo) die(out, NULL);
+    fprintf(fo, "%d %.6e %.6e %.6e %.6e %.6e %.6e %.6e %.6e\n", P, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+    if (fclose(fo) != 0) die(out, NULL);
+    hy_free(spos);
+    hy_free(spos2);
+    hy_free(ra);
+    hy_free(rh);
+    hy_free(ra2);
+    hy_free(rh2);
+    hy_free(drifted);
+    hy_free(at);
+    hy_free(et);
+    hy_free(eh);
+    hy_free(es);
+    hy_free(ed);
+  }
+  hy_free(rows1);
+  hy_free(rows2);
+  hy_free(hard);
+  hy_free(soft);
+  hy_force_free(f);
+  hy_decomp_free(dd);
+  hy_cl_free(cl);
+  hy_pool_free(pool);
+  hy_part_free(&p);
+  hy_part_free(&all);
+  MPI_Comm_free(&comm);
+  int fails = hy_test_failures, total = 0;
+  MPI_Allreduce(&fails, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}
