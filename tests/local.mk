@@ -49,3 +49,24 @@ check_PROGRAMS += tests/test_mpi_forces
 tests_test_mpi_forces_LDADD = $(HY_TESTLIBS)
 TESTS += tests/mpi_forces.sh
 EXTRA_DIST += tests/mpi_forces.sh
+
+# ThreadSanitizer check of the overlap path (device thread + MPI main thread):
+# `make check-tsan` builds the rank-invariance test and the library with
+# -fsanitize=thread and runs the separate-LET walk (local walk overlapped with
+# the LET exchange) on 2 ranks. Reports from inside the MPI and OpenCL
+# libraries, which are not instrumented, are suppressed (tests/tsan.supp);
+# any report in hytree's code fails the target.
+EXTRA_PROGRAMS = tests/tsan_mpi_forces
+tests_tsan_mpi_forces_SOURCES = tests/test_mpi_forces.c $(src_libhytree_a_SOURCES)
+nodist_tests_tsan_mpi_forces_SOURCES = src/cl_sources.c
+tests_tsan_mpi_forces_CFLAGS = $(AM_CFLAGS) -fsanitize=thread -fno-omit-frame-pointer -g -O1
+tests_tsan_mpi_forces_LDFLAGS = $(AM_LDFLAGS) -fsanitize=thread
+tests_tsan_mpi_forces_LDADD = $(HY_LIBS)
+EXTRA_DIST += tests/tsan.supp tests/tsan_overlap.sh
+CLEANFILES += tests/tsan_mpi_forces
+
+check-tsan: tests/tsan_mpi_forces$(EXEEXT)
+	top_builddir='$(abs_top_builddir)' top_srcdir='$(abs_top_srcdir)' MPIEXEC='$(MPIEXEC)' \
+	MPIEXEC_PREFLAGS='$(MPIEXEC_PREFLAGS)' POCL_CACHE_DIR='$(abs_top_builddir)/tests/pocl-cache' \
+	$(SHELL) $(srcdir)/tests/tsan_overlap.sh
+.PHONY: check-tsan
