@@ -1,3 +1,8 @@
 # Build-time helper: turns OpenCL sources into C byte arrays.
 noinst_PROGRAMS += tools/hy-embed
 tools_hy_embed_SOURCES = tools/embed.c
+
+# Benchmark helper: LET sizes against the rank count (P4 Fig. 4), no device.
+noinst_PROGRAMS += tools/let_counts
+tools_let_counts_SOURCES = tools/let_counts.c
+tools_let_counts_LDADD = src/libhytree.a $(HY_LIBS)
