@@ -40,7 +40,8 @@ static const struct hy_param_def schema[] = {
   {"AccErr", HY_PT_NUMBER_AUTO, "auto", 0.0, NOMAX, 1, 0, NULL, "code acceleration",
    "Absolute acceleration error a_err of the cell-opening criterion, > 0; auto = 2^-8 G M / r_v^2"},
   {"NCrit", HY_PT_INT, "16", 1.0, 65536.0, 0, 0, NULL, "",
-   "Maximum number of particles in a leaf cell, between 1 and 65536"},
+   "Leaf size: a cell with at least NCrit particles is split, so leaves hold fewer (more only when particles "
+   "share a key), between 1 and 65536"},
   {"NVec", HY_PT_INT, "4", 1.0, 16.0, 0, 0, NULL, "",
    "Sinks per OpenCL work-item in the tree walks, between 1 and 16"},
   {"LETWalk", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,separate,merged", "",
