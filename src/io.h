@@ -39,6 +39,9 @@ struct hy_snap_info {
   double gravity_constant;    /**< G in code units (written as an attribute) */
   double softening;           /**< Plummer softening used (attribute) */
   const char *params_text;    /**< optional: run parameters, stored as /RunParameters attributes; may be NULL */
+  int num_files;              /**< files in this snapshot (NumFilesPerSnapshot); 0 = 1, a single file */
+  uint64_t npart_total[6];    /**< particles per type in the whole snapshot (NumPart_Total); used only
+                                   when num_files > 1, otherwise the counts of this file */
 };
 
 /** Parse a format name ("auto", "hdf5", "gadget1", "gadget2"); -1 if unknown. */
@@ -51,6 +54,11 @@ const char *hy_io_format_name(enum hy_ic_format f);
 int hy_io_detect_format(const char *path, enum hy_ic_format *out, struct hy_err *err);
 
 /** Read initial conditions into p (p must be initialised; it is resized).
+ *  A multi-file HDF5 snapshot is read whole when path names its first file
+ *  (BASE.0.hdf5) or, when no file path exists, its base (BASE with
+ *  BASE.0.hdf5 present): files BASE.0 .. BASE.K-1.hdf5 (K =
+ *  NumFilesPerSnapshot of file 0) are concatenated; each must agree on K and
+ *  Time, and the NumPart_ThisFile sums must equal NumPart_Total.
  *  Particles are stored type by type (0..5) in file order; IDs are kept
  *  (HDF5 files without ParticleIDs get 1..N). Masses come from the mass table
  *  or the per-particle mass block/dataset. *time is the header time.
@@ -60,8 +68,11 @@ int hy_io_detect_format(const char *path, enum hy_ic_format *out, struct hy_err 
 int hy_io_read_ic(const char *path, enum hy_ic_format fmt, struct hy_part *p, double *time,
                   struct hy_err *err);
 
-/** Write a Gadget-style HDF5 snapshot (one file) atomically.
- *  Groups PartType0..5 hold the particles of that type, in the order of p. */
+/** Write a Gadget-style HDF5 snapshot file atomically.
+ *  Groups PartType0..5 hold the particles of that type, in the order of p.
+ *  With info->num_files > 1 the file is one of a multi-file set: the header
+ *  gets NumFilesPerSnapshot = num_files, NumPart_ThisFile = the counts of p and
+ *  NumPart_Total (+HighWord) = info->npart_total, which must be >= them. */
 int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_snap_info *info,
                      struct hy_err *err);
 

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -122,6 +123,13 @@ int hy_io_read_ic(const char *path, enum hy_ic_format fmt, struct hy_part *p, do
   double t = 0.0;
   int rc = -1;
   hy_part_resize(p, 0);
+  char *base = fmt == HY_FMT_AUTO || fmt == HY_FMT_HDF5 ? hy_io_multifile_base(path) : NULL;
+  if (base) {
+    rc = hy_io_read_hdf5_set(base, p, &t, err);
+    hy_free(base);
+    if (rc == 0) rc = validate(path, p, t, err);
+    goto out;
+  }
   if (fmt == HY_FMT_AUTO) {
     if (hy_io_detect_format(path, &fmt, err) != 0) goto out;
   } else {
@@ -157,6 +165,28 @@ out:
 }
 
 /* ----------------------------------------------------------- shared helpers */
+
+char *hy_io_multifile_base(const char *path) {
+  static const char suffix[] = ".0.hdf5";
+  const size_t ls = sizeof suffix - 1, len = strlen(path);
+  if (len > ls && strcmp(path + len - ls, suffix) == 0) {
+    char *base = hy_malloc("multi-file snapshot base", len - ls + 1, 1);
+    memcpy(base, path, len - ls);
+    base[len - ls] = '\0';
+    return base;
+  }
+  struct stat st;
+  if (stat(path, &st) == 0 || errno != ENOENT) return NULL;
+  char *first = hy_malloc("multi-file snapshot name", len + ls + 1, 1);
+  memcpy(first, path, len);
+  memcpy(first + len, suffix, ls + 1);
+  int exists = stat(first, &st) == 0;
+  hy_free(first);
+  if (!exists) return NULL;
+  char *base = hy_malloc("multi-file snapshot base", len + 1, 1);
+  memcpy(base, path, len + 1);
+  return base;
+}
 
 size_t *hy_io_type_order(const char *path, const struct hy_part *p, uint64_t counts[6],
                          struct hy_err *err) {

@@ -155,6 +155,15 @@ int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_
   uint64_t counts[HY_NTYPES];
   size_t *order = hy_io_type_order(path, p, counts, err);
   if (!order) return -1;
+  const int nfiles = info->num_files > 1 ? info->num_files : 1;
+  for (int t = 0; t < HY_NTYPES && nfiles > 1; t++) {
+    if (info->npart_total[t] < counts[t]) {
+      hy_free(order);
+      return hy_err_set(err, "%s: NumPart_Total[%d] = %llu is less than the %llu particles of this file",
+                        path, t, (unsigned long long)info->npart_total[t],
+                        (unsigned long long)counts[t]);
+    }
+  }
   if (H5Eset_auto2(H5E_DEFAULT, NULL, NULL) < 0) {
     hy_free(order);
     return hy_err_set(err, "%s: cannot silence the HDF5 error stack", path);
@@ -181,21 +190,22 @@ int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_
   /* /Header */
   hid_t g = group_create(&w, file, "Header");
   if (g >= 0) {
-    uint64_t this_file[HY_NTYPES];
+    uint64_t this_file[HY_NTYPES], total[HY_NTYPES];
     uint32_t high[HY_NTYPES];
     double mtab[HY_NTYPES] = {0};
     for (int t = 0; t < HY_NTYPES; t++) {
       this_file[t] = counts[t];
-      high[t] = (uint32_t)(counts[t] >> 32);
+      total[t] = nfiles > 1 ? info->npart_total[t] : counts[t];
+      high[t] = (uint32_t)(total[t] >> 32);
     }
     attr_write(&w, g, "NumPart_ThisFile", H5T_STD_U64LE, H5T_NATIVE_UINT64, 6, this_file);
-    attr_write(&w, g, "NumPart_Total", H5T_STD_U64LE, H5T_NATIVE_UINT64, 6, this_file);
+    attr_write(&w, g, "NumPart_Total", H5T_STD_U64LE, H5T_NATIVE_UINT64, 6, total);
     attr_write(&w, g, "NumPart_Total_HighWord", H5T_STD_U32LE, H5T_NATIVE_UINT32, 6, high);
     attr_write(&w, g, "MassTable", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 6, mtab);
     attr_double(&w, g, "Time", info->time);
     attr_double(&w, g, "Redshift", 0.0);
     attr_double(&w, g, "BoxSize", 0.0);
-    attr_int(&w, g, "NumFilesPerSnapshot", 1);
+    attr_int(&w, g, "NumFilesPerSnapshot", nfiles);
     attr_double(&w, g, "Omega0", 0.0);
     attr_double(&w, g, "OmegaLambda", 0.0);
     attr_double(&w, g, "HubbleParam", 1.0);
@@ -294,6 +304,10 @@ int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_
 struct rctx {
   const char *path;
   struct hy_err *err;
+  int multi;                  /**< in: reading one file of a multi-file set */
+  uint64_t id_base;           /**< in: IDs made up for files without ParticleIDs start after it */
+  int num_files;              /**< out: NumFilesPerSnapshot (1 when absent) */
+  uint64_t total[HY_NTYPES];  /**< out (multi only): NumPart_Total (+HighWord), or the file's counts */
 };
 
 /* Read a numeric header attribute of up to 6 elements as mem_type; returns
@@ -370,11 +384,26 @@ static int read_file(struct rctx *r, hid_t file, struct hy_part *p, double *time
   int nfiles = 1, rc;
   *time = 0.0;
   rc = attr_read(r, h, "NumFilesPerSnapshot", H5T_NATIVE_INT, 1, &nfiles);
-  if (rc >= 0 && nfiles > 1) {
-    rc = hy_err_set(err, "%s: multi-file snapshots are not supported (NumFilesPerSnapshot = %d)",
+  if (rc >= 0 && nfiles > 1 && !r->multi) {
+    rc = hy_err_set(err,
+                    "%s: NumFilesPerSnapshot = %d: this file is one part of a multi-file snapshot; "
+                    "name its first file (BASE.0.hdf5) to read the whole set",
                     path, nfiles);
   }
+  r->num_files = nfiles > 1 ? nfiles : 1;
   if (rc >= 0) rc = attr_read(r, h, "NumPart_ThisFile", H5T_NATIVE_UINT64, 6, counts);
+  if (rc == 0 && r->multi)
+    rc = hy_err_set(err, "%s: /Header has no NumPart_ThisFile (needed in a multi-file snapshot)", path);
+  if (rc > 0 && r->multi) {
+    /* NumPart_Total holds either the low 32 bits (Gadget, SWIFT) or the whole
+     * count (hytree): a value >= 2^32 is taken as the whole count. */
+    for (int t = 0; t < HY_NTYPES; t++) r->total[t] = counts[t];
+    rc = attr_read(r, h, "NumPart_Total", H5T_NATIVE_UINT64, 6, r->total);
+    if (rc == 1 && attr_read(r, h, "NumPart_Total_HighWord", H5T_NATIVE_UINT32, 6, high) == 1)
+      for (int t = 0; t < HY_NTYPES; t++)
+        if (r->total[t] >> 32 == 0) r->total[t] += (uint64_t)high[t] << 32;
+    if (rc >= 0) rc = 1;
+  }
   if (rc == 0) {
     rc = attr_read(r, h, "NumPart_Total", H5T_NATIVE_UINT64, 6, counts);
     if (rc == 1 && attr_read(r, h, "NumPart_Total_HighWord", H5T_NATIVE_UINT32, 6, high) == 1)
@@ -415,7 +444,7 @@ static int read_file(struct rctx *r, hid_t file, struct hy_part *p, double *time
     if (rc > 0) {
       rc = dset_read(r, g, gname, "ParticleIDs", n, 1, H5T_NATIVE_UINT64, p->id + off);
       if (rc == 0) {
-        for (size_t k = 0; k < n; k++) p->id[off + k] = (uint64_t)(off + k + 1);
+        for (size_t k = 0; k < n; k++) p->id[off + k] = r->id_base + (uint64_t)(off + k + 1);
         rc = 1;
       }
     }
@@ -439,8 +468,11 @@ static int read_file(struct rctx *r, hid_t file, struct hy_part *p, double *time
   return 0;
 }
 
-int hy_io_read_hdf5(const char *path, struct hy_part *p, double *time, struct hy_err *err) {
+/* Open, check the signature and read one file with the settings of r. */
+static int read_path(struct rctx *r, struct hy_part *p, double *time) {
   static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  const char *path = r->path;
+  struct hy_err *err = r->err;
   unsigned char head[8];
   FILE *f = fopen(path, "rb");
   if (!f) return hy_err_set(err, "%s: cannot open: %s", path, strerror(errno));
@@ -458,8 +490,78 @@ int hy_io_read_hdf5(const char *path, struct hy_part *p, double *time, struct hy
   hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
   H5Pclose(fapl);
   if (file < 0) return hy_err_set(err, "%s: HDF5 error: cannot open the file", path);
-  struct rctx r = {path, err};
-  int rc = read_file(&r, file, p, time);
+  int rc = read_file(r, file, p, time);
   if (H5Fclose(file) < 0 && rc == 0) rc = hy_err_set(err, "%s: HDF5 error: cannot close", path);
+  return rc;
+}
+
+int hy_io_read_hdf5(const char *path, struct hy_part *p, double *time, struct hy_err *err) {
+  struct rctx r = {.path = path, .err = err};
+  return read_path(&r, p, time);
+}
+
+/* p += q (the fields a reader fills). */
+static void part_append(struct hy_part *p, const struct hy_part *q) {
+  size_t n0 = p->n;
+  hy_part_resize(p, n0 + q->n);
+  if (q->n == 0) return;
+  memcpy(p->pos + 3 * n0, q->pos, 3 * q->n * sizeof(double));
+  memcpy(p->vel + 3 * n0, q->vel, 3 * q->n * sizeof(double));
+  memcpy(p->mass + n0, q->mass, q->n * sizeof(double));
+  memcpy(p->id + n0, q->id, q->n * sizeof(uint64_t));
+  memcpy(p->type + n0, q->type, q->n * sizeof(uint8_t));
+}
+
+int hy_io_read_hdf5_set(const char *base, struct hy_part *p, double *time, struct hy_err *err) {
+  size_t len = strlen(base) + 32;
+  char *path = hy_malloc("multi-file snapshot name", len, 1);
+  struct hy_part q;
+  hy_part_init(&q);
+  hy_part_resize(p, 0);
+  uint64_t total[HY_NTYPES] = {0}, sum[HY_NTYPES] = {0};
+  int nfiles = 1, rc = 0;
+  double t0 = 0.0;
+  for (int k = 0; k < nfiles && rc == 0; k++) {
+    snprintf(path, len, "%s.%d.hdf5", base, k);
+    struct rctx r = {.path = path, .err = err, .multi = 1, .id_base = (uint64_t)p->n};
+    double t = 0.0;
+    rc = read_path(&r, &q, &t);
+    if (rc != 0) break;
+    if (k == 0) {
+      nfiles = r.num_files;
+      t0 = t;
+      memcpy(total, r.total, sizeof total);
+    } else if (r.num_files != nfiles) {
+      rc = hy_err_set(err, "%s: NumFilesPerSnapshot = %d, but %s.0.hdf5 says %d", path,
+                      r.num_files, base, nfiles);
+    } else if (t != t0) {
+      rc = hy_err_set(err, "%s: Time = %.17g, but %s.0.hdf5 says %.17g", path, t, base, t0);
+    } else {
+      for (int s = 0; s < HY_NTYPES && rc == 0; s++)
+        if (r.total[s] != total[s])
+          rc = hy_err_set(err, "%s: NumPart_Total[%d] = %llu, but %s.0.hdf5 says %llu", path, s,
+                          (unsigned long long)r.total[s], base, (unsigned long long)total[s]);
+    }
+    for (size_t i = 0; i < q.n && rc == 0; i++) sum[q.type[i]]++;
+    if (rc == 0) part_append(p, &q);
+  }
+  for (int s = 0; s < HY_NTYPES && rc == 0; s++)
+    if (sum[s] != total[s])
+      rc = hy_err_set(err, "%s.0.hdf5: NumPart_Total[%d] = %llu, but the %d files hold %llu", base,
+                      s, (unsigned long long)total[s], nfiles, (unsigned long long)sum[s]);
+  if (rc == 0 && nfiles > 1) {
+    /* Type by type over the whole set, file order within a type. */
+    uint64_t counts[HY_NTYPES];
+    size_t *order = hy_io_type_order(base, p, counts, err);
+    if (!order) {
+      rc = -1;
+    } else {
+      hy_part_permute(p, order);
+      hy_free(order);
+    }
+  }
+  if (rc == 0) *time = t0;
+  hy_part_free(&q);
+  hy_free(path);
   return rc;
 }

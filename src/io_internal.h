@@ -15,6 +15,19 @@
  *  Returns 0, or -1 with err set (p may then hold partial data). */
 int hy_io_read_hdf5(const char *path, struct hy_part *p, double *time, struct hy_err *err);
 
+/** Read a multi-file HDF5 snapshot base.0.hdf5 .. base.K-1.hdf5 (K from the
+ *  NumFilesPerSnapshot of file 0; every file must agree on it, on Time and on
+ *  NumPart_Total, which must equal the sum of the NumPart_ThisFile counts)
+ *  into p, type by type, file order within a type. IDs missing from a file
+ *  continue the numbering of the files before it. Errors name the file.
+ *  Returns 0, or -1 with err set (p may then hold partial data). */
+int hy_io_read_hdf5_set(const char *base, struct hy_part *p, double *time, struct hy_err *err);
+
+/** If path names a multi-file HDF5 snapshot, return its base (allocated, free
+ *  with hy_free): path ends in ".0.hdf5", or path does not exist and
+ *  path.0.hdf5 does. Otherwise NULL. */
+char *hy_io_multifile_base(const char *path);
+
 /** Read a Gadget binary file of format 1 or 2 into p, as hy_io_read_hdf5. */
 int hy_io_read_gadget(const char *path, int format, struct hy_part *p, double *time,
                       struct hy_err *err);
