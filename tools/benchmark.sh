@@ -5,19 +5,20 @@
 # dt_s = SoftStepRatio * dt_h (1 soft + n-1 hard steps for hybrid, n steps
 # for tree). The first step of each run is a warm-up and is not counted.
 #
-# usage: tools/benchmark.sh [-N N] [-s SOFT_STEPS] [-d DEVICE] [-o DIR] [-x HYTREE]
+# usage: tools/benchmark.sh [-N N] [-s SOFT_STEPS] [-d DEVICE] [-n RANKS] [-o DIR] [-x HYTREE]
 #   -N N          particles (default 1048576)
+#   -n RANKS      MPI ranks, started with ${MPIEXEC:-mpirun} (default 1: no launcher)
 #   -s S          measured soft steps (default 3; one more is run as warm-up)
 #   -d DEVICE     OpenCLDevice value: gpu, cpu, any or P:D (default any)
 #   -o DIR        work directory (default bench-N)
 #   -x HYTREE     the hytree program (default ./hytree)
 # Prints one Markdown table row per scheme and writes DIR/summary.md.
 set -euo pipefail
-N=1048576 S=3 DEV=any DIR= HY=./hytree
-while getopts "N:s:d:o:x:h" o; do
+N=1048576 S=3 DEV=any DIR= HY=./hytree NP=1
+while getopts "N:s:d:n:o:x:h" o; do
   case $o in
-    N) N=$OPTARG ;; s) S=$OPTARG ;; d) DEV=$OPTARG ;; o) DIR=$OPTARG ;; x) HY=$OPTARG ;;
-    *) sed -n '3,15p' "$0"; exit 2 ;;
+    N) N=$OPTARG ;; s) S=$OPTARG ;; d) DEV=$OPTARG ;; n) NP=$OPTARG ;; o) DIR=$OPTARG ;; x) HY=$OPTARG ;;
+    *) sed -n '3,16p' "$0"; exit 2 ;;
   esac
 done
 DIR=${DIR:-bench-$N}
@@ -34,33 +35,38 @@ EnergyInterval    1000
 OpenCLDevice      $DEV
 EOP
 summary() { # scheme dir
-  awk -F, -v scheme="$1" -v n="$N" '
+  awk -F, -v scheme="$1" -v n="$N" -v np="$NP" '
     NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
     NR == 2 { next }   # warm-up
     { k++; step += $col["t_step"]; soft += $col["t_soft"]; tree += $col["t_tree"]; kern += $col["t_kernel"];
       xfer += $col["t_transfer"]; inter += $col["n_pp_hard"] + $col["n_pc_hard"] + $col["n_pp_soft"] + $col["n_pc_soft"];
+      dd += $col["t_dd"]; let += $col["t_let_select"] + $col["t_let_comm"]; lb += $col["load_balance"];
       nh = 0; hs = 0; for (c in col) if (c ~ /^t_hard_/) { hs += $col[c]; nh++ }
       hard += hs; nhard += nh }
     END {
       if (k == 0) { print "no measured steps" > "/dev/stderr"; exit 1 }
       mult = scheme == "tree" ? 4 : 1   # tree: 4 steps per dt_s
       per = step / k * mult
-      printf "| %s | %d | %.4f | %.4f | %s | %.4f | %.4f | %.4f | %.3e | %s |\n", scheme, n, per, soft / k,
-             nhard ? sprintf("%.4f", hard / nhard) : "-", tree / k * mult, kern / k * mult, xfer / k * mult,
-             inter / kern, nhard ? sprintf("%.3f", (hard / nhard) / (soft / k)) : "-"
+      printf "| %s | %d | %d | %.4f | %.4f | %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.3f | %.3e | %s |\n", scheme, n, np,
+             per, soft / k, nhard ? sprintf("%.4f", hard / nhard) : "-", dd / k * mult, tree / k * mult,
+             kern / k * mult, xfer / k * mult, let / k * mult, lb / k, inter / kern,
+             nhard ? sprintf("%.3f", (hard / nhard) / (soft / k)) : "-"
     }' "$2/timings.csv"
 }
 {
-  echo "| scheme | N | T per dt_s [s] | T_soft [s] | T_hard [s] | tree build [s] | walks [s] | transfers [s] | interactions/s | T_hard/T_soft |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| scheme | N | ranks | T per dt_s [s] | T_soft [s] | T_hard [s] | T_DD [s] | tree build [s] | walks [s] | transfers [s] | LET [s] | load balance | interactions/s | T_hard/T_soft |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$DIR/summary.md"
+launch=
+[ "$NP" -gt 1 ] && launch="${MPIEXEC:-mpirun} -n $NP"
 for scheme in hybrid tree; do
-  "$HY" run "$DIR/params.txt" -P "OutputDir=$DIR/$scheme" -P "Scheme=$scheme" >"$DIR/$scheme.log" 2>&1 ||
+  # shellcheck disable=SC2086
+  $launch "$HY" run "$DIR/params.txt" -P "OutputDir=$DIR/$scheme" -P "Scheme=$scheme" >"$DIR/$scheme.log" 2>&1 ||
     { echo "benchmark: $scheme run failed, see $DIR/$scheme.log" >&2; tail -n 5 "$DIR/$scheme.log" >&2; exit 1; }
   summary "$scheme" "$DIR/$scheme" >>"$DIR/summary.md"
 done
-th=$(awk -F'|' 'NR == 3 { print $4 }' "$DIR/summary.md")
-tt=$(awk -F'|' 'NR == 4 { print $4 }' "$DIR/summary.md")
-grep -E '^device:|^G = ' "$DIR/hybrid.log" | sed 's/^/    /' >>"$DIR/summary.md"
+th=$(awk -F'|' 'NR == 3 { print $5 }' "$DIR/summary.md")
+tt=$(awk -F'|' 'NR == 4 { print $5 }' "$DIR/summary.md")
+grep -E '^device:|^  rank [0-9]+:|^G = ' "$DIR/hybrid.log" | sed 's/^/    /' >>"$DIR/summary.md"
 awk -v h="$th" -v t="$tt" 'BEGIN { printf "R_hybrid = T_hybrid / T_tree = %.3f\n", h / t }' >>"$DIR/summary.md"
 cat "$DIR/summary.md"
