@@ -508,7 +508,10 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
       release_events(ev, EV_N);
       CL_CHECK(e, "clSetKernelArg(hy_walk)");
     }
-    size_t local = hy_cl_is_gpu(cl) ? 64 : 0;
+    /* a fixed work-group size on CPUs too: implementations such as pocl
+     * compile a work-group function per local size, and leaving it to them
+     * ties it to the sink count, which changes with every decomposition */
+    size_t local = hy_cl_is_gpu(cl) ? 64 : 16;
     if (local > cl->max_wg) local = cl->max_wg;
     size_t global = local ? (n_groups + local - 1) / local * local : n_groups;
     e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, local ? &local : NULL, 0, NULL, &ev[EV_KERNEL]);

@@ -170,25 +170,24 @@ static void type_free(MPI_Datatype *t) {
 
 /* -------------------------------------------------------------------- read */
 
-int hy_io_read_ic_mpi(MPI_Comm comm, const char *path, enum hy_ic_format fmt, struct hy_part *p,
-                      double *time, struct hy_err *err) {
+/* Scatter the set `all` (significant on rank 0 only; rc is rank 0's read
+ * status) in contiguous near-equal chunks into p. ctx names the source in
+ * messages. */
+static int scatter_set(MPI_Comm comm, int rc, struct hy_part *all, double *time, struct hy_part *p, const char *ctx,
+                       struct hy_err *err) {
   MPI_Comm c;
   MPI_Datatype vec3 = MPI_DATATYPE_NULL;
   int rank, size;
   hy_part_resize(p, 0);
-  if (comm_open(comm, &c, &rank, &size, path, err) != 0) return -1;
-  struct hy_part all;
-  hy_part_init(&all);
-  struct xfer x = {.c = c, .rank = rank, .csize = size, .ctx = path};
+  if (comm_open(comm, &c, &rank, &size, ctx, err) != 0) return -1;
+  struct xfer x = {.c = c, .rank = rank, .csize = size, .ctx = ctx};
   size_t *n_of = NULL, *off_of = NULL;
-  double t = 0.0;
-  int rc = 0;
-  if (rank == 0) rc = hy_io_read_ic(path, fmt, &all, &t, err);
-  if (agree(c, rank, size, rc, path, err) != 0) goto fail;
+  double t = time ? *time : 0.0;
+  if (agree(c, rank, size, rc, ctx, err) != 0) goto fail;
 
-  uint64_t n64 = all.n;
-  MPI_TRY(MPI_Bcast(&n64, 1, MPI_UINT64_T, 0, c), path, "MPI_Bcast (particle count)");
-  MPI_TRY(MPI_Bcast(&t, 1, MPI_DOUBLE, 0, c), path, "MPI_Bcast (time)");
+  uint64_t n64 = rank == 0 ? all->n : 0;
+  MPI_TRY(MPI_Bcast(&n64, 1, MPI_UINT64_T, 0, c), ctx, "MPI_Bcast (particle count)");
+  MPI_TRY(MPI_Bcast(&t, 1, MPI_DOUBLE, 0, c), ctx, "MPI_Bcast (time)");
   n_of = hy_malloc("IC counts per rank", (size_t)size, sizeof(size_t));
   off_of = hy_malloc("IC offsets per rank", (size_t)size, sizeof(size_t));
   size_t n = (size_t)n64, q = n / (size_t)size, rem = n % (size_t)size, off = 0;
@@ -204,26 +203,22 @@ int hy_io_read_ic_mpi(MPI_Comm comm, const char *path, enum hy_ic_format fmt, st
   x.rounds = (q + (rem ? 1 : 0) + x.chunk - 1) / x.chunk;
   hy_part_resize(p, x.my_n);
   xfer_alloc(&x);
-  MPI_TRY(MPI_Type_contiguous(3, MPI_DOUBLE, &vec3), path, "MPI_Type_contiguous");
-  MPI_TRY(MPI_Type_commit(&vec3), path, "MPI_Type_commit");
-  rc = xfer_field(&x, 1, p->pos, all.pos, 3 * sizeof(double), vec3, "MPI_Scatterv (positions)", err);
+  MPI_TRY(MPI_Type_contiguous(3, MPI_DOUBLE, &vec3), ctx, "MPI_Type_contiguous");
+  MPI_TRY(MPI_Type_commit(&vec3), ctx, "MPI_Type_commit");
+  rc = xfer_field(&x, 1, p->pos, all->pos, 3 * sizeof(double), vec3, "MPI_Scatterv (positions)", err);
   if (rc == 0)
-    rc = xfer_field(&x, 1, p->vel, all.vel, 3 * sizeof(double), vec3, "MPI_Scatterv (velocities)",
-                    err);
+    rc = xfer_field(&x, 1, p->vel, all->vel, 3 * sizeof(double), vec3, "MPI_Scatterv (velocities)", err);
   if (rc == 0)
-    rc = xfer_field(&x, 1, p->mass, all.mass, sizeof(double), MPI_DOUBLE, "MPI_Scatterv (masses)",
-                    err);
+    rc = xfer_field(&x, 1, p->mass, all->mass, sizeof(double), MPI_DOUBLE, "MPI_Scatterv (masses)", err);
   if (rc == 0)
-    rc = xfer_field(&x, 1, p->id, all.id, sizeof(uint64_t), MPI_UINT64_T, "MPI_Scatterv (IDs)", err);
+    rc = xfer_field(&x, 1, p->id, all->id, sizeof(uint64_t), MPI_UINT64_T, "MPI_Scatterv (IDs)", err);
   if (rc == 0)
-    rc = xfer_field(&x, 1, p->type, all.type, sizeof(uint8_t), MPI_UINT8_T, "MPI_Scatterv (types)",
-                    err);
+    rc = xfer_field(&x, 1, p->type, all->type, sizeof(uint8_t), MPI_UINT8_T, "MPI_Scatterv (types)", err);
   xfer_free(&x);
   if (rc != 0) goto fail;
   type_free(&vec3);
   hy_free(n_of);
   hy_free(off_of);
-  hy_part_free(&all);
   comm_close(&c);
   if (time) *time = t;
   return 0;
@@ -233,13 +228,28 @@ fail:
   if (x.tmp) xfer_free(&x);
   hy_free(n_of);
   hy_free(off_of);
-  hy_part_free(&all);
   hy_part_resize(p, 0);
   comm_close(&c);
   return -1;
 }
 
-/* ------------------------------------------------------------------- write */
+int hy_io_read_ic_mpi(MPI_Comm comm, const char *path, enum hy_ic_format fmt, struct hy_part *p,
+                      double *time, struct hy_err *err) {
+  struct hy_part all;
+  hy_part_init(&all);
+  double t = 0.0;
+  int rank = 0, rc = 0;
+  if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS) return hy_err_set(err, "%s: MPI_Comm_rank failed", path);
+  if (rank == 0) rc = hy_io_read_ic(path, fmt, &all, &t, err);
+  rc = scatter_set(comm, rc, &all, &t, p, path, err);
+  hy_part_free(&all);
+  if (rc == 0 && time) *time = t;
+  return rc;
+}
+
+int hy_io_scatter_mpi(MPI_Comm comm, struct hy_part *all, struct hy_part *p, struct hy_err *err) {
+  return scatter_set(comm, 0, all, NULL, p, "initial conditions", err);
+}
 
 int hy_io_snapshot_name(char *buf, size_t size, const char *dir, int snapnum, int nfiles,
                         int file) {

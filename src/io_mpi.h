@@ -34,6 +34,15 @@
 int hy_io_read_ic_mpi(MPI_Comm comm, const char *path, enum hy_ic_format fmt, struct hy_part *p,
                       double *time, struct hy_err *err);
 
+/** @brief Scatter a particle set held by rank 0.
+ *
+ *  As hy_io_read_ic_mpi after the read: rank r receives the contiguous chunk
+ *  r of near-equal size of `all` (significant on rank 0 only; `all` is not
+ *  changed and may be the caller's full set). Collective over comm.
+ *  @param[out] p   initialised set (not `all`); resized to this rank's chunk
+ *  @return 0, or -1 on every rank with the same message */
+int hy_io_scatter_mpi(MPI_Comm comm, struct hy_part *all, struct hy_part *p, struct hy_err *err);
+
 /** @brief Write snapshot snapnum of the distributed set p.
  *
  *  nfiles == 1: DIR/snapshot_NNN.hdf5, gathered to rank 0 of comm.

@@ -1,35 +1,81 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-3.0-or-later
-# mpi_run.sh: hytree under the MPI launcher. One rank: a short hybrid run
-# gives the same energies as the run without the launcher (same binary,
-# same device, deterministic). Two ranks: this version refuses them with
-# one clear line (the domain decomposition is not there yet).
+# mpi_run.sh: hytree run under the MPI launcher.
+#  - 1 rank: a short hybrid run gives the same energy.csv as the run without
+#    the launcher (same binary, same device, deterministic).
+#  - 3 ranks: the Gadget-2 galaxy ICs with TimeEnd 0 and SnapshotFields
+#    Acceleration,Potential: the gathered snapshot's accelerations and
+#    potentials match a double direct sum (tests/check_snapshot) and it holds
+#    every particle (40000 halo, 20000 disk).
+#  - 2 ranks: a short hybrid run completes, writes let.csv with every step
+#    and the MPI columns of timings.csv, conserves the particle count, and its
+#    energy error stays within 2x (+1e-6) of the 1-rank run's.
+#  - 2 ranks with an OpenCL device that does not exist: every rank stops with
+#    a one-line error and a non-zero status, and no output is written.
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
 : "${top_builddir:=.}"
+: "${top_srcdir:=.}"
 if [ -z "${MPIEXEC:-}" ]; then echo "SKIP: no MPI launcher"; exit 77; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp="$top_builddir/tests/tmp-mpi-run-$$"
 mkdir "$tmp" || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+mpirun_() { # nranks, args...
+  np=$1; shift
+  # shellcheck disable=SC2086
+  $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n "$np" "$HYTREE" "$@"
+}
 cat >"$tmp/p.txt" <<EOP
 InitCondFile  plummer:2048:4
 OutputDir     $tmp/serial
 TimeEnd       0.25
 EOP
 "$HYTREE" run "$tmp/p.txt" --quiet 2>"$tmp/err0" || { echo "FAIL: serial run"; cat "$tmp/err0"; exit 1; }
-# shellcheck disable=SC2086
-$MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 1 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/mpi1" --quiet 2>"$tmp/err1" ||
+mpirun_ 1 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi1" --quiet 2>"$tmp/err1" ||
   { echo "FAIL: run under $MPIEXEC -n 1"; cat "$tmp/err1"; exit 1; }
 if ! cmp "$tmp/serial/energy.csv" "$tmp/mpi1/energy.csv"; then
   echo "FAIL: energy.csv differs between the plain and the 1-rank MPI run"; fail=1
 fi
 tail -n 1 "$tmp/mpi1/energy.csv"
-# shellcheck disable=SC2086
-if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/mpi2" >"$tmp/out2" 2>"$tmp/err2"; then
-  echo "FAIL: 2 ranks accepted"; fail=1
+
+# 3 ranks, galaxy forces in the snapshot
+ics="$top_srcdir/tests/data/galaxy_littleendian.dat"
+if mpirun_ 3 run "$top_srcdir/params/galaxy.txt" -P "InitCondFile=$ics" -P "OutputDir=$tmp/gal3" -P TimeEnd=0 \
+     -P SnapshotFields=Acceleration,Potential >"$tmp/gal3.log" 2>&1; then
+  grep -E 'rank [0-9]:|domain grid' "$tmp/gal3.log"
+  "$top_builddir/tests/check_snapshot" "$tmp/gal3/snapshot_000.hdf5" 4000 || fail=1
+  if command -v h5dump >/dev/null 2>&1; then
+    h5dump -a /Header/NumPart_ThisFile "$tmp/gal3/snapshot_000.hdf5" | grep -q '0, 40000, 20000, 0, 0, 0' ||
+      { echo "FAIL: 3-rank snapshot: NumPart_ThisFile is not (0, 40000, 20000, 0, 0, 0)"; fail=1; }
+  fi
+else
+  echo "FAIL: 3-rank galaxy run:"; cat "$tmp/gal3.log"; fail=1
 fi
-grep -q "hytree: error: run: 2 MPI ranks requested" "$tmp/err2" || { echo "FAIL: no clear 2-rank message:"; cat "$tmp/err2"; fail=1; }
-[ ! -e "$tmp/mpi2" ] || { echo "FAIL: the refused run created its output directory"; fail=1; }
+
+# 2 ranks, a short hybrid run
+if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi2" >"$tmp/mpi2.log" 2>&1; then
+  tail -n 1 "$tmp/mpi2/energy.csv"
+  steps=$(($(wc -l <"$tmp/mpi1/timings.csv") - 1))
+  [ "$(($(wc -l <"$tmp/mpi2/let.csv") - 1))" -eq "$steps" ] || { echo "FAIL: let.csv lacks rows"; fail=1; }
+  head -n 1 "$tmp/mpi2/timings.csv" | grep -q 't_dd,t_let_select,t_let_comm,t_remote_tree,t_wait_device' ||
+    { echo "FAIL: timings.csv lacks the MPI columns"; fail=1; }
+  # particle count: n_local summed over the ranks (mean x 2) is N in every row
+  awk -F, 'NR > 1 && $4 * 2 != 2048 { printf "FAIL: let.csv step %s: mean n_local %s x 2 != 2048\n", $1, $4; bad = 1 }
+           END { exit bad }' "$tmp/mpi2/let.csv" || fail=1
+  e1=$(tail -n 1 "$tmp/mpi1/energy.csv" | cut -d, -f5)
+  e2=$(tail -n 1 "$tmp/mpi2/energy.csv" | cut -d, -f5)
+  awk "BEGIN { exit !($e2 <= 2 * $e1 + 1e-6) }" ||
+    { echo "FAIL: 2-rank |dE/E| $e2 is more than 2 x the 1-rank $e1 (+1e-6)"; fail=1; }
+else
+  echo "FAIL: 2-rank run:"; cat "$tmp/mpi2.log"; fail=1
+fi
+
+# 2 ranks, a device that does not exist
+if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/bad" -P OpenCLDevice=9:9 >"$tmp/bad.out" 2>"$tmp/bad.err"; then
+  echo "FAIL: a run with OpenCLDevice 9:9 succeeded"; fail=1
+fi
+grep -q "hytree: error: rank [01]: .*9" "$tmp/bad.err" || { echo "FAIL: no clear device message:"; cat "$tmp/bad.err"; fail=1; }
+[ ! -e "$tmp/bad" ] || { echo "FAIL: the failed run created its output directory"; fail=1; }
 exit $fail

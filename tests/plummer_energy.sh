@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # plummer_energy.sh: a 16k Plummer sphere (Henon units, P4's auto parameters)
 # run for 10 crossing times (t_cr = 2 sqrt(2)) with Scheme hybrid and with
-# Scheme tree at the same dt_h. Checks, from energy.csv:
+# Scheme tree at the same dt_h, and the hybrid run again on 4 MPI ranks
+# (oversubscribed) when a launcher is there. Checks, from energy.csv:
 #  - hybrid: max |dE/E| <= 1e-3 and within a factor 3 of the tree run's;
+#  - 4 ranks: max |dE/E| within 2x of the 1-rank hybrid run's;
 #  - both: virial ratio 2K/|W| within 1 +- 0.05 at every output;
 #  - both: momentum stays small. Tree forces are not pairwise antisymmetric,
 #    so |p| drifts with the force errors (observed ~6e-4 here); the bound
@@ -41,6 +43,15 @@ dt=$(sed -n 's/^TimeStepHard *auto *% auto -> \([0-9.eE+-]*\).*/\1/p' "$tmp/hybr
 [ -n "$dt" ] || { echo "FAIL: no resolved TimeStepHard in params-used.txt"; cat "$tmp/hybrid/params-used.txt"; exit 1; }
 echo "dt_h = $dt"
 run tree -P Scheme=tree -P "TimeStepHard=$dt"
+if [ -n "${MPIEXEC:-}" ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  # shellcheck disable=SC2086
+  if ! $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 4 "$HYTREE" run "$tmp/params.txt" -P "OutputDir=$tmp/mpi4" \
+       >"$tmp/mpi4.log" 2>&1; then
+    echo "FAIL: 4-rank hybrid run failed:"; cat "$tmp/mpi4.log"; exit 1
+  fi
+  tail -n 2 "$tmp/mpi4.log"
+fi
 
 stats() { # energy.csv -> "max_dE min_Q max_Q max_p last_t"
   awk -F, 'NR > 1 { e = $5 + 0; if (e > m) m = e; q = $12 + 0; if (NR == 2 || q < lo) lo = q; if (q > hi) hi = q;
@@ -62,6 +73,12 @@ for q in "$h_qlo" "$h_qhi" "$t_qlo" "$t_qhi"; do
   check "$q >= 0.95 && $q <= 1.05" "virial ratio $q outside 1 +- 0.05"
 done
 check "$h_p <= 3.2e-3 && $t_p <= 3.2e-3" "momentum not conserved: hybrid $h_p, tree $t_p"
+if [ -f "$tmp/mpi4/energy.csv" ]; then
+  set -- $(stats "$tmp/mpi4/energy.csv"); m_de=$1 m_qlo=$2 m_qhi=$3 m_p=$4 m_t=$5
+  echo "4 ranks: max |dE/E| $m_de, 2K/|W| in [$m_qlo, $m_qhi], max |p| $m_p, t_end $m_t"
+  check "$m_t > $tend - 1e-6" "4-rank run did not reach t = $tend"
+  check "$m_de <= 2 * $h_de" "4-rank max |dE/E| = $m_de is more than 2 x the 1-rank run's $h_de"
+fi
 # a snapshot at the start and at the end, nothing else (SnapshotInterval 0)
 for s in snapshot_000.hdf5 snapshot_001.hdf5; do
   [ -f "$tmp/hybrid/$s" ] || { echo "FAIL: $s missing"; fail=1; }

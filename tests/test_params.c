@@ -32,6 +32,7 @@ static const char *all_keys_text =
     "NCrit             32\n"
     "NVec              2\n"
     "LETWalk           merged\n"
+    "NumFilesPerSnapshot 2\n"
     "GravityConstant   43007.1\n"
     "SnapshotInterval  0.5\n"
     "SnapshotFields    Potential,Acceleration\n"
@@ -77,7 +78,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 24);
+  HY_CHECK_INT(n, 25);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);
