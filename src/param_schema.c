@@ -49,6 +49,9 @@ static const struct hy_param_def schema[] = {
    "Time between snapshots, >= 0; 0 = initial and final snapshots only"},
   {"SnapshotFields", HY_PT_LIST, "none", NOMIN, NOMAX, 0, 0, "Acceleration,Potential", "",
    "Optional snapshot fields: comma list of Acceleration, Potential (no repeats), or none"},
+  {"NumFilesPerSnapshot", HY_PT_INT, "1", 1.0, 65536.0, 0, 0, NULL, "",
+   "Files per snapshot: 1 = one file gathered on rank 0; K > 1 = snapshot_NNN.0..K-1.hdf5 written by K "
+   "groups of ranks (K <= number of ranks)"},
   {"EnergyInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "code time",
    "Time between energy diagnostics (energy.csv), >= 0; 0 = every soft step"},
   {"OpenCLDevice", HY_PT_DEVICE, "any", NOMIN, NOMAX, 0, 0, "gpu,cpu,any", "",

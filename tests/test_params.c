@@ -34,6 +34,7 @@ static const char *all_keys_text =
     "GravityConstant   43007.1\n"
     "SnapshotInterval  0.5\n"
     "SnapshotFields    Potential,Acceleration\n"
+    "NumFilesPerSnapshot 4\n"
     "EnergyInterval    0.125\n"
     "OpenCLDevice      1:2\n"
     "UnitLength_in_cm  3.085678e21\n"
@@ -74,7 +75,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 21);
+  HY_CHECK_INT(n, 22);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);
@@ -97,6 +98,7 @@ static void test_all_keys(void) {
   HY_CHECK_ABS(hy_params_get_number(p, "Softening"), 0.01, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "AccErr"), 1e-4, 0);
   HY_CHECK_INT(hy_params_get_int(p, "NCrit"), 32);
+  HY_CHECK_INT(hy_params_get_int(p, "NumFilesPerSnapshot"), 4);
   HY_CHECK_INT(hy_params_get_int(p, "NVec"), 2);
   HY_CHECK_ABS(hy_params_get_number(p, "GravityConstant"), 43007.1, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "SnapshotInterval"), 0.5, 0);
@@ -127,6 +129,7 @@ static void test_defaults(void) {
   HY_CHECK(strcmp(hy_params_get_str(p, "InitCondFormat"), "auto") == 0);
   HY_CHECK_INT(hy_params_get_int(p, "SoftStepRatio"), 4);
   HY_CHECK_INT(hy_params_get_int(p, "NCrit"), 16);
+  HY_CHECK_INT(hy_params_get_int(p, "NumFilesPerSnapshot"), 1);
   HY_CHECK_INT(hy_params_get_int(p, "NVec"), 4);
   HY_CHECK_ABS(hy_params_get_number(p, "GravityConstant"), 1, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "SnapshotInterval"), 0, 0);
@@ -258,6 +261,8 @@ static void test_errors(void) {
   expect_error(__LINE__, REQ "GravityConstant -inf\n", "p.txt:4: parameter 'GravityConstant': '-inf' is not a number");
   expect_error(__LINE__, REQ "GravityConstant 1e999\n", "p.txt:4: parameter 'GravityConstant': '1e999' is not a number");
   expect_error(__LINE__, REQ "GravityConstant 1.0x\n", "p.txt:4: parameter 'GravityConstant': '1.0x' is not a number");
+  expect_error(__LINE__, REQ "NumFilesPerSnapshot 0\n",
+               "p.txt:4: parameter 'NumFilesPerSnapshot' = 0 is out of range (allowed: 1 to 65536)");
   expect_error(__LINE__, REQ "NCrit 1.5\n", "p.txt:4: parameter 'NCrit': '1.5' is not an integer");
   expect_error(__LINE__, REQ "NCrit 12abc\n", "p.txt:4: parameter 'NCrit': '12abc' is not a number");
   expect_error(__LINE__, REQ "NCrit 99999999999999999999999\n",
