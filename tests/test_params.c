@@ -32,10 +32,10 @@ static const char *all_keys_text =
     "NCrit             32\n"
     "NVec              2\n"
     "LETWalk           merged\n"
-    "NumFilesPerSnapshot 2\n"
     "GravityConstant   43007.1\n"
     "SnapshotInterval  0.5\n"
     "SnapshotFields    Potential,Acceleration\n"
+    "NumFilesPerSnapshot 4\n"
     "EnergyInterval    0.125\n"
     "OpenCLDevice      1:2\n"
     "DomainGrid        4x2x2\n"
@@ -101,6 +101,7 @@ static void test_all_keys(void) {
   HY_CHECK_ABS(hy_params_get_number(p, "Softening"), 0.01, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "AccErr"), 1e-4, 0);
   HY_CHECK_INT(hy_params_get_int(p, "NCrit"), 32);
+  HY_CHECK_INT(hy_params_get_int(p, "NumFilesPerSnapshot"), 4);
   HY_CHECK_INT(hy_params_get_int(p, "NVec"), 2);
   HY_CHECK(strcmp(hy_params_get_str(p, "LETWalk"), "merged") == 0);
   HY_CHECK_ABS(hy_params_get_number(p, "GravityConstant"), 43007.1, 0);
@@ -134,6 +135,7 @@ static void test_defaults(void) {
   HY_CHECK(strcmp(hy_params_get_str(p, "InitCondFormat"), "auto") == 0);
   HY_CHECK_INT(hy_params_get_int(p, "SoftStepRatio"), 4);
   HY_CHECK_INT(hy_params_get_int(p, "NCrit"), 16);
+  HY_CHECK_INT(hy_params_get_int(p, "NumFilesPerSnapshot"), 1);
   HY_CHECK_INT(hy_params_get_int(p, "NVec"), 4);
   HY_CHECK_ABS(hy_params_get_number(p, "GravityConstant"), 1, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "SnapshotInterval"), 0, 0);
@@ -265,6 +267,8 @@ static void test_errors(void) {
   expect_error(__LINE__, REQ "GravityConstant -inf\n", "p.txt:4: parameter 'GravityConstant': '-inf' is not a number");
   expect_error(__LINE__, REQ "GravityConstant 1e999\n", "p.txt:4: parameter 'GravityConstant': '1e999' is not a number");
   expect_error(__LINE__, REQ "GravityConstant 1.0x\n", "p.txt:4: parameter 'GravityConstant': '1.0x' is not a number");
+  expect_error(__LINE__, REQ "NumFilesPerSnapshot 0\n",
+               "p.txt:4: parameter 'NumFilesPerSnapshot' = 0 is out of range (allowed: 1 to 65536)");
   expect_error(__LINE__, REQ "NCrit 1.5\n", "p.txt:4: parameter 'NCrit': '1.5' is not an integer");
   expect_error(__LINE__, REQ "NCrit 12abc\n", "p.txt:4: parameter 'NCrit': '12abc' is not a number");
   expect_error(__LINE__, REQ "NCrit 99999999999999999999999\n",
