@@ -8,8 +8,9 @@
 #    potentials match a double direct sum (tests/check_snapshot) and it holds
 #    every particle (40000 halo, 20000 disk).
 #  - 2 ranks: a short hybrid run completes, writes let.csv with every step
-#    and the MPI columns of timings.csv, conserves the particle count, and its
-#    energy error stays within 2x (+1e-6) of the 1-rank run's.
+#    and the MPI columns of timings.csv, conserves the particle count, writes
+#    its snapshots as 2 files each (NumFilesPerSnapshot 2), and its energy
+#    error stays within 2x (+1e-6) of the 1-rank run's.
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
 #    a one-line error and a non-zero status, and no output is written.
 set -u
@@ -55,8 +56,12 @@ else
 fi
 
 # 2 ranks, a short hybrid run
-if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi2" >"$tmp/mpi2.log" 2>&1; then
+if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi2" -P NumFilesPerSnapshot=2 >"$tmp/mpi2.log" 2>&1; then
   tail -n 1 "$tmp/mpi2/energy.csv"
+  for f in snapshot_000.0 snapshot_000.1 snapshot_001.0 snapshot_001.1; do
+    [ -f "$tmp/mpi2/$f.hdf5" ] || { echo "FAIL: 2-rank run: no $f.hdf5"; fail=1; }
+  done
+  [ ! -e "$tmp/mpi2/snapshot_000.hdf5" ] || { echo "FAIL: 2-rank run wrote a single-file snapshot too"; fail=1; }
   steps=$(($(wc -l <"$tmp/mpi1/timings.csv") - 1))
   [ "$(($(wc -l <"$tmp/mpi2/let.csv") - 1))" -eq "$steps" ] || { echo "FAIL: let.csv lacks rows"; fail=1; }
   head -n 1 "$tmp/mpi2/timings.csv" | grep -q 't_dd,t_let_select,t_let_comm,t_remote_tree,t_wait_device' ||
