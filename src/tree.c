@@ -220,13 +220,16 @@ static void reserve_particles(struct hy_tree *t, size_t n) {
 void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
   size_t n = p->n;
   if (n > (size_t)INT32_MAX / 2) hy_die("tree: %zu particles exceed the 32-bit node index range", n);
+  double t0 = hy_wtime();
   reserve_particles(t, n);
   hy_tree_bounds(p, t->centre, &t->half);
   t->n_part = n;
   uint32_t *idx = hy_malloc("tree sort index", n, sizeof(uint32_t));
   struct key_job kj = {.p = p, .key = t->key, .idx = idx, .centre = t->centre, .half = t->half};
   hy_pool_for(pool, n, 16384, key_body, &kj);
+  double t1 = hy_wtime();
   sort_keys(t->key, idx, n, pool);
+  double t2 = hy_wtime();
   size_t *perm = hy_malloc("tree sort permutation", n, sizeof(size_t));
   int identity = 1;
   for (size_t i = 0; i < n; i++) {
@@ -236,6 +239,10 @@ void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
   if (!identity) hy_part_permute(p, perm);
   hy_free(perm);
   hy_free(idx);
+  double t3 = hy_wtime();
+  t->times.keys += t1 - t0;
+  t->times.sort += t2 - t1;
+  t->times.permute += t3 - t2;
 }
 
 /* --------------------------------------------------------------- build */
@@ -459,8 +466,12 @@ int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double
   if (p->n != t->n_part) return hy_err_set(err, "tree: particle set changed since the key sort");
   if (n_crit < 1) n_crit = 1;
   t->a_err = a_err;
+  double t0 = hy_wtime();
   build_links(t, n_crit);
+  double t1 = hy_wtime();
   compute_moments(t, p, a_err, pool);
+  t->times.links += t1 - t0;
+  t->times.moments += hy_wtime() - t1;
   return 0;
 }
 
@@ -508,7 +519,9 @@ static void export_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
-void hy_tree_export(const struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool) {
+void hy_tree_export(struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool) {
+  double t0 = hy_wtime();
   struct export_job j = {.t = t, .p = p, .node = node};
   hy_pool_for(pool, hy_tree_n_nodes(t), 65536, export_body, &j);
+  t->times.export_ += hy_wtime() - t0;
 }

@@ -1,3 +1,8 @@
 # Build-time helper: turns OpenCL sources into C byte arrays.
 noinst_PROGRAMS += tools/hy-embed
 tools_hy_embed_SOURCES = tools/embed.c
+
+# Host tree build timing (not a test): tools/bench_tree -N N -t THREADS -r REPS
+noinst_PROGRAMS += tools/bench_tree
+tools_bench_tree_SOURCES = tools/bench_tree.c
+tools_bench_tree_LDADD = src/libhytree.a $(HY_LIBS)
