@@ -16,6 +16,8 @@
 #include "alloc.h"
 #include "hy_shared.h"
 
+static void work_free(struct hy_tree_work *w);
+
 void hy_tree_init(struct hy_tree *t) { memset(t, 0, sizeof *t); }
 
 void hy_tree_free(struct hy_tree *t) {
@@ -29,6 +31,7 @@ void hy_tree_free(struct hy_tree *t) {
   hy_free(t->rb);
   hy_free(t->first);
   hy_free(t->count);
+  work_free(t->work);
   hy_tree_init(t);
 }
 
@@ -61,17 +64,11 @@ uint64_t hy_tree_key(const double x[3], const double centre[3], double half) {
   return (spread3(ix) << 2) | (spread3(iy) << 1) | spread3(iz);
 }
 
-void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half) {
-  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-  for (size_t i = 0; i < p->n; i++)
-    for (int d = 0; d < 3; d++) {
-      double x = p->pos[3 * i + d];
-      if (x < lo[d]) lo[d] = x;
-      if (x > hi[d]) hi[d] = x;
-    }
+/* the cube from the coordinate ranges: shared by the serial and the pooled bounds */
+static void bounds_finish(size_t n, double lo[3], double hi[3], double centre[3], double *half) {
   double h = 0.0;
   for (int d = 0; d < 3; d++) {
-    if (p->n == 0) lo[d] = hi[d] = 0.0;
+    if (n == 0) lo[d] = hi[d] = 0.0;
     centre[d] = 0.5 * (lo[d] + hi[d]);
     if (hi[d] - lo[d] > h) h = hi[d] - lo[d];
   }
@@ -82,6 +79,74 @@ void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half) {
   *half = h;
 }
 
+static void range_of(const double *pos, size_t b, size_t e, double lo[3], double hi[3]) {
+  for (int d = 0; d < 3; d++) {
+    lo[d] = INFINITY;
+    hi[d] = -INFINITY;
+  }
+  for (size_t i = b; i < e; i++)
+    for (int d = 0; d < 3; d++) {
+      double x = pos[3 * i + d];
+      if (x < lo[d]) lo[d] = x;
+      if (x > hi[d]) hi[d] = x;
+    }
+}
+
+void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half) {
+  double lo[3], hi[3];
+  range_of(p->pos, 0, p->n, lo, hi);
+  bounds_finish(p->n, lo, hi, centre, half);
+}
+
+/* Scratch kept between builds, so that a build allocates nothing once the
+ * sizes have settled. */
+struct hy_tree_work {
+  size_t cap;             /* particles the arrays below hold */
+  uint32_t *idx, *tidx;   /* sort index (the permutation) and its radix buffer */
+  uint64_t *tkey;         /* radix buffer for the keys */
+  size_t *hist;           /* per-chunk radix histograms */
+  size_t hist_cap;        /* entries in hist */
+  double *red;            /* per-thread reductions: 6 doubles each */
+  uint64_t *red_key;      /* per-thread key AND / OR */
+  int red_cap;            /* threads the reductions hold */
+  void *pscratch;         /* hy_part_permute_pool buffer */
+  size_t pscratch_bytes;
+  struct build_task *task; /* link build: subtrees built in parallel */
+  size_t task_cap;
+  struct top_cell *top;    /* link build: cells above the subtrees */
+  size_t top_cap;
+  size_t n_task, n_top;
+  size_t *order;           /* task indices, largest first */
+};
+
+static void work_free(struct hy_tree_work *w) {
+  if (!w) return;
+  hy_free(w->idx);
+  hy_free(w->tidx);
+  hy_free(w->tkey);
+  hy_free(w->hist);
+  hy_free(w->red);
+  hy_free(w->red_key);
+  hy_free(w->pscratch);
+  hy_free(w->task);
+  hy_free(w->top);
+  hy_free(w->order);
+  hy_free(w);
+}
+
+static struct hy_tree_work *work_of(struct hy_tree *t, int nt) {
+  if (!t->work) t->work = hy_calloc("tree scratch", 1, sizeof *t->work);
+  struct hy_tree_work *w = t->work;
+  if (nt > w->red_cap) {
+    hy_free(w->red);
+    hy_free(w->red_key);
+    w->red = hy_malloc("tree reductions", (size_t)nt * 6, sizeof(double));
+    w->red_key = hy_malloc("tree reductions", (size_t)nt * 2, sizeof(uint64_t));
+    w->red_cap = nt;
+  }
+  return w;
+}
+
 /* ---------------------------------------------------------- radix sort */
 
 struct key_job {
@@ -90,18 +155,32 @@ struct key_job {
   uint32_t *idx;
   const double *centre;
   double half;
+  double *red;       /* bounds pass: lo[3], hi[3] per chunk */
+  uint64_t *red_key; /* key pass: AND, OR per chunk */
 };
 
-static void key_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
+static void bounds_body(void *arg, size_t b, size_t e, int tid) {
   struct key_job *j = arg;
-  for (size_t i = b; i < e; i++) {
-    j->key[i] = hy_tree_key(j->p->pos + 3 * i, j->centre, j->half);
-    j->idx[i] = (uint32_t)i;
-  }
+  range_of(j->p->pos, b, e, j->red + 6 * tid, j->red + 6 * tid + 3);
 }
 
-#define RADIX_BITS 16
+static void key_body(void *arg, size_t b, size_t e, int tid) {
+  struct key_job *j = arg;
+  uint64_t and_ = ~(uint64_t)0, or_ = 0;
+  for (size_t i = b; i < e; i++) {
+    uint64_t k = hy_tree_key(j->p->pos + 3 * i, j->centre, j->half);
+    j->key[i] = k;
+    j->idx[i] = (uint32_t)i;
+    and_ &= k;
+    or_ |= k;
+  }
+  j->red_key[2 * tid] = and_;
+  j->red_key[2 * tid + 1] = or_;
+}
+
+/* 11-bit digits: 6 passes over 63-bit keys with histograms that stay in L1/L2;
+ * digits in which all keys agree are skipped */
+#define RADIX_BITS 11
 #define RADIX_SIZE (1u << RADIX_BITS)
 
 struct radix_job {
@@ -123,7 +202,9 @@ static void radix_hist_body(void *arg, size_t b, size_t e, int tid) {
   memset(h, 0, RADIX_SIZE * sizeof *h);
   size_t lo = (size_t)tid * j->chunk, hi = lo + j->chunk;
   if (hi > j->n) hi = j->n;
-  for (size_t i = lo; i < hi; i++) h[(j->src_key[i] >> j->shift) & (RADIX_SIZE - 1)]++;
+  const uint64_t *k = j->src_key;
+  const int shift = j->shift;
+  for (size_t i = lo; i < hi; i++) h[(k[i] >> shift) & (RADIX_SIZE - 1)]++;
 }
 
 static void radix_scatter_body(void *arg, size_t b, size_t e, int tid) {
@@ -133,11 +214,16 @@ static void radix_scatter_body(void *arg, size_t b, size_t e, int tid) {
   size_t *off = j->hist + (size_t)tid * RADIX_SIZE;
   size_t lo = (size_t)tid * j->chunk, hi = lo + j->chunk;
   if (hi > j->n) hi = j->n;
+  const uint64_t *sk = j->src_key;
+  const uint32_t *si = j->src_idx;
+  uint64_t *dk = j->dst_key;
+  uint32_t *di = j->dst_idx;
+  const int shift = j->shift;
   for (size_t i = lo; i < hi; i++) {
-    size_t d = (j->src_key[i] >> j->shift) & (RADIX_SIZE - 1);
-    size_t o = off[d]++;
-    j->dst_key[o] = j->src_key[i];
-    j->dst_idx[o] = j->src_idx[i];
+    uint64_t k = sk[i];
+    size_t o = off[(k >> shift) & (RADIX_SIZE - 1)]++;
+    dk[o] = k;
+    di[o] = si[i];
   }
 }
 
@@ -147,18 +233,23 @@ static int cmp_key_idx(const void *a, const void *b) {
   return (x[1] > y[1]) - (x[1] < y[1]);
 }
 
-/* Sort (key, idx) by key, stable in idx. Result in key/idx. */
-static void sort_keys(uint64_t *key, uint32_t *idx, size_t n, struct hy_pool *pool) {
+/* Sort (key, idx) by key, stable in idx (so the result does not depend on the
+ * thread count). varying: the bits in which not all keys agree. The result is
+ * in *key / *idx; when it ends in the scratch buffers w->tkey / w->tidx (an odd
+ * number of passes), the pointers are swapped instead of copying back, so all
+ * four buffers must have the same capacity. */
+static void sort_keys(struct hy_tree_work *w, uint64_t **key, uint32_t **idx, size_t n, uint64_t varying,
+                      struct hy_pool *pool) {
   if (n < 4096) {
     uint64_t *pairs = hy_malloc("key sort", n, 2 * sizeof(uint64_t));
     for (size_t i = 0; i < n; i++) {
-      pairs[2 * i] = key[i];
-      pairs[2 * i + 1] = idx[i];
+      pairs[2 * i] = (*key)[i];
+      pairs[2 * i + 1] = (*idx)[i];
     }
     qsort(pairs, n, 2 * sizeof(uint64_t), cmp_key_idx);
     for (size_t i = 0; i < n; i++) {
-      key[i] = pairs[2 * i];
-      idx[i] = (uint32_t)pairs[2 * i + 1];
+      (*key)[i] = pairs[2 * i];
+      (*idx)[i] = (uint32_t)pairs[2 * i + 1];
     }
     hy_free(pairs);
     return;
@@ -167,24 +258,24 @@ static void sort_keys(uint64_t *key, uint32_t *idx, size_t n, struct hy_pool *po
   size_t chunk = (n + (size_t)nt - 1) / (size_t)nt;
   if (chunk < 65536) chunk = 65536;
   int n_chunks = (int)((n + chunk - 1) / chunk);
-  uint64_t *tkey = hy_malloc("key sort", n, sizeof(uint64_t));
-  uint32_t *tidx = hy_malloc("key sort", n, sizeof(uint32_t));
-  size_t *hist = hy_malloc("key sort histogram", (size_t)n_chunks * RADIX_SIZE, sizeof(size_t));
+  size_t hist_need = (size_t)n_chunks * RADIX_SIZE;
+  if (hist_need > w->hist_cap) {
+    hy_free(w->hist);
+    w->hist = hy_malloc("key sort histogram", hist_need, sizeof(size_t));
+    w->hist_cap = hist_need;
+  }
+  size_t *hist = w->hist;
   struct radix_job j = {.hist = hist, .chunk = chunk, .n = n};
-  uint64_t *ck = key, *ok = tkey;
-  uint32_t *ci = idx, *oi = tidx;
+  uint64_t *ck = *key, *ok = w->tkey;
+  uint32_t *ci = *idx, *oi = w->tidx;
   for (int shift = 0; shift < 64; shift += RADIX_BITS) {
+    if (((varying >> shift) & (RADIX_SIZE - 1)) == 0) continue; /* all keys agree in this digit */
     j.src_key = ck;
     j.src_idx = ci;
     j.dst_key = ok;
     j.dst_idx = oi;
     j.shift = shift;
     hy_pool_for(pool, (size_t)n_chunks, 1, radix_hist_body, &j);
-    /* skip a pass in which every key has the same digit */
-    size_t total_first = 0;
-    size_t d0 = (ck[0] >> shift) & (RADIX_SIZE - 1);
-    for (int c = 0; c < n_chunks; c++) total_first += hist[(size_t)c * RADIX_SIZE + d0];
-    if (total_first == n) continue;
     size_t run = 0;
     for (size_t d = 0; d < RADIX_SIZE; d++)
       for (int c = 0; c < n_chunks; c++) {
@@ -201,44 +292,83 @@ static void sort_keys(uint64_t *key, uint32_t *idx, size_t n, struct hy_pool *po
     ci = oi;
     oi = ti;
   }
-  if (ck != key) {
-    memcpy(key, ck, n * sizeof *key);
-    memcpy(idx, ci, n * sizeof *idx);
-  }
-  hy_free(tkey);
-  hy_free(tidx);
-  hy_free(hist);
+  *key = ck;
+  *idx = ci;
+  w->tkey = ok;
+  w->tidx = oi;
 }
 
-static void reserve_particles(struct hy_tree *t, size_t n) {
-  if (n <= t->n_part_alloc && t->key) return;
+/* t->key and the three sort buffers always share one capacity (sort_keys
+ * swaps them). */
+static void reserve_particles(struct hy_tree *t, struct hy_tree_work *w, size_t n) {
+  if (n <= t->n_part_alloc && t->key && w->idx) return;
   size_t cap = n + n / 8 + 16;
-  t->key = hy_realloc("tree keys", t->key, cap, sizeof(uint64_t));
-  t->n_part_alloc = cap;
+  hy_free(t->key);
+  hy_free(w->idx);
+  hy_free(w->tidx);
+  hy_free(w->tkey);
+  t->key = hy_malloc("tree keys", cap, sizeof(uint64_t));
+  w->tkey = hy_malloc("tree sort keys", cap, sizeof(uint64_t));
+  w->idx = hy_malloc("tree sort index", cap, sizeof(uint32_t));
+  w->tidx = hy_malloc("tree sort index", cap, sizeof(uint32_t));
+  t->n_part_alloc = w->cap = cap;
+}
+
+struct ident_job {
+  const uint32_t *idx;
+  atomic_int moved;
+};
+
+static void ident_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct ident_job *j = arg;
+  for (size_t i = b; i < e; i++)
+    if (j->idx[i] != i) {
+      atomic_store(&j->moved, 1);
+      return;
+    }
 }
 
 void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
   size_t n = p->n;
   if (n > (size_t)INT32_MAX / 2) hy_die("tree: %zu particles exceed the 32-bit node index range", n);
   double t0 = hy_wtime();
-  reserve_particles(t, n);
-  hy_tree_bounds(p, t->centre, &t->half);
+  int nt = hy_pool_size(pool);
+  struct hy_tree_work *w = work_of(t, nt);
+  reserve_particles(t, w, n);
   t->n_part = n;
-  uint32_t *idx = hy_malloc("tree sort index", n, sizeof(uint32_t));
-  struct key_job kj = {.p = p, .key = t->key, .idx = idx, .centre = t->centre, .half = t->half};
-  hy_pool_for(pool, n, 16384, key_body, &kj);
-  double t1 = hy_wtime();
-  sort_keys(t->key, idx, n, pool);
-  double t2 = hy_wtime();
-  size_t *perm = hy_malloc("tree sort permutation", n, sizeof(size_t));
-  int identity = 1;
-  for (size_t i = 0; i < n; i++) {
-    perm[i] = idx[i];
-    if (idx[i] != i) identity = 0;
+  struct key_job kj = {.p = p, .key = t->key, .idx = w->idx, .red = w->red, .red_key = w->red_key};
+  /* bounds: per-chunk ranges (min/max are exact, so the cube does not depend
+   * on the chunking) */
+  for (int c = 0; c < nt; c++) range_of(NULL, 0, 0, w->red + 6 * c, w->red + 6 * c + 3);
+  hy_pool_for(pool, n, 16384, bounds_body, &kj);
+  double lo[3], hi[3];
+  range_of(NULL, 0, 0, lo, hi);
+  for (int c = 0; c < nt; c++)
+    for (int d = 0; d < 3; d++) {
+      if (w->red[6 * c + d] < lo[d]) lo[d] = w->red[6 * c + d];
+      if (w->red[6 * c + 3 + d] > hi[d]) hi[d] = w->red[6 * c + 3 + d];
+    }
+  bounds_finish(n, lo, hi, t->centre, &t->half);
+  kj.centre = t->centre;
+  kj.half = t->half;
+  for (int c = 0; c < nt; c++) {
+    w->red_key[2 * c] = ~(uint64_t)0;
+    w->red_key[2 * c + 1] = 0;
   }
-  if (!identity) hy_part_permute(p, perm);
-  hy_free(perm);
-  hy_free(idx);
+  hy_pool_for(pool, n, 16384, key_body, &kj);
+  uint64_t and_ = ~(uint64_t)0, or_ = 0;
+  for (int c = 0; c < nt; c++) {
+    and_ &= w->red_key[2 * c];
+    or_ |= w->red_key[2 * c + 1];
+  }
+  double t1 = hy_wtime();
+  sort_keys(w, &t->key, &w->idx, n, and_ ^ or_, pool);
+  double t2 = hy_wtime();
+  struct ident_job ij = {.idx = w->idx};
+  atomic_init(&ij.moved, 0);
+  hy_pool_for(pool, n, 65536, ident_body, &ij);
+  if (atomic_load(&ij.moved)) hy_part_permute_pool(p, w->idx, pool, &w->pscratch, &w->pscratch_bytes);
   double t3 = hy_wtime();
   t->times.keys += t1 - t0;
   t->times.sort += t2 - t1;

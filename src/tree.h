@@ -56,6 +56,7 @@ struct hy_tree {
   size_t *first;       /**< per cell: first particle */
   size_t *count;       /**< per cell: number of particles */
   struct hy_tree_times times; /**< accumulated phase times (never reset by the tree) */
+  struct hy_tree_work *work;  /**< scratch kept between builds (private to tree.c) */
 };
 
 /** Cells with at most this many particles get the exact b_max; larger cells
