@@ -11,7 +11,8 @@
  *               order; > 0: particles drift pos += vel * DT between builds
  *               and stay in the previous build's order, as in a run
  *   -s SEED     Plummer seed (default 1)
- * Prints one row per phase (mean, min and total over the measured builds). */
+ * Prints one row per phase (mean, min and total over the measured builds)
+ * and a fingerprint of the last build, which must not depend on -t. */
 #include "config.h"
 
 #include <stdio.h>
@@ -49,6 +50,13 @@ static long parse_long(const char *s, long min) {
   double v = strtod(s, &end); /* accepts 4194304 and 4.2e6 */
   if (*end != '\0' || v < (double)min || v > 4e9) usage();
   return (long)v;
+}
+
+/* FNV-1a over bytes: a fingerprint of the build, to compare thread counts */
+static uint64_t fnv(uint64_t h, const void *data, size_t len) {
+  const unsigned char *b = data;
+  for (size_t i = 0; i < len; i++) h = (h ^ b[i]) * 1099511628211ULL;
+  return h;
 }
 
 int main(int argc, char **argv) {
@@ -120,6 +128,9 @@ int main(int argc, char **argv) {
   }
   printf("%-12s %10.4f %10.4f %10.4f\n", "sum", tot_mean, tot_min, tot_mean * reps);
   printf("%-12s %10.4f %10.4f %10.4f\n", "wall", wall_sum / reps, wall_min, wall_sum);
+  uint64_t h = fnv(14695981039346656037ULL, node, hy_tree_n_nodes(&t) * 8 * sizeof(float));
+  h = fnv(h, p.id, p.n * sizeof(uint64_t));
+  printf("fingerprint of the last build (node records, particle order): %016llx\n", (unsigned long long)h);
   hy_free(node);
   hy_tree_free(&t);
   hy_pool_free(pool);
