@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
  * tree.c: see tree.h. Algorithms: Morton keys by bit interleaving, LSD radix
- * sort with 16-bit digits (threaded histograms), top-down build over sorted
- * key ranges (Nakasato 2012; Nakasato et al., OTOO), bottom-up moments with
- * the exact parallel-axis rule for B2, r_b from Warren & Salmon (1993) as in
- * Watanabe & Nakasato eq 5-6. */
+ * sort with 11-bit digits (per-thread histograms, constant digits skipped),
+ * top-down build over sorted key ranges (Nakasato 2012; Nakasato et al.,
+ * OTOO) with the subtrees below a serial top built in parallel, bottom-up
+ * moments with the exact parallel-axis rule for B2, r_b from Warren & Salmon
+ * (1993) as in Watanabe & Nakasato eq 5-6. Every phase runs over the pool and
+ * gives bitwise the same tree, node numbering and particle order for every
+ * thread count (tests/test_tree checks 1 against 3 threads). */
 #include "config.h"
 
 #include "tree.h"

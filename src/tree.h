@@ -75,7 +75,8 @@ uint64_t hy_tree_key(const double x[3], const double centre[3], double half);
 void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half);
 
 /** Compute the bounding cube and the keys, sort the keys and reorder the
- *  particle set into key order (hy_part_permute). */
+ *  particle set into key order (hy_part_permute_pool). Scratch buffers stay
+ *  in t->work, so repeated builds of a settled size allocate nothing. */
 void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool);
 
 /** Build the tree and its moments from a key-sorted particle set.
