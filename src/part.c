@@ -82,6 +82,65 @@ void hy_part_permute(struct hy_part *p, const size_t *perm) {
   if (p->grp) PERMUTE_ARRAY(double, p->grp, 2);
 }
 
+struct permute_job {
+  const uint32_t *perm;
+  const unsigned char *src;
+  unsigned char *dst;
+  size_t width; /* bytes per particle */
+};
+
+static void gather_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct permute_job *j = arg;
+  const uint32_t *perm = j->perm;
+  switch (j->width) { /* constant widths let the compiler emit plain loads */
+  case 24:
+    for (size_t i = b; i < e; i++) memcpy(j->dst + 24 * i, j->src + 24 * (size_t)perm[i], 24);
+    break;
+  case 8:
+    for (size_t i = b; i < e; i++) memcpy(j->dst + 8 * i, j->src + 8 * (size_t)perm[i], 8);
+    break;
+  case 1:
+    for (size_t i = b; i < e; i++) j->dst[i] = j->src[perm[i]];
+    break;
+  default:
+    for (size_t i = b; i < e; i++) memcpy(j->dst + j->width * i, j->src + j->width * (size_t)perm[i], j->width);
+  }
+}
+
+static void copy_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct permute_job *j = arg;
+  memcpy(j->dst + b, j->src + b, e - b);
+}
+
+void hy_part_permute_pool(struct hy_part *p, const uint32_t *perm, struct hy_pool *pool, void **scratch,
+                          size_t *scratch_bytes) {
+  size_t n = p->n;
+  if (n == 0) return;
+  size_t need = hy_size_mul_or_die(n, 3 * sizeof(double), "permutation buffer");
+  if (!*scratch || *scratch_bytes < need) {
+    hy_free(*scratch);
+    size_t cap = need + need / 8;
+    *scratch = hy_malloc("permutation buffer", cap, 1);
+    *scratch_bytes = cap;
+  }
+  unsigned char *tmp = *scratch;
+  struct {
+    void *arr;
+    size_t width;
+  } a[] = {{p->pos, 24}, {p->vel, 24},         {p->acc, 24},          {p->acc_w, 24},
+           {p->mass, 8}, {p->pot, 8}, {p->id, sizeof(uint64_t)}, {p->type, sizeof(uint8_t)},
+           {p->grp, 2 * sizeof(double)}};
+  for (size_t k = 0; k < sizeof a / sizeof a[0]; k++) {
+    if (!a[k].arr) continue; /* grp is optional */
+    struct permute_job g = {.perm = perm, .src = a[k].arr, .dst = tmp, .width = a[k].width};
+    hy_pool_for(pool, n, 16384, gather_body, &g);
+    struct permute_job c = {.src = tmp, .dst = a[k].arr, .width = 1};
+    hy_pool_for(pool, n * a[k].width, 1 << 18, copy_body, &c);
+  }
+}
+
 void hy_part_copy(struct hy_part *dst, const struct hy_part *src) {
   hy_part_init(dst);
   hy_part_resize(dst, src->n);

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "threads.h"
+
 #define HY_NTYPES 6 /**< Gadget particle types 0..5 */
 
 struct hy_part {
@@ -36,6 +38,12 @@ void hy_part_free(struct hy_part *p);
 void hy_part_use_groups(struct hy_part *p);
 /** Reorder all arrays: new particle i is old particle perm[i]. */
 void hy_part_permute(struct hy_part *p, const size_t *perm);
+/** The same as hy_part_permute with a 32-bit permutation, array by array
+ *  over the pool (a parallel gather, then a parallel copy back). scratch is
+ *  a buffer the caller keeps between calls (grown here, freed with hy_free;
+ *  start with NULL and 0), so that repeated calls allocate nothing. */
+void hy_part_permute_pool(struct hy_part *p, const uint32_t *perm, struct hy_pool *pool, void **scratch,
+                          size_t *scratch_bytes);
 /** Deep copy. */
 void hy_part_copy(struct hy_part *dst, const struct hy_part *src);
 /** Sum of masses. */

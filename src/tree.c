@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
  * tree.c: see tree.h. Algorithms: Morton keys by bit interleaving, LSD radix
- * sort with 16-bit digits (threaded histograms), top-down build over sorted
- * key ranges (Nakasato 2012; Nakasato et al., OTOO), bottom-up moments with
- * the exact parallel-axis rule for B2, r_b from Warren & Salmon (1993) as in
- * Watanabe & Nakasato eq 5-6. */
+ * sort with 11-bit digits (per-thread histograms, constant digits skipped),
+ * top-down build over sorted key ranges (Nakasato 2012; Nakasato et al.,
+ * OTOO) with the subtrees below a serial top built in parallel, bottom-up
+ * moments with the exact parallel-axis rule for B2, r_b from Warren & Salmon
+ * (1993) as in Watanabe & Nakasato eq 5-6. Every phase runs over the pool and
+ * gives bitwise the same tree, node numbering and particle order for every
+ * thread count (tests/test_tree checks 1 against 3 threads). */
 #include "config.h"
 
 #include "tree.h"
@@ -15,6 +18,8 @@
 
 #include "alloc.h"
 #include "hy_shared.h"
+
+static void work_free(struct hy_tree_work *w);
 
 void hy_tree_init(struct hy_tree *t) { memset(t, 0, sizeof *t); }
 
@@ -29,6 +34,7 @@ void hy_tree_free(struct hy_tree *t) {
   hy_free(t->rb);
   hy_free(t->first);
   hy_free(t->count);
+  work_free(t->work);
   hy_tree_init(t);
 }
 
@@ -61,17 +67,11 @@ uint64_t hy_tree_key(const double x[3], const double centre[3], double half) {
   return (spread3(ix) << 2) | (spread3(iy) << 1) | spread3(iz);
 }
 
-void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half) {
-  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-  for (size_t i = 0; i < p->n; i++)
-    for (int d = 0; d < 3; d++) {
-      double x = p->pos[3 * i + d];
-      if (x < lo[d]) lo[d] = x;
-      if (x > hi[d]) hi[d] = x;
-    }
+/* the cube from the coordinate ranges: shared by the serial and the pooled bounds */
+static void bounds_finish(size_t n, double lo[3], double hi[3], double centre[3], double *half) {
   double h = 0.0;
   for (int d = 0; d < 3; d++) {
-    if (p->n == 0) lo[d] = hi[d] = 0.0;
+    if (n == 0) lo[d] = hi[d] = 0.0;
     centre[d] = 0.5 * (lo[d] + hi[d]);
     if (hi[d] - lo[d] > h) h = hi[d] - lo[d];
   }
@@ -82,6 +82,62 @@ void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half) {
   *half = h;
 }
 
+static void range_of(const double *pos, size_t b, size_t e, double lo[3], double hi[3]) {
+  for (int d = 0; d < 3; d++) {
+    lo[d] = INFINITY;
+    hi[d] = -INFINITY;
+  }
+  for (size_t i = b; i < e; i++)
+    for (int d = 0; d < 3; d++) {
+      double x = pos[3 * i + d];
+      if (x < lo[d]) lo[d] = x;
+      if (x > hi[d]) hi[d] = x;
+    }
+}
+
+void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half) {
+  double lo[3], hi[3];
+  range_of(p->pos, 0, p->n, lo, hi);
+  bounds_finish(p->n, lo, hi, centre, half);
+}
+
+/* Scratch kept between builds, so that a build allocates nothing once the
+ * sizes have settled. */
+struct hy_tree_work {
+  size_t cap;             /* particles the arrays below hold */
+  uint32_t *idx, *tidx;   /* sort index (the permutation) and its radix buffer */
+  uint64_t *tkey;         /* radix buffer for the keys */
+  size_t *hist;           /* per-chunk radix histograms */
+  size_t hist_cap;        /* entries in hist */
+  double *red;            /* per-thread reductions: 6 doubles each */
+  uint64_t *red_key;      /* per-thread key AND / OR */
+  int red_cap;            /* threads the reductions hold */
+  void *pscratch;         /* hy_part_permute_pool buffer */
+  size_t pscratch_bytes;
+  struct build_task *task;  /* link build: subtrees built in parallel */
+  size_t task_cap;
+  struct top_cell *top;     /* link build: cells above the subtrees */
+  size_t top_cap;
+  size_t n_task, n_top;
+  struct task_order *order; /* tasks, largest first */
+  size_t *stack;            /* top cell stack */
+  size_t stack_cap;
+};
+
+
+static struct hy_tree_work *work_of(struct hy_tree *t, int nt) {
+  if (!t->work) t->work = hy_calloc("tree scratch", 1, sizeof *t->work);
+  struct hy_tree_work *w = t->work;
+  if (nt > w->red_cap) {
+    hy_free(w->red);
+    hy_free(w->red_key);
+    w->red = hy_malloc("tree reductions", (size_t)nt * 6, sizeof(double));
+    w->red_key = hy_malloc("tree reductions", (size_t)nt * 2, sizeof(uint64_t));
+    w->red_cap = nt;
+  }
+  return w;
+}
+
 /* ---------------------------------------------------------- radix sort */
 
 struct key_job {
@@ -90,18 +146,32 @@ struct key_job {
   uint32_t *idx;
   const double *centre;
   double half;
+  double *red;       /* bounds pass: lo[3], hi[3] per chunk */
+  uint64_t *red_key; /* key pass: AND, OR per chunk */
 };
 
-static void key_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
+static void bounds_body(void *arg, size_t b, size_t e, int tid) {
   struct key_job *j = arg;
-  for (size_t i = b; i < e; i++) {
-    j->key[i] = hy_tree_key(j->p->pos + 3 * i, j->centre, j->half);
-    j->idx[i] = (uint32_t)i;
-  }
+  range_of(j->p->pos, b, e, j->red + 6 * tid, j->red + 6 * tid + 3);
 }
 
-#define RADIX_BITS 16
+static void key_body(void *arg, size_t b, size_t e, int tid) {
+  struct key_job *j = arg;
+  uint64_t and_ = ~(uint64_t)0, or_ = 0;
+  for (size_t i = b; i < e; i++) {
+    uint64_t k = hy_tree_key(j->p->pos + 3 * i, j->centre, j->half);
+    j->key[i] = k;
+    j->idx[i] = (uint32_t)i;
+    and_ &= k;
+    or_ |= k;
+  }
+  j->red_key[2 * tid] = and_;
+  j->red_key[2 * tid + 1] = or_;
+}
+
+/* 11-bit digits: 6 passes over 63-bit keys with histograms that stay in L1/L2;
+ * digits in which all keys agree are skipped */
+#define RADIX_BITS 11
 #define RADIX_SIZE (1u << RADIX_BITS)
 
 struct radix_job {
@@ -123,7 +193,9 @@ static void radix_hist_body(void *arg, size_t b, size_t e, int tid) {
   memset(h, 0, RADIX_SIZE * sizeof *h);
   size_t lo = (size_t)tid * j->chunk, hi = lo + j->chunk;
   if (hi > j->n) hi = j->n;
-  for (size_t i = lo; i < hi; i++) h[(j->src_key[i] >> j->shift) & (RADIX_SIZE - 1)]++;
+  const uint64_t *k = j->src_key;
+  const int shift = j->shift;
+  for (size_t i = lo; i < hi; i++) h[(k[i] >> shift) & (RADIX_SIZE - 1)]++;
 }
 
 static void radix_scatter_body(void *arg, size_t b, size_t e, int tid) {
@@ -133,11 +205,16 @@ static void radix_scatter_body(void *arg, size_t b, size_t e, int tid) {
   size_t *off = j->hist + (size_t)tid * RADIX_SIZE;
   size_t lo = (size_t)tid * j->chunk, hi = lo + j->chunk;
   if (hi > j->n) hi = j->n;
+  const uint64_t *sk = j->src_key;
+  const uint32_t *si = j->src_idx;
+  uint64_t *dk = j->dst_key;
+  uint32_t *di = j->dst_idx;
+  const int shift = j->shift;
   for (size_t i = lo; i < hi; i++) {
-    size_t d = (j->src_key[i] >> j->shift) & (RADIX_SIZE - 1);
-    size_t o = off[d]++;
-    j->dst_key[o] = j->src_key[i];
-    j->dst_idx[o] = j->src_idx[i];
+    uint64_t k = sk[i];
+    size_t o = off[(k >> shift) & (RADIX_SIZE - 1)]++;
+    dk[o] = k;
+    di[o] = si[i];
   }
 }
 
@@ -147,18 +224,23 @@ static int cmp_key_idx(const void *a, const void *b) {
   return (x[1] > y[1]) - (x[1] < y[1]);
 }
 
-/* Sort (key, idx) by key, stable in idx. Result in key/idx. */
-static void sort_keys(uint64_t *key, uint32_t *idx, size_t n, struct hy_pool *pool) {
+/* Sort (key, idx) by key, stable in idx (so the result does not depend on the
+ * thread count). varying: the bits in which not all keys agree. The result is
+ * in *key / *idx; when it ends in the scratch buffers w->tkey / w->tidx (an odd
+ * number of passes), the pointers are swapped instead of copying back, so all
+ * four buffers must have the same capacity. */
+static void sort_keys(struct hy_tree_work *w, uint64_t **key, uint32_t **idx, size_t n, uint64_t varying,
+                      struct hy_pool *pool) {
   if (n < 4096) {
     uint64_t *pairs = hy_malloc("key sort", n, 2 * sizeof(uint64_t));
     for (size_t i = 0; i < n; i++) {
-      pairs[2 * i] = key[i];
-      pairs[2 * i + 1] = idx[i];
+      pairs[2 * i] = (*key)[i];
+      pairs[2 * i + 1] = (*idx)[i];
     }
     qsort(pairs, n, 2 * sizeof(uint64_t), cmp_key_idx);
     for (size_t i = 0; i < n; i++) {
-      key[i] = pairs[2 * i];
-      idx[i] = (uint32_t)pairs[2 * i + 1];
+      (*key)[i] = pairs[2 * i];
+      (*idx)[i] = (uint32_t)pairs[2 * i + 1];
     }
     hy_free(pairs);
     return;
@@ -167,24 +249,24 @@ static void sort_keys(uint64_t *key, uint32_t *idx, size_t n, struct hy_pool *po
   size_t chunk = (n + (size_t)nt - 1) / (size_t)nt;
   if (chunk < 65536) chunk = 65536;
   int n_chunks = (int)((n + chunk - 1) / chunk);
-  uint64_t *tkey = hy_malloc("key sort", n, sizeof(uint64_t));
-  uint32_t *tidx = hy_malloc("key sort", n, sizeof(uint32_t));
-  size_t *hist = hy_malloc("key sort histogram", (size_t)n_chunks * RADIX_SIZE, sizeof(size_t));
+  size_t hist_need = (size_t)n_chunks * RADIX_SIZE;
+  if (hist_need > w->hist_cap) {
+    hy_free(w->hist);
+    w->hist = hy_malloc("key sort histogram", hist_need, sizeof(size_t));
+    w->hist_cap = hist_need;
+  }
+  size_t *hist = w->hist;
   struct radix_job j = {.hist = hist, .chunk = chunk, .n = n};
-  uint64_t *ck = key, *ok = tkey;
-  uint32_t *ci = idx, *oi = tidx;
+  uint64_t *ck = *key, *ok = w->tkey;
+  uint32_t *ci = *idx, *oi = w->tidx;
   for (int shift = 0; shift < 64; shift += RADIX_BITS) {
+    if (((varying >> shift) & (RADIX_SIZE - 1)) == 0) continue; /* all keys agree in this digit */
     j.src_key = ck;
     j.src_idx = ci;
     j.dst_key = ok;
     j.dst_idx = oi;
     j.shift = shift;
     hy_pool_for(pool, (size_t)n_chunks, 1, radix_hist_body, &j);
-    /* skip a pass in which every key has the same digit */
-    size_t total_first = 0;
-    size_t d0 = (ck[0] >> shift) & (RADIX_SIZE - 1);
-    for (int c = 0; c < n_chunks; c++) total_first += hist[(size_t)c * RADIX_SIZE + d0];
-    if (total_first == n) continue;
     size_t run = 0;
     for (size_t d = 0; d < RADIX_SIZE; d++)
       for (int c = 0; c < n_chunks; c++) {
@@ -201,41 +283,87 @@ static void sort_keys(uint64_t *key, uint32_t *idx, size_t n, struct hy_pool *po
     ci = oi;
     oi = ti;
   }
-  if (ck != key) {
-    memcpy(key, ck, n * sizeof *key);
-    memcpy(idx, ci, n * sizeof *idx);
-  }
-  hy_free(tkey);
-  hy_free(tidx);
-  hy_free(hist);
+  *key = ck;
+  *idx = ci;
+  w->tkey = ok;
+  w->tidx = oi;
 }
 
-static void reserve_particles(struct hy_tree *t, size_t n) {
-  if (n <= t->n_part_alloc && t->key) return;
+/* t->key and the three sort buffers always share one capacity (sort_keys
+ * swaps them). */
+static void reserve_particles(struct hy_tree *t, struct hy_tree_work *w, size_t n) {
+  if (n <= t->n_part_alloc && t->key && w->idx) return;
   size_t cap = n + n / 8 + 16;
-  t->key = hy_realloc("tree keys", t->key, cap, sizeof(uint64_t));
-  t->n_part_alloc = cap;
+  hy_free(t->key);
+  hy_free(w->idx);
+  hy_free(w->tidx);
+  hy_free(w->tkey);
+  t->key = hy_malloc("tree keys", cap, sizeof(uint64_t));
+  w->tkey = hy_malloc("tree sort keys", cap, sizeof(uint64_t));
+  w->idx = hy_malloc("tree sort index", cap, sizeof(uint32_t));
+  w->tidx = hy_malloc("tree sort index", cap, sizeof(uint32_t));
+  t->n_part_alloc = w->cap = cap;
+}
+
+struct ident_job {
+  const uint32_t *idx;
+  atomic_int moved;
+};
+
+static void ident_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct ident_job *j = arg;
+  for (size_t i = b; i < e; i++)
+    if (j->idx[i] != i) {
+      atomic_store(&j->moved, 1);
+      return;
+    }
 }
 
 void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
   size_t n = p->n;
   if (n > (size_t)INT32_MAX / 2) hy_die("tree: %zu particles exceed the 32-bit node index range", n);
-  reserve_particles(t, n);
-  hy_tree_bounds(p, t->centre, &t->half);
+  double t0 = hy_wtime();
+  int nt = hy_pool_size(pool);
+  struct hy_tree_work *w = work_of(t, nt);
+  reserve_particles(t, w, n);
   t->n_part = n;
-  uint32_t *idx = hy_malloc("tree sort index", n, sizeof(uint32_t));
-  struct key_job kj = {.p = p, .key = t->key, .idx = idx, .centre = t->centre, .half = t->half};
-  hy_pool_for(pool, n, 16384, key_body, &kj);
-  sort_keys(t->key, idx, n, pool);
-  size_t *perm = hy_malloc("tree sort permutation", n, sizeof(size_t));
-  int identity = 1;
-  for (size_t i = 0; i < n; i++) {
-    perm[i] = idx[i];
-    if (idx[i] != i) identity = 0;
+  struct key_job kj = {.p = p, .key = t->key, .idx = w->idx, .red = w->red, .red_key = w->red_key};
+  /* bounds: per-chunk ranges (min/max are exact, so the cube does not depend
+   * on the chunking) */
+  for (int c = 0; c < nt; c++) range_of(NULL, 0, 0, w->red + 6 * c, w->red + 6 * c + 3);
+  hy_pool_for(pool, n, 16384, bounds_body, &kj);
+  double lo[3], hi[3];
+  range_of(NULL, 0, 0, lo, hi);
+  for (int c = 0; c < nt; c++)
+    for (int d = 0; d < 3; d++) {
+      if (w->red[6 * c + d] < lo[d]) lo[d] = w->red[6 * c + d];
+      if (w->red[6 * c + 3 + d] > hi[d]) hi[d] = w->red[6 * c + 3 + d];
+    }
+  bounds_finish(n, lo, hi, t->centre, &t->half);
+  kj.centre = t->centre;
+  kj.half = t->half;
+  for (int c = 0; c < nt; c++) {
+    w->red_key[2 * c] = ~(uint64_t)0;
+    w->red_key[2 * c + 1] = 0;
   }
-  if (!identity) hy_part_permute(p, perm);
-  hy_free(perm);
-  hy_free(idx);
+  hy_pool_for(pool, n, 16384, key_body, &kj);
+  uint64_t and_ = ~(uint64_t)0, or_ = 0;
+  for (int c = 0; c < nt; c++) {
+    and_ &= w->red_key[2 * c];
+    or_ |= w->red_key[2 * c + 1];
+  }
+  double t1 = hy_wtime();
+  sort_keys(w, &t->key, &w->idx, n, and_ ^ or_, pool);
+  double t2 = hy_wtime();
+  struct ident_job ij = {.idx = w->idx};
+  atomic_init(&ij.moved, 0);
+  hy_pool_for(pool, n, 65536, ident_body, &ij);
+  if (atomic_load(&ij.moved)) hy_part_permute_pool(p, w->idx, pool, &w->pscratch, &w->pscratch_bytes);
+  double t3 = hy_wtime();
+  t->times.keys += t1 - t0;
+  t->times.sort += t2 - t1;
+  t->times.permute += t3 - t2;
 }
 
 /* --------------------------------------------------------------- build */
@@ -273,126 +401,351 @@ static size_t upper_digit(const uint64_t *key, size_t lo, size_t hi, int shift, 
   return lo;
 }
 
+/* Leaf bucket: fewer than n_crit particles, or all keys equal. */
+static int is_leaf(const uint64_t *key, size_t lo, size_t hi, int n_crit) {
+  return hi - lo < (size_t)n_crit || key[lo] == key[hi - 1];
+}
+
+/* Split a non-leaf range at the highest octal digit in which its keys differ:
+ * the non-empty octants [clo, chi) in key order; returns their number. */
+static int split_range(const uint64_t *key, size_t lo, size_t hi, size_t clo[8], size_t chi[8]) {
+  uint64_t diff = key[lo] ^ key[hi - 1];
+  int bit = 63 - __builtin_clzll(diff);
+  int shift = (bit / 3) * 3;
+  uint64_t prefix = key[lo] >> (shift + 3);
+  int nc = 0;
+  size_t b = lo;
+  for (uint64_t d = 0; d < 8 && b < hi; d++) {
+    size_t e = upper_digit(key, b, hi, shift, (prefix << 3) | d);
+    if (e > b) {
+      clo[nc] = b;
+      chi[nc] = e;
+      nc++;
+    }
+    b = e;
+  }
+  return nc;
+}
+
+/* The link build reproduces one serial depth-first build exactly: a cell's
+ * children are numbered when the cell is split, and cells are split in
+ * depth-first order (first child first). Then the descendants of any cell
+ * occupy one contiguous index range, in the order a serial build of that cell
+ * alone would give them. So:
+ *  1. serially, the cells above a grain size are split ("top cells"); the
+ *     others become tasks;
+ *  2. in parallel, each task builds its subtree with local cell numbers
+ *     (links to local cells and to the outside encoded as negative values);
+ *  3. serially, a depth-first pass over the top cells assigns the numbers of
+ *     the top cells and the base index of every task, as the serial build
+ *     would, and links the top cells;
+ *  4. in parallel, each task copies its cells to their final place and
+ *     decodes its links.
+ * The result is bitwise the same for every thread count. */
+
+#define ENC_OUT (-1) /* in a task: the task root's next (outside the subtree) */
+
+static inline int32_t enc_local(size_t l) { return (int32_t)(-2 - (int64_t)l); }
+
 struct build_item {
   size_t lo, hi;
-  int32_t cell;
+  int64_t cell; /* local cell, or -1 for the task root */
   int level;
 };
 
-static int32_t new_cell(struct hy_tree *t, size_t lo, size_t hi) {
-  reserve_cells(t, t->n_cell + 1);
-  size_t c = t->n_cell++;
-  t->first[c] = lo;
-  t->count[c] = hi - lo;
-  return (int32_t)(t->n_part + c);
+struct build_task {
+  size_t lo, hi;         /* the root's particle range */
+  int level;             /* the root's level */
+  size_t top;            /* the root among the top cells */
+  size_t n_cell, cap;    /* local cells: the root's descendants */
+  size_t *first, *count; /* per local cell */
+  int32_t *more, *next;  /* per local cell, encoded */
+  int32_t root_more;     /* encoded */
+  size_t *fix;           /* particles whose next is encoded (negative) */
+  size_t n_fix, fix_cap;
+  struct build_item *stack;
+  size_t stack_cap;
+  int depth;   /* deepest level in the subtree */
+  size_t base; /* cell index of local cell 0 */
+};
+
+struct top_cell {
+  size_t lo, hi;
+  int level;
+  int nc;
+  int32_t child[8]; /* particle index, or -2 - (top cell index) */
+  int64_t task;     /* its task, or -1 if split here */
+  int32_t node;     /* node index */
+};
+
+struct task_order {
+  size_t size, task;
+};
+
+static size_t task_new_cell(struct build_task *k, size_t lo, size_t hi) {
+  if (k->n_cell == k->cap) {
+    size_t cap = 2 * k->cap + 64;
+    k->first = hy_realloc("tree build cells", k->first, cap, sizeof(size_t));
+    k->count = hy_realloc("tree build cells", k->count, cap, sizeof(size_t));
+    k->more = hy_realloc("tree build cells", k->more, cap, sizeof(int32_t));
+    k->next = hy_realloc("tree build cells", k->next, cap, sizeof(int32_t));
+    k->cap = cap;
+  }
+  size_t l = k->n_cell++;
+  k->first[l] = lo;
+  k->count[l] = hi - lo;
+  return l;
 }
 
-static void build_links(struct hy_tree *t, int n_crit) {
+/* next of the encoded child x (a particle or a local cell) := v */
+static void task_set_next(struct build_task *k, int32_t *next, int32_t x, int32_t v) {
+  if (x >= 0) {
+    next[x] = v;
+    if (v < 0) {
+      if (k->n_fix == k->fix_cap) {
+        k->fix_cap = 2 * k->fix_cap + 64;
+        k->fix = hy_realloc("tree build fix-ups", k->fix, k->fix_cap, sizeof(size_t));
+      }
+      k->fix[k->n_fix++] = (size_t)x;
+    }
+  } else {
+    k->next[-2 - (int64_t)x] = v;
+  }
+}
+
+static void task_build(struct build_task *k, const uint64_t *key, int32_t *next, int n_crit) {
+  k->n_cell = 0;
+  k->n_fix = 0;
+  k->depth = k->level;
+  size_t sp = 0;
+  if (k->stack_cap == 0) {
+    k->stack_cap = 256;
+    k->stack = hy_malloc("tree build stack", k->stack_cap, sizeof *k->stack);
+  }
+  k->stack[sp++] = (struct build_item){k->lo, k->hi, -1, k->level};
+  while (sp > 0) {
+    struct build_item it = k->stack[--sp];
+    const size_t lo = it.lo, hi = it.hi;
+    if (it.level > k->depth) k->depth = it.level;
+    int32_t after = it.cell < 0 ? ENC_OUT : k->next[it.cell];
+    int32_t *more = it.cell < 0 ? &k->root_more : &k->more[it.cell];
+    if (is_leaf(key, lo, hi, n_crit)) {
+      /* leaf bucket: particles lo..hi-1 are the children */
+      *more = (int32_t)lo;
+      for (size_t i = lo; i + 1 < hi; i++) next[i] = (int32_t)(i + 1);
+      task_set_next(k, next, (int32_t)(hi - 1), after);
+      continue;
+    }
+    size_t clo[8], chi[8];
+    int32_t child[8] = {HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE};
+    int nc = split_range(key, lo, hi, clo, chi);
+    for (int j = 0; j < nc; j++)
+      child[j] = (chi[j] - clo[j] == 1) ? (int32_t)clo[j] : enc_local(task_new_cell(k, clo[j], chi[j]));
+    /* task_new_cell may have moved k->more */
+    if (it.cell < 0)
+      k->root_more = child[0];
+    else
+      k->more[it.cell] = child[0];
+    for (int j = 0; j < nc; j++) task_set_next(k, next, child[j], j + 1 < nc ? child[j + 1] : after);
+    /* push cells in reverse so the first child is processed first */
+    for (int j = nc - 1; j >= 0; j--) {
+      if (child[j] >= 0) continue;
+      if (sp == k->stack_cap) {
+        k->stack_cap *= 2;
+        k->stack = hy_realloc("tree build stack", k->stack, k->stack_cap, sizeof *k->stack);
+      }
+      k->stack[sp++] = (struct build_item){clo[j], chi[j], -2 - (int64_t)child[j], it.level + 1};
+    }
+  }
+}
+
+struct links_job {
+  struct hy_tree *t;
+  const struct hy_part *p;
+  struct hy_tree_work *w;
+  int n_crit;
+  double a_err;
+  atomic_size_t next_task;
+};
+
+static void more_none_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct links_job *j = arg;
+  for (size_t i = b; i < e; i++) j->t->more[i] = HY_NONE;
+}
+
+static void task_build_body(void *arg, size_t b, size_t e, int tid) {
+  (void)b;
+  (void)e;
+  (void)tid;
+  struct links_job *j = arg;
+  struct hy_tree_work *w = j->w;
+  for (;;) {
+    size_t i = atomic_fetch_add(&j->next_task, 1);
+    if (i >= w->n_task) break;
+    task_build(&w->task[w->order[i].task], j->t->key, j->t->next, j->n_crit);
+  }
+}
+
+static inline int32_t task_decode(const struct build_task *k, size_t n, int32_t root_next, int32_t v) {
+  if (v >= 0) return v;
+  if (v == ENC_OUT) return root_next;
+  return (int32_t)(n + k->base + (size_t)(-2 - (int64_t)v));
+}
+
+static void task_place_body(void *arg, size_t b, size_t e, int tid) {
+  (void)b;
+  (void)e;
+  (void)tid;
+  struct links_job *j = arg;
+  struct hy_tree_work *w = j->w;
+  struct hy_tree *t = j->t;
+  const size_t n = t->n_part;
+  for (;;) {
+    size_t i = atomic_fetch_add(&j->next_task, 1);
+    if (i >= w->n_task) break;
+    const struct build_task *k = &w->task[w->order[i].task];
+    const int32_t root = w->top[k->top].node;
+    const int32_t root_next = t->next[root];
+    t->more[root] = task_decode(k, n, root_next, k->root_more);
+    for (size_t l = 0; l < k->n_cell; l++) {
+      size_t c = k->base + l;
+      t->first[c] = k->first[l];
+      t->count[c] = k->count[l];
+      t->more[n + c] = task_decode(k, n, root_next, k->more[l]);
+      t->next[n + c] = task_decode(k, n, root_next, k->next[l]);
+    }
+    for (size_t f = 0; f < k->n_fix; f++) t->next[k->fix[f]] = task_decode(k, n, root_next, t->next[k->fix[f]]);
+  }
+}
+
+static size_t add_top(struct hy_tree_work *w, size_t lo, size_t hi, int level) {
+  if (w->n_top == w->top_cap) {
+    w->top_cap = 2 * w->top_cap + 64;
+    w->top = hy_realloc("tree top cells", w->top, w->top_cap, sizeof *w->top);
+  }
+  size_t i = w->n_top++;
+  w->top[i] = (struct top_cell){.lo = lo, .hi = hi, .level = level, .task = -1, .node = HY_NONE};
+  return i;
+}
+
+static size_t add_task(struct hy_tree_work *w, size_t top) {
+  if (w->n_task == w->task_cap) {
+    size_t cap = 2 * w->task_cap + 64;
+    w->task = hy_realloc("tree build tasks", w->task, cap, sizeof *w->task);
+    memset(w->task + w->task_cap, 0, (cap - w->task_cap) * sizeof *w->task);
+    w->order = hy_realloc("tree build tasks", w->order, cap, sizeof *w->order);
+    w->task_cap = cap;
+  }
+  size_t i = w->n_task++;
+  struct build_task *k = &w->task[i];
+  k->lo = w->top[top].lo;
+  k->hi = w->top[top].hi;
+  k->level = w->top[top].level;
+  k->top = top;
+  w->top[top].task = (int64_t)i;
+  w->order[i] = (struct task_order){k->hi - k->lo, i};
+  return i;
+}
+
+static int cmp_task_order(const void *a, const void *b) {
+  const struct task_order *x = a, *y = b; /* largest first, then by index */
+  if (x->size != y->size) return x->size > y->size ? -1 : 1;
+  return (x->task > y->task) - (x->task < y->task);
+}
+
+static inline int32_t top_node(const struct hy_tree_work *w, int32_t x) {
+  return x >= 0 ? x : w->top[-2 - (int64_t)x].node;
+}
+
+static void build_links(struct hy_tree *t, struct hy_tree_work *w, struct links_job *job, struct hy_pool *pool) {
   const size_t n = t->n_part;
   const uint64_t *key = t->key;
+  const int nt = hy_pool_size(pool);
   t->n_cell = 0;
   t->depth = 0;
-  reserve_cells(t, n > 1 ? n / 4 + 1 : 0);
-  for (size_t i = 0; i < n; i++) t->more[i] = HY_NONE;
+  w->n_top = 0;
+  w->n_task = 0;
+  reserve_cells(t, 0);
+  hy_pool_for(pool, n, 65536, more_none_body, job);
   if (n == 1) {
     t->root = 0;
     t->next[0] = HY_NONE;
     return;
   }
-  t->root = new_cell(t, 0, n);
-  t->next[t->root] = HY_NONE;
-  size_t stack_cap = 256, sp = 0;
-  struct build_item *stack = hy_malloc("tree build stack", stack_cap, sizeof *stack);
-  stack[sp++] = (struct build_item){0, n, t->root, 0};
-  while (sp > 0) {
-    struct build_item it = stack[--sp];
-    const int32_t c = it.cell;
-    const size_t lo = it.lo, hi = it.hi;
-    if (it.level > t->depth) t->depth = it.level;
-    uint64_t diff = key[lo] ^ key[hi - 1];
-    if (hi - lo < (size_t)n_crit || diff == 0) {
-      /* leaf bucket: particles lo..hi-1 are the children */
-      t->more[c] = (int32_t)lo;
-      for (size_t i = lo; i + 1 < hi; i++) t->next[i] = (int32_t)(i + 1);
-      t->next[hi - 1] = t->next[c];
+  /* 1. top cells, breadth first (a parent's index is below its children's) */
+  size_t grain = nt > 1 ? n / (8 * (size_t)nt) : n;
+  if (grain < 1024) grain = 1024;
+  add_top(w, 0, n, 0);
+  for (size_t i = 0; i < w->n_top; i++) {
+    size_t lo = w->top[i].lo, hi = w->top[i].hi;
+    int level = w->top[i].level;
+    if (hi - lo <= grain || is_leaf(key, lo, hi, job->n_crit)) {
+      add_task(w, i);
       continue;
     }
-    /* split at the highest octal digit in which the range's keys differ */
-    int bit = 63 - __builtin_clzll(diff);
-    int shift = (bit / 3) * 3;
-    uint64_t prefix = key[lo] >> (shift + 3);
-    int32_t child[8] = {HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE};
+    if (level > t->depth) t->depth = level;
     size_t clo[8], chi[8];
-    int nc = 0;
-    size_t b = lo;
-    for (uint64_t d = 0; d < 8 && b < hi; d++) {
-      size_t e = upper_digit(key, b, hi, shift, (prefix << 3) | d);
-      if (e > b) {
-        clo[nc] = b;
-        chi[nc] = e;
-        child[nc] = (e - b == 1) ? (int32_t)b : new_cell(t, b, e);
-        nc++;
-      }
-      b = e;
-    }
-    t->more[c] = child[0];
-    for (int k = 0; k < nc; k++) t->next[child[k]] = (k + 1 < nc) ? child[k + 1] : t->next[c];
-    /* push cells in reverse so the first child is processed first */
-    for (int k = nc - 1; k >= 0; k--) {
-      if (child[k] < (int32_t)n) continue;
-      if (sp == stack_cap) {
-        stack_cap *= 2;
-        stack = hy_realloc("tree build stack", stack, stack_cap, sizeof *stack);
-      }
-      stack[sp++] = (struct build_item){clo[k], chi[k], child[k], it.level + 1};
-    }
+    int nc = split_range(key, lo, hi, clo, chi);
+    int32_t child[8] = {HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE, HY_NONE};
+    for (int j = 0; j < nc; j++)
+      child[j] = (chi[j] - clo[j] == 1) ? (int32_t)clo[j] : (int32_t)(-2 - (int64_t)add_top(w, clo[j], chi[j], level + 1));
+    w->top[i].nc = nc;
+    memcpy(w->top[i].child, child, sizeof child);
   }
-  hy_free(stack);
+  /* 2. the subtrees, largest first */
+  qsort(w->order, w->n_task, sizeof *w->order, cmp_task_order);
+  atomic_store(&job->next_task, 0);
+  hy_pool_for(pool, (size_t)nt, 1, task_build_body, job);
+  /* 3. numbering in the serial build's order: a depth-first pass in which a
+   * split cell numbers its child cells and a task takes the next block */
+  size_t count = 0;
+  w->top[0].node = (int32_t)(n + count++);
+  size_t sp = 0;
+  if (w->n_top > w->stack_cap) {
+    w->stack_cap = w->n_top + w->n_top / 2;
+    hy_free(w->stack);
+    w->stack = hy_malloc("tree top stack", w->stack_cap, sizeof *w->stack);
+  }
+  w->stack[sp++] = 0;
+  while (sp > 0) {
+    struct top_cell *c = &w->top[w->stack[--sp]];
+    if (c->task >= 0) {
+      struct build_task *k = &w->task[c->task];
+      k->base = count;
+      count += k->n_cell;
+      if (k->depth > t->depth) t->depth = k->depth;
+      continue;
+    }
+    for (int j = 0; j < c->nc; j++)
+      if (c->child[j] < 0) w->top[-2 - (int64_t)c->child[j]].node = (int32_t)(n + count++);
+    for (int j = c->nc - 1; j >= 0; j--)
+      if (c->child[j] < 0) w->stack[sp++] = (size_t)(-2 - (int64_t)c->child[j]);
+  }
+  if (count > (size_t)INT32_MAX - n) hy_die("tree: %zu cells exceed the 32-bit node index range", count);
+  reserve_cells(t, count);
+  t->n_cell = count;
+  t->root = w->top[0].node;
+  /* links of the top cells, parents first */
+  t->next[t->root] = HY_NONE;
+  for (size_t i = 0; i < w->n_top; i++) {
+    const struct top_cell *c = &w->top[i];
+    size_t ci = (size_t)c->node - n;
+    t->first[ci] = c->lo;
+    t->count[ci] = c->hi - c->lo;
+    if (c->task >= 0) continue; /* linked by its task */
+    int32_t after = t->next[c->node];
+    t->more[c->node] = top_node(w, c->child[0]);
+    for (int j = 0; j < c->nc; j++)
+      t->next[top_node(w, c->child[j])] = j + 1 < c->nc ? top_node(w, c->child[j + 1]) : after;
+  }
+  /* 4. the subtrees in place */
+  atomic_store(&job->next_task, 0);
+  hy_pool_for(pool, (size_t)nt, 1, task_place_body, job);
 }
 
 double hy_tree_mac_radius(double bmax, double b2, double a_err) {
   return 0.5 * bmax + sqrt(0.25 * bmax * bmax + sqrt(3.0 * b2 / a_err));
-}
-
-struct bmax_job {
-  struct hy_tree *t;
-  const struct hy_part *p;
-  atomic_size_t next_cell;
-};
-
-static void bmax_body(void *arg, size_t b, size_t e, int tid) {
-  (void)b;
-  (void)e;
-  (void)tid;
-  struct bmax_job *j = arg;
-  struct hy_tree *t = j->t;
-  const double *pos = j->p->pos, *grp = j->p->grp;
-  const size_t block = 64;
-  for (;;) {
-    size_t c0 = atomic_fetch_add(&j->next_cell, block);
-    if (c0 >= t->n_cell) break;
-    size_t c1 = c0 + block < t->n_cell ? c0 + block : t->n_cell;
-    for (size_t c = c0; c < c1; c++) {
-      if (t->count[c] > HY_BMAX_EXACT) continue;
-      const double *cm = t->cm + 3 * c;
-      double m2 = 0.0;
-      if (grp) { /* pseudo-particles: |r - r_cm| + their own extent */
-        for (size_t i = t->first[c]; i < t->first[c] + t->count[c]; i++) {
-          double dx = pos[3 * i] - cm[0], dy = pos[3 * i + 1] - cm[1], dz = pos[3 * i + 2] - cm[2];
-          double r = sqrt(dx * dx + dy * dy + dz * dz) + grp[2 * i + 1];
-          if (r > m2) m2 = r;
-        }
-        t->bmax[c] = m2;
-        continue;
-      }
-      for (size_t i = t->first[c]; i < t->first[c] + t->count[c]; i++) {
-        double dx = pos[3 * i] - cm[0], dy = pos[3 * i + 1] - cm[1], dz = pos[3 * i + 2] - cm[2];
-        double r2 = dx * dx + dy * dy + dz * dz;
-        if (r2 > m2) m2 = r2;
-      }
-      t->bmax[c] = sqrt(m2);
-    }
-  }
 }
 
 /* Moments of child node x of a cell: mass, position (particle or COM),
@@ -414,53 +767,122 @@ static inline void child_moments(const struct hy_tree *t, const struct hy_part *
   }
 }
 
-/* Moments of every cell:
- *  1. bottom-up (children have larger indices than their parent): mass, COM
- *     and B2 by the parallel-axis rule;
- *  2. threaded: the exact b_max of cells with at most HY_BMAX_EXACT particles;
- *  3. bottom-up over the larger cells only: the bound
- *     max_child(b_child + |r_child - r_cm|), whose children are final by then;
- *  4. the MAC radius of every cell. */
-static void compute_moments(struct hy_tree *t, const struct hy_part *p, double a_err, struct hy_pool *pool) {
+/* Mass, COM and B2 (parallel-axis rule) of cell c from its children. */
+static void cell_mass_b2(struct hy_tree *t, const struct hy_part *p, size_t c) {
+  const int32_t node = (int32_t)(t->n_part + c);
+  double m = 0.0, s[3] = {0.0, 0.0, 0.0}, mx, bx, b2x;
+  const double *rx;
+  for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
+    child_moments(t, p, x, &mx, &rx, &bx, &b2x);
+    m += mx;
+    for (int d = 0; d < 3; d++) s[d] += mx * rx[d];
+  }
+  double *cm = t->cm + 3 * c;
+  for (int d = 0; d < 3; d++) cm[d] = m > 0.0 ? s[d] / m : 0.0;
+  double b2 = 0.0;
+  for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
+    child_moments(t, p, x, &mx, &rx, &bx, &b2x);
+    double dx = rx[0] - cm[0], dy = rx[1] - cm[1], dz = rx[2] - cm[2];
+    b2 += b2x + mx * (dx * dx + dy * dy + dz * dz);
+  }
+  t->mass[c] = m;
+  t->b2[c] = b2;
+}
+
+/* Exact b_max of cell c over its particles (needs its COM); for
+ * pseudo-particles (p->grp) the distance plus their own extent. */
+static void cell_bmax_exact(struct hy_tree *t, const struct hy_part *p, size_t c) {
+  const double *cm = t->cm + 3 * c, *pos = p->pos, *grp = p->grp;
+  double m2 = 0.0;
+  if (grp) {
+    for (size_t i = t->first[c]; i < t->first[c] + t->count[c]; i++) {
+      double dx = pos[3 * i] - cm[0], dy = pos[3 * i + 1] - cm[1], dz = pos[3 * i + 2] - cm[2];
+      double r = sqrt(dx * dx + dy * dy + dz * dz) + grp[2 * i + 1];
+      if (r > m2) m2 = r;
+    }
+    t->bmax[c] = m2;
+    return;
+  }
+  for (size_t i = t->first[c]; i < t->first[c] + t->count[c]; i++) {
+    double dx = pos[3 * i] - cm[0], dy = pos[3 * i + 1] - cm[1], dz = pos[3 * i + 2] - cm[2];
+    double r2 = dx * dx + dy * dy + dz * dz;
+    if (r2 > m2) m2 = r2;
+  }
+  t->bmax[c] = sqrt(m2);
+}
+
+/* The b_max bound max_child(b_child + |r_child - r_cm|) (children final). */
+static void cell_bmax_bound(struct hy_tree *t, const struct hy_part *p, size_t c) {
+  const int32_t node = (int32_t)(t->n_part + c);
+  const double *cm = t->cm + 3 * c;
+  double bound = 0.0, mx, bx, b2x;
+  const double *rx;
+  for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
+    child_moments(t, p, x, &mx, &rx, &bx, &b2x);
+    double dx = rx[0] - cm[0], dy = rx[1] - cm[1], dz = rx[2] - cm[2];
+    double bb = bx + sqrt(dx * dx + dy * dy + dz * dz);
+    if (bb > bound) bound = bb;
+  }
+  t->bmax[c] = bound;
+}
+
+/* Every moment of every cell of a task's subtree, bottom-up (children have
+ * larger indices than their parent): mass, COM, B2, then b_max (exact up to
+ * HY_BMAX_EXACT particles, else the bound from the children), then r_b. */
+static void task_moments_body(void *arg, size_t b, size_t e, int tid) {
+  (void)b;
+  (void)e;
+  (void)tid;
+  struct links_job *j = arg;
+  struct hy_tree_work *w = j->w;
+  struct hy_tree *t = j->t;
+  for (;;) {
+    size_t i = atomic_fetch_add(&j->next_task, 1);
+    if (i >= w->n_task) break;
+    const struct build_task *k = &w->task[w->order[i].task];
+    for (size_t c = k->base + k->n_cell; c-- > k->base;) {
+      cell_mass_b2(t, j->p, c);
+      if (t->count[c] <= HY_BMAX_EXACT)
+        cell_bmax_exact(t, j->p, c);
+      else
+        cell_bmax_bound(t, j->p, c);
+      t->rb[c] = hy_tree_mac_radius(t->bmax[c], t->b2[c], j->a_err);
+    }
+  }
+}
+
+/* exact b_max of the small top cells (their COM is final) */
+static void top_bmax_body(void *arg, size_t b, size_t e, int tid) {
+  (void)b;
+  (void)e;
+  (void)tid;
+  struct links_job *j = arg;
+  struct hy_tree_work *w = j->w;
+  for (;;) {
+    size_t i = atomic_fetch_add(&j->next_task, 1);
+    if (i >= w->n_top) break;
+    size_t c = (size_t)w->top[i].node - j->t->n_part;
+    if (j->t->count[c] <= HY_BMAX_EXACT) cell_bmax_exact(j->t, j->p, c);
+  }
+}
+
+/* Moments: the task subtrees in parallel, then the top cells bottom-up
+ * (reverse breadth-first order). Every cell's values depend only on its
+ * children's, so they do not depend on the order or the thread count. */
+static void compute_moments(struct hy_tree *t, struct hy_tree_work *w, struct links_job *job, struct hy_pool *pool) {
+  const int nt = hy_pool_size(pool);
+  if (t->n_cell == 0) return;
+  atomic_store(&job->next_task, 0);
+  hy_pool_for(pool, (size_t)nt, 1, task_moments_body, job);
   const size_t n = t->n_part;
-  for (size_t c = t->n_cell; c-- > 0;) {
-    const int32_t node = (int32_t)(n + c);
-    double m = 0.0, s[3] = {0.0, 0.0, 0.0}, mx, bx, b2x;
-    const double *rx;
-    for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
-      child_moments(t, p, x, &mx, &rx, &bx, &b2x);
-      m += mx;
-      for (int d = 0; d < 3; d++) s[d] += mx * rx[d];
-    }
-    double *cm = t->cm + 3 * c;
-    for (int d = 0; d < 3; d++) cm[d] = m > 0.0 ? s[d] / m : 0.0;
-    double b2 = 0.0;
-    for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
-      child_moments(t, p, x, &mx, &rx, &bx, &b2x);
-      double dx = rx[0] - cm[0], dy = rx[1] - cm[1], dz = rx[2] - cm[2];
-      b2 += b2x + mx * (dx * dx + dy * dy + dz * dz);
-    }
-    t->mass[c] = m;
-    t->b2[c] = b2;
+  for (size_t i = w->n_top; i-- > 0;) cell_mass_b2(t, job->p, (size_t)w->top[i].node - n);
+  atomic_store(&job->next_task, 0);
+  hy_pool_for(pool, (size_t)nt, 1, top_bmax_body, job);
+  for (size_t i = w->n_top; i-- > 0;) {
+    size_t c = (size_t)w->top[i].node - n;
+    if (t->count[c] > HY_BMAX_EXACT) cell_bmax_bound(t, job->p, c);
+    t->rb[c] = hy_tree_mac_radius(t->bmax[c], t->b2[c], job->a_err);
   }
-  struct bmax_job bj = {.t = t, .p = p};
-  atomic_init(&bj.next_cell, 0);
-  hy_pool_for(pool, (size_t)hy_pool_size(pool), 1, bmax_body, &bj);
-  for (size_t c = t->n_cell; c-- > 0;) {
-    if (t->count[c] <= HY_BMAX_EXACT) continue;
-    const int32_t node = (int32_t)(n + c);
-    const double *cm = t->cm + 3 * c;
-    double bound = 0.0, mx, bx, b2x;
-    const double *rx;
-    for (int32_t x = t->more[node]; x != t->next[node]; x = t->next[x]) {
-      child_moments(t, p, x, &mx, &rx, &bx, &b2x);
-      double dx = rx[0] - cm[0], dy = rx[1] - cm[1], dz = rx[2] - cm[2];
-      double bb = bx + sqrt(dx * dx + dy * dy + dz * dz);
-      if (bb > bound) bound = bb;
-    }
-    t->bmax[c] = bound;
-  }
-  for (size_t c = 0; c < t->n_cell; c++) t->rb[c] = hy_tree_mac_radius(t->bmax[c], t->b2[c], a_err);
 }
 
 int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double a_err, struct hy_pool *pool,
@@ -469,9 +891,41 @@ int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double
   if (p->n != t->n_part) return hy_err_set(err, "tree: particle set changed since the key sort");
   if (n_crit < 1) n_crit = 1;
   t->a_err = a_err;
-  build_links(t, n_crit);
-  compute_moments(t, p, a_err, pool);
+  struct hy_tree_work *w = work_of(t, hy_pool_size(pool));
+  struct links_job job = {.t = t, .p = p, .w = w, .n_crit = n_crit, .a_err = a_err};
+  atomic_init(&job.next_task, 0);
+  double t0 = hy_wtime();
+  build_links(t, w, &job, pool);
+  double t1 = hy_wtime();
+  compute_moments(t, w, &job, pool);
+  t->times.links += t1 - t0;
+  t->times.moments += hy_wtime() - t1;
   return 0;
+}
+
+static void work_free(struct hy_tree_work *w) {
+  if (!w) return;
+  hy_free(w->idx);
+  hy_free(w->tidx);
+  hy_free(w->tkey);
+  hy_free(w->hist);
+  hy_free(w->red);
+  hy_free(w->red_key);
+  hy_free(w->pscratch);
+  for (size_t i = 0; i < w->task_cap; i++) {
+    struct build_task *k = &w->task[i];
+    hy_free(k->first);
+    hy_free(k->count);
+    hy_free(k->more);
+    hy_free(k->next);
+    hy_free(k->fix);
+    hy_free(k->stack);
+  }
+  hy_free(w->task);
+  hy_free(w->stack);
+  hy_free(w->top);
+  hy_free(w->order);
+  hy_free(w);
 }
 
 /* -------------------------------------------------------------- export */
@@ -520,12 +974,14 @@ static void export_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
-void hy_tree_export_at(const struct hy_tree *t, const struct hy_part *p, const double origin[3], float *node,
+void hy_tree_export_at(struct hy_tree *t, const struct hy_part *p, const double origin[3], float *node,
                        struct hy_pool *pool) {
+  double t0 = hy_wtime();
   struct export_job j = {.t = t, .p = p, .origin = origin, .node = node};
   hy_pool_for(pool, hy_tree_n_nodes(t), 65536, export_body, &j);
+  t->times.export_ += hy_wtime() - t0;
 }
 
-void hy_tree_export(const struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool) {
+void hy_tree_export(struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool) {
   hy_tree_export_at(t, p, t->centre, node, pool);
 }

@@ -24,6 +24,16 @@
 
 #define HY_KEY_BITS 21 /**< bits per axis of a Morton key (63-bit keys) */
 
+/** Accumulated wall time of the host build phases [s] (hy_wtime). */
+struct hy_tree_times {
+  double keys;    /**< bounding cube and Morton keys */
+  double sort;    /**< key sort */
+  double permute; /**< reordering of the particle set */
+  double links;   /**< more/next links and cell ranges */
+  double moments; /**< mass, COM, B2, b_max, r_b */
+  double export_; /**< device node records */
+};
+
 struct hy_tree {
   size_t n_part;       /**< particles (the first nodes) */
   size_t n_cell;       /**< cells */
@@ -45,6 +55,8 @@ struct hy_tree {
   double *rb;          /**< per cell: MAC radius r_b (Watanabe & Nakasato eq 5) */
   size_t *first;       /**< per cell: first particle */
   size_t *count;       /**< per cell: number of particles */
+  struct hy_tree_times times; /**< accumulated phase times (never reset by the tree) */
+  struct hy_tree_work *work;  /**< scratch kept between builds (private to tree.c) */
 };
 
 /** Cells with at most this many particles get the exact b_max; larger cells
@@ -63,7 +75,8 @@ uint64_t hy_tree_key(const double x[3], const double centre[3], double half);
 void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half);
 
 /** Compute the bounding cube and the keys, sort the keys and reorder the
- *  particle set into key order (hy_part_permute). */
+ *  particle set into key order (hy_part_permute_pool). Scratch buffers stay
+ *  in t->work, so repeated builds of a settled size allocate nothing. */
 void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool);
 
 /** Build the tree and its moments from a key-sorted particle set.
@@ -79,10 +92,10 @@ static inline size_t hy_tree_n_nodes(const struct hy_tree *t) { return t->n_part
 
 /** Write the device node records (8 floats per node; layout in hy_shared.h),
  *  positions relative to t->centre. node must hold 8 * hy_tree_n_nodes floats. */
-void hy_tree_export(const struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool);
+void hy_tree_export(struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool);
 /** As hy_tree_export, with positions relative to `origin` (a remote tree
  *  exported in the frame of the local tree, so both walks share the sinks). */
-void hy_tree_export_at(const struct hy_tree *t, const struct hy_part *p, const double origin[3], float *node,
+void hy_tree_export_at(struct hy_tree *t, const struct hy_part *p, const double origin[3], float *node,
                        struct hy_pool *pool);
 
 #endif

@@ -12,6 +12,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "hy_shared.h"
@@ -175,6 +176,53 @@ static void build_and_check(struct hy_part *p, int n_crit, struct hy_pool *pool,
   hy_tree_free(&t);
 }
 
+/* Sort, build and export a copy of p with a pool of nt threads; returns the
+ * node records (8 floats per node) and the particle IDs in key order. */
+static float *build_export(const struct hy_part *p, int nt, int n_crit, size_t *n_nodes, uint64_t **ids) {
+  struct hy_pool *pool = hy_pool_create(nt);
+  struct hy_part q;
+  hy_part_copy(&q, p);
+  struct hy_tree t;
+  hy_tree_init(&t);
+  struct hy_err err;
+  float *node = NULL;
+  /* twice: the second build reuses the tree's scratch and starts from sorted order */
+  for (int rep = 0; rep < 2; rep++) {
+    hy_tree_sort(&t, &q, pool);
+    HY_CHECK_INT(hy_tree_build(&t, &q, n_crit, 1.0 / 256.0, pool, &err), 0);
+    hy_free(node);
+    *n_nodes = hy_tree_n_nodes(&t);
+    node = hy_malloc("test", 8 * *n_nodes, sizeof(float));
+    hy_tree_export(&t, &q, node, pool);
+  }
+  *ids = hy_malloc("test", q.n, sizeof(uint64_t));
+  memcpy(*ids, q.id, q.n * sizeof(uint64_t));
+  hy_tree_free(&t);
+  hy_part_free(&q);
+  hy_pool_free(pool);
+  return node;
+}
+
+/* The build must not depend on the thread count: node records bitwise equal. */
+static void check_thread_independence(const struct hy_part *p, int n_crit, const char *label) {
+  size_t nn1, nn3;
+  uint64_t *id1, *id3;
+  float *n1 = build_export(p, 1, n_crit, &nn1, &id1);
+  float *n3 = build_export(p, 3, n_crit, &nn3, &id3);
+  HY_CHECK_MSG(nn1 == nn3, "%s: %zu nodes with 1 thread, %zu with 3", label, nn1, nn3);
+  if (nn1 == nn3) {
+    HY_CHECK_MSG(memcmp(id1, id3, p->n * sizeof(uint64_t)) == 0, "%s: particle order differs (1 vs 3 threads)", label);
+    size_t bad = 0;
+    for (size_t x = 0; x < nn1; x++)
+      if (memcmp(n1 + 8 * x, n3 + 8 * x, 8 * sizeof(float)) != 0) bad++;
+    HY_CHECK_MSG(bad == 0, "%s: %zu of %zu node records differ (1 vs 3 threads)", label, bad, nn1);
+  }
+  hy_free(n1);
+  hy_free(n3);
+  hy_free(id1);
+  hy_free(id3);
+}
+
 int main(void) {
   gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
   if (!r) return 99;
@@ -194,9 +242,11 @@ int main(void) {
     p.mass[i] = 0.5 + gsl_rng_uniform(r);
     p.id[i] = i + 1;
   }
+  check_thread_independence(&p, 16, "blobs threads");
   build_and_check(&p, 16, pool, "blobs ncrit 16");
   build_and_check(&p, 1, pool, "blobs ncrit 1");
   build_and_check(&p, 64, pool, "blobs ncrit 64");
+  check_thread_independence(&p, 1, "blobs threads ncrit 1");
 
   /* uniform cube larger than HY_BMAX_EXACT (root uses the b_max bound) */
   n = 100000;
@@ -206,6 +256,7 @@ int main(void) {
     p.mass[i] = 1.0 / (double)n;
     p.id[i] = i + 1;
   }
+  check_thread_independence(&p, 16, "uniform threads");
   build_and_check(&p, 16, pool, "uniform 100k");
 
   /* coincident particles: 40 at one point plus a few others */

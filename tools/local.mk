@@ -6,3 +6,8 @@ tools_hy_embed_SOURCES = tools/embed.c
 noinst_PROGRAMS += tools/let_counts
 tools_let_counts_SOURCES = tools/let_counts.c
 tools_let_counts_LDADD = src/libhytree.a $(HY_LIBS)
+
+# Host tree build timing (not a test): tools/bench_tree -N N -t THREADS -r REPS
+noinst_PROGRAMS += tools/bench_tree
+tools_bench_tree_SOURCES = tools/bench_tree.c
+tools_bench_tree_LDADD = src/libhytree.a $(HY_LIBS)
