@@ -32,6 +32,8 @@ struct hy_cl {
   cl_command_queue q;
   cl_device_type type;
   cl_ulong max_alloc, global_mem;
+  size_t in_use;    /* bytes of all engine buffers */
+  size_t mem_limit; /* global memory, or HYTREE_DEVICE_MEM_LIMIT when smaller */
   size_t max_wg;
   int plat_index, dev_index;
   int nvec;
@@ -229,6 +231,17 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
     hy_cl_free(cl);
     return hy_err_set(err, "OpenCL: clGetDeviceInfo failed: %s", hy_cl_errname(e));
   }
+  cl->mem_limit = cl->global_mem > (cl_ulong)SIZE_MAX ? SIZE_MAX : (size_t)cl->global_mem;
+  const char *lim = getenv("HYTREE_DEVICE_MEM_LIMIT");
+  if (lim && *lim) { /* rehearse running out of device memory with a smaller budget */
+    char *end;
+    unsigned long long v = strtoull(lim, &end, 10);
+    if (*end != '\0' || v == 0) {
+      hy_cl_free(cl);
+      return hy_err_set(err, "HYTREE_DEVICE_MEM_LIMIT='%s': must be a positive number of bytes", lim);
+    }
+    if (v < cl->mem_limit) cl->mem_limit = (size_t)v;
+  }
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)cl->platform, 0};
   cl->ctx = clCreateContext(props, 1, &cl->device, NULL, NULL, &e);
   if (e != CL_SUCCESS) {
@@ -411,6 +424,14 @@ static int ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const ch
                       "allocation (%llu bytes of global memory); use more ranks or a larger device",
                       cl->name, label, bytes, (unsigned long long)cl->max_alloc,
                       (unsigned long long)cl->global_mem);
+  size_t others = cl->in_use - b->size;
+  if (others + bytes > cl->mem_limit)
+    return hy_err_set(err,
+                      "OpenCL device %s: out of device memory: buffer '%s' needs %zu bytes with %zu of %zu bytes "
+                      "already in use; use more ranks or a device with more memory",
+                      cl->name, label, bytes, others, cl->mem_limit);
+  if (others + want > cl->mem_limit) want = bytes;
+  cl->in_use = others;
   buf_release(b);
   cl_int e;
   b->mem = clCreateBuffer(cl->ctx, CL_MEM_READ_WRITE, want, NULL, &e);
@@ -422,6 +443,7 @@ static int ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const ch
                       cl->name, label, want, hy_cl_errname(e), (unsigned long long)cl->global_mem);
   }
   b->size = want;
+  cl->in_use += want;
   return 0;
 }
 

@@ -182,7 +182,7 @@ static int bcast_status(struct run *r, int rc, struct hy_err *err) {
 
 /* Any rank failed? A failing rank prints its own message. */
 static int any_failed(struct run *r, int rc, const struct hy_err *err) {
-  if (rc != 0 && r->size > 1) fprintf(stderr, "hytree: error: rank %d: %s\n", r->rank, err->msg);
+  if (rc != 0 && r->size > 1) fprintf(stderr, "hytree: error: [rank %d] %s\n", r->rank, err->msg);
   if (rc != 0 && r->size == 1) fprintf(stderr, "hytree: error: %s\n", err->msg);
   int v = rc != 0, g = 0;
   if (MPI_Allreduce(&v, &g, 1, MPI_INT, MPI_MAX, r->comm) != MPI_SUCCESS) hy_die("MPI_Allreduce of a status failed");
@@ -475,7 +475,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   rc = 0;
 out:
   /* a rank-local failure cannot be reported collectively: end every rank */
-  if (rc != 0 && r->size > 1) hy_die("rank %d: %s", r->rank, err->msg);
+  if (rc != 0 && r->size > 1) hy_die("%s", err->msg); /* hy_die names the rank */
   hy_sim_free(sim);
   hy_force_free(f);
   r->force = NULL;

@@ -13,6 +13,9 @@
 #    error stays within 2x (+1e-6) of the 1-rank run's.
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
 #    a one-line error and a non-zero status, and no output is written.
+#  - 2 ranks where only rank 1 runs out of device memory (a device memory
+#    budget of 100 kB on that rank, HYTREE_DEVICE_MEM_LIMIT): the whole run
+#    ends, non-zero, with rank 1's message, and no snapshot is left.
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
 : "${top_builddir:=.}"
@@ -81,6 +84,17 @@ fi
 if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/bad" -P OpenCLDevice=9:9 >"$tmp/bad.out" 2>"$tmp/bad.err"; then
   echo "FAIL: a run with OpenCLDevice 9:9 succeeded"; fail=1
 fi
-grep -q "hytree: error: rank [01]: .*9" "$tmp/bad.err" || { echo "FAIL: no clear device message:"; cat "$tmp/bad.err"; fail=1; }
+grep -q "hytree: error: \[rank [01]\] .*9" "$tmp/bad.err" || { echo "FAIL: no clear device message:"; cat "$tmp/bad.err"; fail=1; }
 [ ! -e "$tmp/bad" ] || { echo "FAIL: the failed run created its output directory"; fail=1; }
+
+# 2 ranks, rank 1 alone runs out of device memory (MPMD launch: one rank per program)
+# shellcheck disable=SC2086
+if timeout 300 $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 1 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/oom" : \
+     -n 1 env HYTREE_DEVICE_MEM_LIMIT=100000 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/oom" \
+     >"$tmp/oom.out" 2>"$tmp/oom.err"; then
+  echo "FAIL: a run whose rank 1 ran out of device memory succeeded"; fail=1
+fi
+grep -q "hytree: error: \[rank 1\] .*out of device memory" "$tmp/oom.err" ||
+  { echo "FAIL: no clear out-of-memory message from rank 1:"; cat "$tmp/oom.err"; fail=1; }
+ls "$tmp/oom"/snapshot_* >/dev/null 2>&1 && { echo "FAIL: the failed run left a snapshot"; fail=1; }
 exit $fail
