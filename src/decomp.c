@@ -338,6 +338,36 @@ static void unpack(const unsigned char *b, struct hy_part *p, size_t i) {
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
+/* Move the particles keep[0 .. n_keep) (ascending indices) of p, in order,
+ * to [off, off + n_keep) of p resized to n_new particles. */
+static void move_range(struct hy_part *p, const size_t *keep, size_t n_keep, size_t n_new, size_t off) {
+  for (size_t j = 0; j < n_keep; j++) { /* compact: keep[j] >= j, so forward copies are safe */
+    size_t i = keep[j];
+    if (i == j) continue;
+    memcpy(p->pos + 3 * j, p->pos + 3 * i, 24);
+    memcpy(p->vel + 3 * j, p->vel + 3 * i, 24);
+    memcpy(p->acc + 3 * j, p->acc + 3 * i, 24);
+    memcpy(p->acc_w + 3 * j, p->acc_w + 3 * i, 24);
+    p->mass[j] = p->mass[i];
+    p->pot[j] = p->pot[i];
+    p->id[j] = p->id[i];
+    p->type[j] = p->type[i];
+    if (p->grp) memcpy(p->grp + 2 * j, p->grp + 2 * i, 16);
+  }
+  hy_part_reserve(p, n_new);
+  p->n = n_new;
+  if (off == 0 || n_keep == 0) return;
+  memmove(p->pos + 3 * off, p->pos, 24 * n_keep);
+  memmove(p->vel + 3 * off, p->vel, 24 * n_keep);
+  memmove(p->acc + 3 * off, p->acc, 24 * n_keep);
+  memmove(p->acc_w + 3 * off, p->acc_w, 24 * n_keep);
+  memmove(p->mass + off, p->mass, 8 * n_keep);
+  memmove(p->pot + off, p->pot, 8 * n_keep);
+  memmove(p->id + off, p->id, 8 * n_keep);
+  memmove(p->type + off, p->type, n_keep);
+  if (p->grp) memmove(p->grp + 2 * off, p->grp, 16 * n_keep);
+}
+
 int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, struct hy_decomp_stats *st,
                        struct hy_err *err) {
   _Static_assert(REC_BYTES == OFF_TYPE + 1, "record layout");
@@ -353,8 +383,6 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   int *dest = NULL, *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
   double *samp = NULL, *all = NULL;
   unsigned char *sbuf = NULL, *rbuf = NULL;
-  struct hy_part q;
-  hy_part_init(&q);
 
   if (!(weight_extra >= 0) || !isfinite(weight_extra)) {
     ret = hy_err_set(err, "domain decomposition: weight_extra %g is not a finite number >= 0", weight_extra);
@@ -461,7 +489,26 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
     recv_off[r + 1] = recv_off[r] + (size_t)recv_n[r];
   }
   const size_t n_new = recv_off[P];
-  hy_part_resize(&q, n_new);
+  const size_t n_keep = (size_t)send_n[d->rank];
+
+  /* Only the particles that leave are packed and sent: pack them all first
+   * (they are overwritten next), then compact the ones that stay, in their
+   * order, to their place in the new order (after the particles of lower
+   * source ranks), and receive the others around them. */
+  const size_t n_out = n - n_keep, n_in = n_new - n_keep;
+  sbuf = hy_malloc("decomposition send buffer", n_out + 1, REC_BYTES);
+  {
+    size_t k = 0;
+    for (int r = 0; r < P; r++) {
+      if (r == d->rank) continue;
+      for (size_t j = send_off[r]; j < send_off[r + 1]; j++) pack(sbuf + (k++) * REC_BYTES, p, order[j]);
+    }
+  }
+  move_range(p, order + send_off[d->rank], n_keep, n_new, (size_t)recv_off[d->rank]);
+  s.n_sent = n_out;
+  s.n_recv = n_in;
+  s.bytes_sent = (uint64_t)n_out * REC_BYTES;
+  s.bytes_recv = (uint64_t)n_in * REC_BYTES;
 
   /* Rounds of MPI_Alltoallv: in round k each pair moves up to `chunk`
    * particles, so that one call's byte counts and displacements (ints) stay
@@ -475,6 +522,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   const size_t chunk = d->max_msg_bytes / ((size_t)P * REC_BYTES);
   uint64_t local_max = 0, global_max = 0;
   for (int r = 0; r < P; r++) {
+    if (r == d->rank) continue;
     if (send_n[r] > local_max) local_max = send_n[r];
     if (recv_n[r] > local_max) local_max = recv_n[r];
   }
@@ -490,44 +538,57 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   if (!rc) rc = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
   if (!rd) rd = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
   size_t cap = (size_t)P * chunk;
-  sbuf = hy_malloc("decomposition send buffer", min_size(n, cap) + 1, REC_BYTES);
-  rbuf = hy_malloc("decomposition receive buffer", min_size(n_new, cap) + 1, REC_BYTES);
+  rbuf = hy_malloc("decomposition receive buffer", min_size(n_in, cap) + 1, REC_BYTES);
+  /* rank r's records start at sbase[r] in sbuf; when all of sbuf is within
+   * one message's byte range the rounds address it directly, else each
+   * round's slices are copied into a round buffer */
+  size_t *sbase = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
+  {
+    size_t b0 = 0;
+    for (int r = 0; r < P; r++) {
+      sbase[r] = b0;
+      if (r != d->rank) b0 += (size_t)send_n[r];
+    }
+  }
+  const int direct = (uint64_t)n_out * REC_BYTES <= d->max_msg_bytes;
+  unsigned char *rsend = direct ? sbuf : hy_malloc("decomposition round buffer", min_size(n_out, cap) + 1, REC_BYTES);
   for (uint64_t k = 0; k < rounds; k++) {
     const size_t first = (size_t)k * chunk;
     size_t pos = 0;
     for (int r = 0; r < P; r++) {
-      size_t m = send_n[r] > first ? min_size((size_t)send_n[r] - first, chunk) : 0;
+      size_t m = r != d->rank && send_n[r] > first ? min_size((size_t)send_n[r] - first, chunk) : 0;
       sc[r] = (int)(m * REC_BYTES);
-      sd[r] = (int)(pos * REC_BYTES);
-      for (size_t j = 0; j < m; j++) pack(sbuf + (pos + j) * REC_BYTES, p, order[send_off[r] + first + j]);
-      pos += m;
-      if (r != d->rank) {
-        s.n_sent += m;
-        s.bytes_sent += (uint64_t)m * REC_BYTES;
+      if (direct) {
+        sd[r] = (int)((sbase[r] + (m ? first : 0)) * REC_BYTES);
+      } else {
+        sd[r] = (int)(pos * REC_BYTES);
+        memcpy(rsend + pos * REC_BYTES, sbuf + (sbase[r] + first) * REC_BYTES, m * REC_BYTES);
       }
+      pos += m;
     }
     pos = 0;
     for (int r = 0; r < P; r++) {
-      size_t m = recv_n[r] > first ? min_size((size_t)recv_n[r] - first, chunk) : 0;
+      size_t m = r != d->rank && recv_n[r] > first ? min_size((size_t)recv_n[r] - first, chunk) : 0;
       rc[r] = (int)(m * REC_BYTES);
       rd[r] = (int)(pos * REC_BYTES);
       pos += m;
-      if (r != d->rank) {
-        s.n_recv += m;
-        s.bytes_recv += (uint64_t)m * REC_BYTES;
-      }
     }
-    MPI_TRY(MPI_Alltoallv(sbuf, sc, sd, MPI_BYTE, rbuf, rc, rd, MPI_BYTE, d->comm), "MPI_Alltoallv of particles");
+    int rc_mpi = MPI_Alltoallv(rsend, sc, sd, MPI_BYTE, rbuf, rc, rd, MPI_BYTE, d->comm);
+    if (rc_mpi != MPI_SUCCESS) {
+      if (!direct) hy_free(rsend);
+      hy_free(sbase);
+      ret = mpi_fail(err, rc_mpi, "MPI_Alltoallv of particles");
+      goto done;
+    }
     pos = 0;
     for (int r = 0; r < P; r++) {
       size_t m = (size_t)rc[r] / REC_BYTES;
-      for (size_t j = 0; j < m; j++) unpack(rbuf + (pos + j) * REC_BYTES, &q, recv_off[r] + first + j);
+      for (size_t j = 0; j < m; j++) unpack(rbuf + (pos + j) * REC_BYTES, p, recv_off[r] + first + j);
       pos += m;
     }
   }
-  hy_part_free(p);
-  *p = q;
-  hy_part_init(&q);
+  if (!direct) hy_free(rsend);
+  hy_free(sbase);
   s.n_after = n_new;
 
   /* Load-balance record: max and mean over ranks. */
@@ -544,7 +605,6 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
 done:
   s.time = hy_wtime() - t0;
   if (st) *st = s;
-  hy_part_free(&q);
   hy_free(idx);
   hy_free(order);
   hy_free(send_off);
