@@ -623,3 +623,35 @@ done:
   hy_free(rbuf);
   return ret;
 }
+
+/* -------------------------------------------------------------- restarts */
+
+/* State blob: have_bounds (int32), the n_bounds boundaries, the RNG state. */
+size_t hy_decomp_state_size(const struct hy_decomp *d) {
+  return sizeof(int32_t) + d->n_bounds * sizeof(double) + gsl_rng_size(d->rng);
+}
+
+void hy_decomp_state_save(const struct hy_decomp *d, void *buf) {
+  unsigned char *b = buf;
+  int32_t hb = d->have_bounds;
+  memcpy(b, &hb, sizeof hb);
+  b += sizeof hb;
+  memcpy(b, d->bounds, d->n_bounds * sizeof(double));
+  b += d->n_bounds * sizeof(double);
+  memcpy(b, gsl_rng_state(d->rng), gsl_rng_size(d->rng));
+}
+
+int hy_decomp_state_load(struct hy_decomp *d, const void *buf, size_t bytes, struct hy_err *err) {
+  if (bytes != hy_decomp_state_size(d))
+    return hy_err_set(err, "domain decomposition: restart state of %zu bytes, expected %zu (another DomainGrid?)",
+                      bytes, hy_decomp_state_size(d));
+  const unsigned char *b = buf;
+  int32_t hb;
+  memcpy(&hb, b, sizeof hb);
+  b += sizeof hb;
+  d->have_bounds = hb != 0;
+  memcpy(d->bounds, b, d->n_bounds * sizeof(double));
+  b += d->n_bounds * sizeof(double);
+  memcpy(gsl_rng_state(d->rng), b, gsl_rng_size(d->rng));
+  return 0;
+}

@@ -94,4 +94,11 @@ void hy_decomp_cell_of(const struct hy_decomp *d, int rank, int *ix, int *iy, in
  * are sent in several rounds. For tests of the chunked path. */
 void hy_decomp_set_max_msg_bytes(struct hy_decomp *d, size_t bytes);
 
+/** Restarts: the state that makes the next decompositions repeat exactly
+ *  (boundaries and the sampling RNG of this rank). */
+size_t hy_decomp_state_size(const struct hy_decomp *d);
+void hy_decomp_state_save(const struct hy_decomp *d, void *buf);
+/** Returns 0, or -1 when the blob does not fit this decomposition. */
+int hy_decomp_state_load(struct hy_decomp *d, const void *buf, size_t bytes, struct hy_err *err);
+
 #endif

@@ -87,6 +87,7 @@ void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded, int let_
 
 int hy_force_nranks(const struct hy_force *f) { return f->nranks; }
 uint64_t hy_force_last_hard_items(const struct hy_force *f) { return f->last_hard; }
+void hy_force_set_last_hard_items(struct hy_force *f, uint64_t n) { f->last_hard = n; }
 
 void hy_force_free(struct hy_force *f) {
   if (!f) return;

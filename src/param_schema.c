@@ -59,6 +59,11 @@ static const struct hy_param_def schema[] = {
    "of ranks (K <= number of ranks)"},
   {"EnergyInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "code time",
    "Time between energy diagnostics (energy.csv), >= 0; 0 = every soft step"},
+  {"RestartInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "minutes",
+   "Wall-clock minutes between restart sets (OutputDir/restart), >= 0; 0 = none by time"},
+  {"RestartEverySoftSteps", HY_PT_INT, "0", 0.0, 1e9, 0, 0, NULL, "",
+   "Write a restart set every this many (soft) steps, >= 0; 0 = none by step count. SIGUSR1 also writes one; "
+   "SIGTERM writes one and stops"},
   {"OpenCLDevice", HY_PT_DEVICE, "any", NOMIN, NOMAX, 0, 0, "gpu,cpu,any", "",
    "OpenCL device: gpu, cpu, any, or P:D (platform index P, device index D, both >= 0)"},
   {"DomainGrid", HY_PT_STRING, "auto", NOMIN, NOMAX, 0, 0, NULL, "",

@@ -19,6 +19,7 @@
 #include "run.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -40,6 +41,7 @@
 #include "log.h"
 #include "params.h"
 #include "part.h"
+#include "restart.h"
 #include "sim.h"
 #include "threads.h"
 
@@ -48,10 +50,13 @@
 
 void hy_run_usage(FILE *out, int full) {
   fputs("usage: hytree run PARAMFILE [-P Key=Value ...] [--quiet]\n"
+        "       hytree run --restart OUTPUTDIR [PARAMFILE] [-P Key=Value ...] [--quiet]\n"
         "  Run a simulation described by PARAMFILE (Gadget-style `Key  Value` lines,\n"
         "  `%` or `#` comments). -P overrides a key (repeatable; later ones win).\n"
         "  Outputs go to OutputDir: params-used.txt, energy.csv, timings.csv,\n"
         "  snapshot_NNN.hdf5 (see doc/output.md).\n"
+        "  --restart DIR  resume the run whose OutputDir is DIR from its last restart set\n"
+        "                 (RestartInterval, RestartEverySoftSteps, SIGUSR1; SIGTERM writes one and stops)\n"
         "  --quiet   only warnings and errors\n"
         "  -h, --help  this help with the table of parameters\n",
         out);
@@ -163,7 +168,23 @@ struct run {
   struct hy_decomp *dd;
   struct hy_decomp_stats dd_st;
   struct hy_force *force;
+  /* restarts */
+  const char *restart_dir;          /* --restart DIR, or NULL */
+  struct hy_restart_state rs;       /* the state read from it */
+  double restart_minutes;           /* RestartInterval */
+  long restart_every;               /* RestartEverySoftSteps */
+  long test_signal_step;            /* HYTREE_TEST_SIGNAL_AT_STEP (tests) */
+  int test_kill_write;              /* HYTREE_TEST_KILL_IN_RESTART (tests) */
+  int restarts_written;
 };
+
+/* Signals: SIGUSR1 asks for a restart set, SIGTERM for a set and a stop, at
+ * the next step boundary (the ranks agree on it there). */
+static volatile sig_atomic_t got_usr1 = 0, got_term = 0;
+static void on_signal(int sig) {
+  if (sig == SIGTERM) got_term = 1;
+  else got_usr1 = 1;
+}
 
 /* A failure that every rank sees the same way (or that rank 0 saw and
  * broadcast): print once, return. */
@@ -272,9 +293,41 @@ static int write_snapshot(struct run *r, double t, unsigned fields, struct hy_er
   return rc;
 }
 
-static FILE *open_csv(const char *dir, const char *name, struct hy_err *err) {
+/* Restarts: keep the header and the rows of a CSV record whose first column
+ * is at most `upto` (rows a stopped or killed run wrote after the restart
+ * set), rewriting the file atomically. A missing file is not an error. */
+static int trim_csv(const char *dir, const char *name, double upto, struct hy_err *err) {
   char *path = join(dir, name);
-  FILE *f = fopen(path, "w");
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    hy_free(path);
+    return 0;
+  }
+  size_t cap = 1 << 16, len = 0;
+  char *out = hy_malloc("CSV text", cap, 1), line[8192];
+  int first = 1;
+  while (fgets(line, sizeof line, f)) {
+    if (!first && strtod(line, NULL) > upto) continue;
+    first = 0;
+    size_t l = strlen(line);
+    if (len + l + 1 > cap) {
+      cap = 2 * (len + l + 1);
+      out = hy_realloc("CSV text", out, cap, 1);
+    }
+    memcpy(out + len, line, l + 1);
+    len += l;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  int rc = bad ? hy_err_set(err, "%s: read failed", path) : hy_io_write_text_atomic(path, out, err);
+  hy_free(out);
+  hy_free(path);
+  return rc;
+}
+
+static FILE *open_csv(const char *dir, const char *name, const char *mode, struct hy_err *err) {
+  char *path = join(dir, name);
+  FILE *f = fopen(path, mode);
   if (!f) hy_err_set(err, "%s: cannot create: %s", path, strerror(errno));
   hy_free(path);
   return f;
@@ -379,6 +432,41 @@ static int decompose_cb(void *ctx, struct hy_part *p, struct hy_err *err) {
   return hy_decomp_exchange(r->dd, p, (double)hy_force_last_hard_items(r->force), &r->dd_st, err);
 }
 
+/* Write a restart set after step s (collective). */
+static int write_restart(struct run *r, struct hy_force *f, long s, long next_snap, long next_energy, double e0,
+                         struct hy_err *err) {
+  struct hy_restart_state st;
+  memset(&st, 0, sizeof st);
+  st.step = s;
+  st.t0 = r->t0;
+  st.dt_h = r->dt_h;
+  st.G = r->G;
+  st.eps = r->eps;
+  st.r1 = r->r1;
+  st.r2 = r->r2;
+  st.a_err = r->a_err;
+  st.n_ratio = r->n_ratio;
+  st.snap_count = r->snap_count;
+  st.next_snap = next_snap;
+  st.next_energy = next_energy;
+  st.e0 = e0;
+  st.last_hard = hy_force_last_hard_items(f);
+  uint64_t n = r->p.n, nt = n;
+  if (r->size > 1 && MPI_Allreduce(&n, &nt, 1, MPI_UINT64_T, MPI_SUM, r->comm) != MPI_SUCCESS)
+    return hy_err_set(err, "restart: MPI_Allreduce of the particle count failed");
+  st.n_total = nt;
+  size_t bytes = r->dd ? hy_decomp_state_size(r->dd) : 0;
+  void *blob = hy_malloc("restart blob", bytes + 1, 1);
+  if (r->dd) hy_decomp_state_save(r->dd, blob);
+  double t0 = hy_wtime();
+  r->restarts_written++;
+  int rc = hy_restart_write(r->comm, r->outdir, &st, r->params_text, blob, bytes, &r->p,
+                            r->test_kill_write == r->restarts_written, err);
+  hy_free(blob);
+  if (rc == 0) hy_msg("restart set written at step %ld (%.2f s)", s, hy_wtime() - t0);
+  return rc;
+}
+
 /* The main loop; returns 0 or -1 with err set. On several ranks a failure
  * of any rank ends the run on all ranks (hy_die). */
 static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struct hy_err *err) {
@@ -406,20 +494,36 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   const MPI_Comm *dcomm = r->size > 1 ? &r->comm : NULL;
   int rc = -1;
   unsigned snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
-  double tw = hy_wtime();
-  if (hy_sim_start(sim, snap_want, err) != 0) goto out;
-  hy_msg("initial forces: %.3f s", hy_wtime() - tw);
   struct hy_diag d0, d;
-  if (hy_diag_compute_comm(&r->p, r->t0, 0.0, pool, dcomm, &d0) != 0) {
-    hy_err_set(err, "energy diagnostics: MPI_Allreduce failed");
-    goto out;
+  memset(&d, 0, sizeof d);
+  long first_step = 1, next_snap = 1, next_energy = 1;
+  if (r->restart_dir) {
+    /* resume: the kick acceleration, the decomposition and N_hard come from the set */
+    hy_sim_resume(sim, (long)r->rs.step);
+    hy_force_set_last_hard_items(f, r->rs.last_hard);
+    memset(&d0, 0, sizeof d0);
+    d0.etot = r->rs.e0;
+    first_step = (long)r->rs.step + 1;
+    next_snap = (long)r->rs.next_snap;
+    next_energy = (long)r->rs.next_energy;
+    r->snap_count = r->rs.snap_count;
+    hy_msg("resumed from %s/restart at t = %.9g (step %lld)", r->restart_dir, hy_sim_time(sim),
+           (long long)r->rs.step);
+  } else {
+    double tw = hy_wtime();
+    if (hy_sim_start(sim, snap_want, err) != 0) goto out;
+    hy_msg("initial forces: %.3f s", hy_wtime() - tw);
+    if (hy_diag_compute_comm(&r->p, r->t0, 0.0, pool, dcomm, &d0) != 0) {
+      hy_err_set(err, "energy diagnostics: MPI_Allreduce failed");
+      goto out;
+    }
+    if (r->rank == 0) {
+      hy_diag_csv_row(r->energy, &d0);
+      if (csv_flush(r->energy, "energy.csv", err) != 0) goto out;
+    }
+    hy_msg("t = %.6g  E = %.9g  K = %.6g  W = %.6g  2K/|W| = %.4f", r->t0, d0.etot, d0.kin, d0.pot, d0.virial);
+    if (write_snapshot(r, r->t0, r->snap_fields, err) != 0) goto out;
   }
-  if (r->rank == 0) {
-    hy_diag_csv_row(r->energy, &d0);
-    if (csv_flush(r->energy, "energy.csv", err) != 0) goto out;
-  }
-  hy_msg("t = %.6g  E = %.9g  K = %.6g  W = %.6g  2K/|W| = %.4f", r->t0, d0.etot, d0.kin, d0.pot, d0.virial);
-  if (write_snapshot(r, r->t0, r->snap_fields, err) != 0) goto out;
 
   double span = r->t_end - r->t0;
   if (span <= 0.0) {
@@ -432,10 +536,11 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   hy_msg("integrating to t = %.6g: %ld %ssteps of %.6g%s", r->t_end, n_steps,
          r->scheme == HY_SCHEME_HYBRID ? "soft " : "", len,
          r->scheme == HY_SCHEME_HYBRID ? " (each with SoftStepRatio hard steps)" : "");
-  long next_snap = 1, next_energy = 1;
-  double wall0 = hy_wtime(), last_log = 0.0;
+  double wall0 = hy_wtime(), last_log = 0.0, last_restart = wall0;
   struct hy_step_times tm;
-  for (long s = 1; s <= n_steps; s++) {
+  int stopped = 0;
+  if (first_step > n_steps) hy_msg("the restart set is already at or past TimeEnd: nothing to integrate");
+  for (long s = first_step; s <= n_steps; s++) {
     double t_next = r->t0 + (double)s * len;
     int final = s == n_steps;
     int snap = final || (r->snap_dt > 0.0 && t_next >= r->t0 + (double)next_snap * r->snap_dt - 1e-9 * len);
@@ -468,10 +573,36 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
       while (r->snap_dt > 0.0 && r->t0 + (double)next_snap * r->snap_dt <= t + 1e-9 * len) next_snap++;
       if (write_snapshot(r, t, r->snap_fields, err) != 0) goto out;
     }
+    /* restart set: by step count, wall clock (rank 0's), or signal; all ranks agree */
+    if (r->test_signal_step == s) raise(SIGTERM);
+    int want_rs = 0;
+    if (!final) {
+      if (r->restart_every > 0 && s % r->restart_every == 0) want_rs |= 1;
+      if (r->restart_minutes > 0 && r->rank == 0 && hy_wtime() - last_restart >= 60.0 * r->restart_minutes)
+        want_rs |= 1;
+      if (got_usr1) want_rs |= 1;
+      if (got_term) want_rs |= 3;
+      got_usr1 = 0;
+    }
+    if (r->size > 1 && MPI_Allreduce(MPI_IN_PLACE, &want_rs, 1, MPI_INT, MPI_BOR, r->comm) != MPI_SUCCESS) {
+      hy_err_set(err, "MPI_Allreduce of the restart request failed");
+      goto out;
+    }
+    if (want_rs) {
+      if (write_restart(r, f, s, next_snap, next_energy, d0.etot, err) != 0) goto out;
+      last_restart = hy_wtime();
+      if (want_rs & 2) {
+        hy_msg("stopped by SIGTERM at t = %.9g after writing the restart set; resume with: hytree run --restart %s",
+               t, r->outdir);
+        stopped = 1;
+        break;
+      }
+    }
   }
   double wall = hy_wtime() - wall0;
-  hy_msg("done: %ld steps in %.2f s (%.4f s per %sstep), final |dE/E| = %.3e", n_steps, wall,
-         wall / (double)n_steps, r->scheme == HY_SCHEME_HYBRID ? "soft " : "", d.de_rel);
+  if (!stopped && n_steps >= first_step)
+    hy_msg("done: %ld steps in %.2f s (%.4f s per %sstep), final |dE/E| = %.3e", n_steps - first_step + 1, wall,
+           wall / (double)(n_steps - first_step + 1), r->scheme == HY_SCHEME_HYBRID ? "soft " : "", d.de_rel);
   rc = 0;
 out:
   /* a rank-local failure cannot be reported collectively: end every rank */
@@ -480,6 +611,55 @@ out:
   hy_force_free(f);
   r->force = NULL;
   return rc;
+}
+
+/* Keys a restart may change; every other key must keep its value. */
+static int restart_may_change(const char *key) {
+  static const char *ok[] = {"InitCondFile",       "InitCondFormat",   "TimeEnd",          "SnapshotInterval",
+                             "SnapshotFields",     "NumFilesPerSnapshot", "EnergyInterval", "OpenCLDevice",
+                             "RestartInterval",    "RestartEverySoftSteps"};
+  for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
+    if (strcmp(key, ok[k]) == 0) return 1;
+  return 0;
+}
+
+/* The parameters of a restart against those stored in the set: one line per
+ * key that changed but may not (rank 0 reports); OutputDir must name the
+ * directory being resumed. Returns 0 or -1. */
+static int check_restart_params(struct run *r, const char *stored, const char *name) {
+  char *errors = NULL;
+  struct hy_params *old = hy_params_parse_text(name, stored, NULL, 0, &errors);
+  if (!old) {
+    if (r->rank == 0) fprintf(stderr, "hytree: error: %s: unreadable: %s\n", name, errors ? errors : "");
+    free(errors);
+    return -1;
+  }
+  size_t n;
+  const struct hy_param_def *s = hy_params_schema(&n);
+  int bad = 0;
+  for (size_t k = 0; k < n; k++) {
+    const char *key = s[k].key;
+    if (restart_may_change(key)) continue;
+    const char *a = hy_params_get_str(old, key), *b = hy_params_get_str(r->par, key);
+    if (strcmp(key, "OutputDir") == 0) continue; /* checked below as a directory */
+    if (strcmp(a, b) != 0) {
+      if (r->rank == 0)
+        fprintf(stderr, "hytree: error: %s: %s may not change on a restart (the set has '%s', now '%s')\n",
+                r->pfile, key, a, b);
+      bad = 1;
+    }
+  }
+  struct stat s1, s2;
+  const char *od = hy_params_get_str(r->par, "OutputDir");
+  if (r->pfile != name && /* a parameter file was given: its OutputDir must be the resumed one */
+      (stat(od, &s1) != 0 || stat(r->restart_dir, &s2) != 0 || s1.st_dev != s2.st_dev || s1.st_ino != s2.st_ino)) {
+    if (r->rank == 0)
+      fprintf(stderr, "hytree: error: %s: OutputDir '%s' is not the directory being resumed (%s)\n", r->pfile, od,
+              r->restart_dir);
+    bad = 1;
+  }
+  hy_params_free(old);
+  return bad ? -1 : 0;
 }
 
 /* ------------------------------------------------------------- MPI setup */
@@ -563,7 +743,7 @@ static int device_table(struct run *r, const struct hy_cl *cl) {
 /* ---------------------------------------------------------------- main */
 
 int hy_cmd_run(int argc, char **argv) {
-  const char *pfile = NULL;
+  const char *pfile = NULL, *restart_dir = NULL;
   char **ov = hy_malloc("overrides", (size_t)argc + 1, sizeof(char *));
   int n_ov = 0;
   for (int i = 1; i < argc; i++) {
@@ -574,6 +754,16 @@ int hy_cmd_run(int argc, char **argv) {
       return 0;
     } else if (strcmp(a, "--quiet") == 0) {
       hy_log_set_quiet(1);
+    } else if (strcmp(a, "--restart") == 0 || strncmp(a, "--restart=", 10) == 0) {
+      if (a[9] == '=') {
+        restart_dir = a + 10;
+      } else if (i + 1 < argc) {
+        restart_dir = argv[++i];
+      } else {
+        fputs("hytree: error: run: --restart needs the output directory of the run to resume\n", stderr);
+        hy_free(ov);
+        return 2;
+      }
     } else if (strcmp(a, "-P") == 0) {
       if (i + 1 >= argc) {
         fputs("hytree: error: run: -P needs an argument Key=Value\n", stderr);
@@ -595,7 +785,7 @@ int hy_cmd_run(int argc, char **argv) {
       return 2;
     }
   }
-  if (!pfile) {
+  if (!pfile && !restart_dir) {
     fputs("hytree: error: run: no parameter file given\n", stderr);
     hy_run_usage(stderr, 0);
     hy_free(ov);
@@ -609,9 +799,33 @@ int hy_cmd_run(int argc, char **argv) {
     hy_free(ov);
     return 1;
   }
-  char *errors = NULL;
-  r.par = hy_params_parse_file(pfile, ov, n_ov, &errors);
+  char *errors = NULL, *stored = NULL;
+  void *blob = NULL;
+  size_t blob_bytes = 0;
+  r.restart_dir = restart_dir;
+  if (restart_dir) {
+    struct hy_err rerr;
+    if (hy_restart_read(r.comm, restart_dir, &r.rs, &stored, &blob, &blob_bytes, &r.p, &rerr) != 0) {
+      if (r.rank == 0) fprintf(stderr, "hytree: error: %s\n", rerr.msg);
+      hy_free(ov);
+      hy_part_free(&r.p);
+      MPI_Comm_free(&r.comm);
+      return 1;
+    }
+  }
+  char stored_name[256];
+  if (restart_dir) snprintf(stored_name, sizeof stored_name, "%.200s/restart (stored parameters)", restart_dir);
+  if (pfile)
+    r.par = hy_params_parse_file(pfile, ov, n_ov, &errors);
+  else
+    r.par = hy_params_parse_text(stored_name, stored, ov, n_ov, &errors);
+  r.pfile = pfile ? pfile : stored_name;
   hy_free(ov);
+  if (r.par && restart_dir && check_restart_params(&r, stored, stored_name) != 0) {
+    hy_params_free(r.par);
+    r.par = NULL;
+  }
+  if (!pfile) pfile = stored_name;
   if (!r.par) {
     /* every problem, one per line (every rank parsed the same file: rank 0 reports) */
     char *line = errors;
@@ -622,6 +836,9 @@ int hy_cmd_run(int argc, char **argv) {
       line = nl ? nl + 1 : NULL;
     }
     free(errors);
+    hy_free(stored);
+    hy_free(blob);
+    hy_part_free(&r.p);
     MPI_Comm_free(&r.comm);
     return 1;
   }
@@ -631,7 +848,7 @@ int hy_cmd_run(int argc, char **argv) {
   struct hy_cl *cl = NULL;
   char *path = NULL;
 
-  r.outdir = hy_params_get_str(r.par, "OutputDir");
+  r.outdir = restart_dir ? restart_dir : hy_params_get_str(r.par, "OutputDir");
   if (hy_scheme_parse(hy_params_get_str(r.par, "Scheme"), &r.scheme) != 0) {
     hy_err_set(&err, "%s: bad Scheme", pfile);
     report(&r, &err);
@@ -661,10 +878,43 @@ int hy_cmd_run(int argc, char **argv) {
   hy_msg("%s: %s run on %d MPI rank%s, parameters from %s", PACKAGE_STRING, hy_scheme_name(r.scheme), r.size,
          r.size > 1 ? "s" : "", pfile);
 
-  /* 1. initial conditions (rank 0) and 2. auto parameters from the whole set */
+  r.restart_minutes = hy_params_get_number(r.par, "RestartInterval");
+  r.restart_every = hy_params_get_int(r.par, "RestartEverySoftSteps");
+  {
+    const char *e = getenv("HYTREE_TEST_SIGNAL_AT_STEP"); /* tests: raise SIGTERM after this step */
+    r.test_signal_step = e ? atol(e) : 0;
+    e = getenv("HYTREE_TEST_KILL_IN_RESTART"); /* tests: SIGKILL while writing the K-th restart set */
+    r.test_kill_write = e ? atoi(e) : 0;
+  }
+  {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    if (sigemptyset(&sa.sa_mask) != 0 || sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0) {
+      hy_err_set(&err, "run: cannot install the SIGTERM/SIGUSR1 handlers: %s", strerror(errno));
+      report(&r, &err);
+      goto out;
+    }
+  }
+
+  /* 1. initial conditions (rank 0) and 2. auto parameters from the whole set,
+   * or, on a restart, the state of the restart set */
   double t0 = hy_wtime();
   int rc = 0;
-  if (r.rank == 0) {
+  if (restart_dir) {
+    r.t0 = r.rs.t0;
+    r.G = r.rs.G;
+    r.eps = r.rs.eps;
+    r.r1 = r.rs.r1;
+    r.r2 = r.rs.r2;
+    r.a_err = r.rs.a_err;
+    r.dt_h = r.rs.dt_h;
+    static const char *keys[] = {"Softening", "R1", "R2", "AccErr"};
+    const double vals[] = {r.eps, r.r1, r.r2, r.a_err};
+    for (int k = 0; k < 4; k++)
+      if (hy_params_is_auto(r.par, keys[k])) hy_params_set_resolved(r.par, keys[k], vals[k]);
+    if (hy_params_is_auto(r.par, "TimeStepHard")) hy_params_set_resolved(r.par, "TimeStepHard", r.dt_h);
+  } else if (r.rank == 0) {
     rc = load_ics(&r, &err);
     if (rc == 0)
       hy_msg("loaded %zu particles from %s in %.2f s (t = %g)", r.p.n, hy_params_get_str(r.par, "InitCondFile"),
@@ -675,26 +925,29 @@ int hy_cmd_run(int argc, char **argv) {
     report(&r, &err);
     goto out;
   }
-  if (share_resolved(&r) != 0) goto out;
+  if (!restart_dir && share_resolved(&r) != 0) goto out;
   if (r.scheme == HY_SCHEME_HYBRID)
     hy_msg("G = %.9g  eps = %.6g  R1 = %.6g  R2 = %.6g  a_err = %.6g  dt_h = %.6g  n = %d  dt_s = %.6g", r.G,
            r.eps, r.r1, r.r2, r.a_err, r.dt_h, r.n_ratio, r.dt_h * r.n_ratio);
   else
     hy_msg("G = %.9g  eps = %.6g  a_err = %.6g  dt = %.6g", r.G, r.eps, r.a_err, r.dt_h);
   if (r.size > 1) {
-    struct hy_part full = r.p; /* rank 0: every particle; others: none */
-    hy_part_init(&r.p);
-    rc = hy_io_scatter_mpi(r.comm, &full, &r.p, &err);
-    hy_part_free(&full);
-    if (rc != 0) {
-      report(&r, &err);
-      goto out;
+    if (!restart_dir) {
+      struct hy_part full = r.p; /* rank 0: every particle; others: none */
+      hy_part_init(&r.p);
+      rc = hy_io_scatter_mpi(r.comm, &full, &r.p, &err);
+      hy_part_free(&full);
+      if (rc != 0) {
+        report(&r, &err);
+        goto out;
+      }
     }
     r.dd = hy_decomp_create(r.comm, grid, hy_params_get_number(r.par, "SampleRate"), 1.0, 12345, &err);
     if (!r.dd) {
       report(&r, &err);
       goto out;
     }
+    if (restart_dir && any_failed(&r, hy_decomp_state_load(r.dd, blob, blob_bytes, &err), &err)) goto out;
     hy_msg("domain grid %dx%dx%d, sample rate %g", grid[0], grid[1], grid[2],
            hy_params_get_number(r.par, "SampleRate"));
   }
@@ -725,11 +978,18 @@ int hy_cmd_run(int argc, char **argv) {
       path = join(r.outdir, "params-used.txt");
       rc = hy_io_write_text_atomic(path, r.params_text, &err);
     }
-    if (rc == 0 && (!(r.energy = open_csv(r.outdir, "energy.csv", &err)) ||
-                    !(r.timings = open_csv(r.outdir, "timings.csv", &err)) ||
-                    (r.size > 1 && !(r.let = open_csv(r.outdir, "let.csv", &err)))))
+    const char *mode = restart_dir ? "a" : "w"; /* a restart continues the records */
+    if (rc == 0 && restart_dir) {
+      double t_rs = r.t0 + (double)r.rs.step * (double)r.n_ratio * r.dt_h;
+      rc = trim_csv(r.outdir, "energy.csv", t_rs * (1.0 + 1e-12) + 1e-300, &err);
+      if (rc == 0) rc = trim_csv(r.outdir, "timings.csv", (double)r.rs.step, &err);
+      if (rc == 0) rc = trim_csv(r.outdir, "let.csv", (double)r.rs.step, &err);
+    }
+    if (rc == 0 && (!(r.energy = open_csv(r.outdir, "energy.csv", mode, &err)) ||
+                    !(r.timings = open_csv(r.outdir, "timings.csv", mode, &err)) ||
+                    (r.size > 1 && !(r.let = open_csv(r.outdir, "let.csv", mode, &err)))))
       rc = -1;
-    if (rc == 0) {
+    if (rc == 0 && !restart_dir) {
       hy_diag_csv_header(r.energy);
       timings_header(r.timings, r.n_ratio - 1);
       if (r.let) let_header(r.let);
@@ -758,6 +1018,8 @@ out:
     status = 1;
   }
   hy_decomp_free(r.dd);
+  hy_free(stored);
+  hy_free(blob);
   MPI_Comm_free(&r.comm);
   hy_free(path);
   free(r.params_text);

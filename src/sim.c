@@ -69,6 +69,12 @@ void hy_sim_free(struct hy_sim *s) {
 }
 
 double hy_sim_time(const struct hy_sim *s) { return s->t; }
+long hy_sim_steps(const struct hy_sim *s) { return s->step; }
+
+void hy_sim_resume(struct hy_sim *s, long steps) {
+  s->step = steps;
+  s->t = s->t0 + (double)steps * (double)s->cfg.n_ratio * s->cfg.dt_h;
+}
 double hy_sim_step_length(const struct hy_sim *s) { return s->cfg.n_ratio * s->cfg.dt_h; }
 
 /* ----------------------------------------------------- kicks and drifts */

@@ -76,6 +76,13 @@ double hy_sim_step_length(const struct hy_sim *s);
  *  Returns 0 or -1 with err set. */
 int hy_sim_start(struct hy_sim *s, unsigned want, struct hy_err *err);
 
+/** Steps done since t0. */
+long hy_sim_steps(const struct hy_sim *s);
+/** Restarts: continue after `steps` steps from t0, with p->acc_w (the kick
+ *  acceleration at the current positions) restored by the caller instead
+ *  of hy_sim_start. */
+void hy_sim_resume(struct hy_sim *s, long steps);
+
 /** Advance by one step; the force at the end provides `want`. */
 int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err);
 

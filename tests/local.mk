@@ -70,3 +70,6 @@ check-tsan: tests/tsan_mpi_forces$(EXEEXT)
 	MPIEXEC_PREFLAGS='$(MPIEXEC_PREFLAGS)' POCL_CACHE_DIR='$(abs_top_builddir)/tests/pocl-cache' \
 	$(SHELL) $(srcdir)/tests/tsan_overlap.sh
 .PHONY: check-tsan
+
+TESTS += tests/restart.sh
+EXTRA_DIST += tests/restart.sh

@@ -37,6 +37,8 @@ static const char *all_keys_text =
     "SnapshotFields    Potential,Acceleration\n"
     "NumFilesPerSnapshot 4\n"
     "EnergyInterval    0.125\n"
+    "RestartInterval   30\n"
+    "RestartEverySoftSteps 100\n"
     "OpenCLDevice      1:2\n"
     "DomainGrid        4x2x2\n"
     "SampleRate        0.125\n"
@@ -78,7 +80,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 25);
+  HY_CHECK_INT(n, 27);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);

@@ -1,0 +1,70 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-3.0-or-later
+# restart.sh: restarts are exact. A hybrid run of 4 soft steps straight, and
+# the same run stopped by SIGTERM after step 1 (HYTREE_TEST_SIGNAL_AT_STEP
+# raises it; the run writes a restart set and stops) then resumed with
+# `hytree run --restart DIR`, give bit-identical final snapshots (h5diff) and
+# energy.csv, on 1 and on 2 ranks. A run killed (SIGKILL) while writing its
+# second restart set (HYTREE_TEST_KILL_IN_RESTART) resumes from the first set
+# to the same result. A restart that changes a physics key, or runs on
+# another rank count, is refused with one clear line.
+set -u
+: "${HYTREE:?HYTREE must point at the hytree program}"
+: "${top_builddir:=.}"
+command -v h5diff >/dev/null 2>&1 || { echo "SKIP: h5diff (hdf5-tools) not found"; exit 77; }
+tmp="$top_builddir/tests/tmp-restart-$$"
+mkdir "$tmp" || exit 99
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fail=0
+cat >"$tmp/p.txt" <<EOP
+InitCondFile  plummer:2048:4
+OutputDir     $tmp/unused
+TimeEnd       0.3
+SnapshotFields Acceleration,Potential
+EOP
+same() { # dir1 dir2 what: particle data and header bitwise (RunParameters names other directories)
+  for obj in /PartType1 /Header; do
+    if ! h5diff "$1/snapshot_001.hdf5" "$2/snapshot_001.hdf5" "$obj" "$obj" >"$tmp/h5diff.log" 2>&1; then
+      echo "FAIL: $3: final snapshots differ in $obj"; head -n 20 "$tmp/h5diff.log"; fail=1
+    fi
+  done
+  cmp -s "$1/energy.csv" "$2/energy.csv" || { echo "FAIL: $3: energy.csv differs"; fail=1; }
+}
+for np in 1 2; do
+  if [ "$np" -gt 1 ]; then
+    [ -n "${MPIEXEC:-}" ] || { echo "no MPI launcher: 2-rank restarts not tested"; break; }
+    # shellcheck disable=SC2086
+    launch="$MPIEXEC ${MPIEXEC_PREFLAGS:-} -n $np"
+  else
+    launch=
+  fi
+  d="$tmp/np$np"
+  $launch "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$d.straight" --quiet || { echo "FAIL: straight run ($np)"; fail=1; }
+  HYTREE_TEST_SIGNAL_AT_STEP=1 $launch "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$d.stopped" >"$d.log" 2>&1 ||
+    { echo "FAIL: stopped run ($np)"; cat "$d.log"; fail=1; }
+  grep -q "stopped by SIGTERM" "$d.log" || { echo "FAIL: no stop message ($np)"; cat "$d.log"; fail=1; }
+  [ ! -e "$d.stopped/snapshot_001.hdf5" ] || { echo "FAIL: the stopped run wrote the final snapshot"; fail=1; }
+  $launch "$HYTREE" run --restart "$d.stopped" --quiet || { echo "FAIL: resumed run ($np)"; fail=1; }
+  same "$d.straight" "$d.stopped" "$np rank(s), SIGTERM after step 1 and resume"
+  # SIGKILL while the second restart set is written: the first one stays loadable
+  HYTREE_TEST_KILL_IN_RESTART=2 $launch "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$d.killed" \
+    -P RestartEverySoftSteps=1 >/dev/null 2>&1 && { echo "FAIL: the killed run exited 0 ($np)"; fail=1; }
+  grep -q "^A $np 1\$" "$d.killed/restart/current" ||
+    { echo "FAIL: after the kill the restart pointer is not the first set:"; cat "$d.killed/restart/current"; fail=1; }
+  $launch "$HYTREE" run --restart "$d.killed" --quiet || { echo "FAIL: resume after SIGKILL ($np)"; fail=1; }
+  same "$d.straight" "$d.killed" "$np rank(s), SIGKILL while writing a restart set and resume"
+done
+
+# refused restarts: a physics key changed, another rank count
+if "$HYTREE" run --restart "$tmp/np1.stopped" -P R1=0.05 >"$tmp/r1.out" 2>"$tmp/r1.err"; then
+  echo "FAIL: a restart with another R1 was accepted"; fail=1
+fi
+grep -q "R1 may not change on a restart" "$tmp/r1.err" || { echo "FAIL: no clear R1 message:"; cat "$tmp/r1.err"; fail=1; }
+if [ -d "$tmp/np2.stopped" ]; then
+  if "$HYTREE" run --restart "$tmp/np2.stopped" >"$tmp/np.out" 2>"$tmp/np.err"; then
+    echo "FAIL: a 2-rank restart set was resumed on 1 rank"; fail=1
+  fi
+  grep -q "written by 2 MPI ranks" "$tmp/np.err" || { echo "FAIL: no clear rank-count message:"; cat "$tmp/np.err"; fail=1; }
+fi
+exit $fail
