@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "cl_engine.h"
@@ -537,6 +538,13 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
          r->scheme == HY_SCHEME_HYBRID ? "soft " : "", len,
          r->scheme == HY_SCHEME_HYBRID ? " (each with SoftStepRatio hard steps)" : "");
   double wall0 = hy_wtime(), last_log = 0.0, last_restart = wall0;
+  const int tty = isatty(STDOUT_FILENO);
+  int have_energy = 0;
+  struct {
+    long steps, n_hard;
+    double wall, soft, hard, kernel, inter, max_de;
+  } sum;
+  memset(&sum, 0, sizeof sum);
   struct hy_step_times tm;
   int stopped = 0;
   if (first_step > n_steps) hy_msg("the restart set is already at or past TimeEnd: nothing to integrate");
@@ -562,12 +570,29 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
         hy_diag_csv_row(r->energy, &d);
         if (csv_flush(r->energy, "energy.csv", err) != 0) goto out;
       }
-      double el = hy_wtime() - wall0;
-      if (final || el - last_log >= 1.0 || s == 1) {
-        last_log = el;
+      if (d.de_rel > sum.max_de) sum.max_de = d.de_rel;
+      have_energy = 1;
+    }
+    /* totals for the summary */
+    sum.steps++;
+    sum.wall += tm.total;
+    sum.soft += tm.soft;
+    for (int k = 0; k < tm.n_hard; k++) sum.hard += tm.hard[k];
+    sum.n_hard += tm.n_hard;
+    sum.kernel += tm.kernel;
+    sum.inter += (double)(tm.pp_hard + tm.pc_hard + tm.pp_soft + tm.pc_soft);
+    /* progress: every step when stdout is not a terminal (a log file), at
+     * most once a second on a terminal */
+    double el = hy_wtime() - wall0;
+    if (final || s == first_step || !tty || el - last_log >= 1.0) {
+      last_log = el;
+      double per = el / (double)(s - first_step + 1);
+      if (have_energy)
         hy_msg("step %ld/%ld  t = %.6g  dE/E = %.3e  2K/|W| = %.4f  %.3f s/step  elapsed %.1f s  ETA %.1f s", s,
-               n_steps, t, d.de_rel, d.virial, el / (double)s, el, el / (double)s * (double)(n_steps - s));
-      }
+               n_steps, t, d.de_rel, d.virial, per, el, per * (double)(n_steps - s));
+      else
+        hy_msg("step %ld/%ld  t = %.6g  %.3f s/step  elapsed %.1f s  ETA %.1f s", s, n_steps, t, per, el,
+               per * (double)(n_steps - s));
     }
     if (snap) {
       while (r->snap_dt > 0.0 && r->t0 + (double)next_snap * r->snap_dt <= t + 1e-9 * len) next_snap++;
@@ -603,6 +628,17 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   if (!stopped && n_steps >= first_step)
     hy_msg("done: %ld steps in %.2f s (%.4f s per %sstep), final |dE/E| = %.3e", n_steps - first_step + 1, wall,
            wall / (double)(n_steps - first_step + 1), r->scheme == HY_SCHEME_HYBRID ? "soft " : "", d.de_rel);
+  if (sum.steps > 0) {
+    hy_msg("summary: %ld steps to t = %.6g, %.2f s in steps (%.4f s per step)%s", sum.steps, hy_sim_time(sim),
+           sum.wall, sum.wall / (double)sum.steps, stopped ? ", stopped early" : "");
+    if (sum.n_hard > 0)
+      hy_msg("summary: T_soft %.4f s, T_hard %.4f s (means per soft and per hard sub-step), T_hard/T_soft = %.3f", sum.soft / (double)sum.steps,
+             sum.hard / (double)sum.n_hard, (sum.hard / (double)sum.n_hard) / (sum.soft / (double)sum.steps));
+    hy_msg("summary: %.3e interactions, %.3e per second of kernel time; max |dE/E| %.3e; %d snapshots, %d "
+           "restart sets written",
+           sum.inter, sum.kernel > 0 ? sum.inter / sum.kernel : 0.0, sum.max_de, r->snap_count,
+           r->restarts_written);
+  }
   rc = 0;
 out:
   /* a rank-local failure cannot be reported collectively: end every rank */
