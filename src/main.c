@@ -11,6 +11,7 @@
 #include "cl_engine.h"
 #include "ic.h"
 #include "log.h"
+#include "bench.h"
 #include "run.h"
 
 static void usage(FILE *out) {
@@ -18,6 +19,7 @@ static void usage(FILE *out) {
         "  hytree run PARAMFILE [-P Key=Value ...]   run a simulation (hytree run --help)\n"
         "  hytree ic plummer -N N [--seed S] -o FILE  write initial conditions (hytree ic --help)\n"
         "  hytree devices                             list the OpenCL platforms and devices\n"
+        "  hytree bench [--N N,...] [--device gpu]    time the schemes on Plummer spheres (hytree bench --help)\n"
         "  hytree --version                           print the version\n"
         "  hytree --help                              this help\n"
         "A GPU-accelerated hybrid tree N-body code: Barnes-Hut octree with the pair force split\n"
@@ -51,6 +53,8 @@ int main(int argc, char **argv) {
     status = 0;
   } else if (strcmp(cmd, "run") == 0) {
     status = hy_cmd_run(argc - 1, argv + 1);
+  } else if (strcmp(cmd, "bench") == 0) {
+    status = rank == 0 ? hy_cmd_bench(argc - 1, argv + 1) : 0;
   } else if (strcmp(cmd, "ic") == 0) {
     status = rank == 0 ? hy_cmd_ic(argc - 1, argv + 1) : 0;
   } else if (strcmp(cmd, "devices") == 0 || strcmp(cmd, "--devices") == 0) {

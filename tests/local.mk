@@ -73,3 +73,6 @@ check-tsan: tests/tsan_mpi_forces$(EXEEXT)
 
 TESTS += tests/restart.sh
 EXTRA_DIST += tests/restart.sh
+
+TESTS += tests/bench.sh
+EXTRA_DIST += tests/bench.sh

@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * bench.c: `hytree bench`. Owns the benchmark protocol: Plummer ICs in Hénon
+ * units with Watanabe & Nakasato's defaults (eps = 0.1 N^-0.26,
+ * R1 = 1.03 N^-1/3, R2 = 2 R1, a_err = 2^-8, n = 4, dt_h = eps / sigma_v
+ * with sigma_v the mass-weighted mean speed of the ICs; r_v = 1 by
+ * construction), one warm-up dt_s, then K timed dt_s per scheme (hybrid: K
+ * steps of 1 soft + 3 hard; tree: 4K steps), the force error of the final
+ * configuration on sampled sinks against a device direct sum over all
+ * particles, and one table (and CSV) row per (N, scheme). One rank. */
+#include "config.h"
+
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cl_engine.h"
+#include "force.h"
+#include "hy_shared.h"
+#include "ic.h"
+#include "io.h"
+#include "log.h"
+#include "sim.h"
+#include "threads.h"
+
+#define MAX_LIST 16
+
+struct row {
+  size_t n;
+  const char *scheme;
+  double per, soft, hard, dd, tree, transfer, kernel, pp_rate, pc_rate, med, p99, ratio, r_hybrid;
+};
+
+static void usage(FILE *out) {
+  fputs("usage: hytree bench [--N N[,N...]] [--schemes hybrid,tree] [--device gpu|cpu|any|P:D]\n"
+        "                    [--soft-steps K] [--sinks S] [--seed S] [--csv FILE] [--quiet]\n"
+        "  Time the hybrid and tree schemes on Plummer spheres with Watanabe & Nakasato's\n"
+        "  defaults (all `auto` values of hytree run), one warm-up dt_s and K measured dt_s\n"
+        "  (default 3) per scheme, and measure the force error of the final configuration on\n"
+        "  S sampled sinks (default 10000) against a direct sum on the device.\n"
+        "  Defaults: --N 1048576 --schemes hybrid,tree --device any.\n",
+        out);
+}
+
+static int parse_list(const char *s, char **out, int max) {
+  int n = 0;
+  char *copy = hy_strdup("bench list", s), *save = NULL;
+  for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (n == max) {
+      hy_free(copy);
+      return -1;
+    }
+    out[n++] = hy_strdup("bench list", tok);
+  }
+  hy_free(copy);
+  return n;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median and 99th percentile of |a - ref| / |ref| over the sampled sinks:
+ * the reference is a device direct sum over all particles (float, whose
+ * rounding ~1e-6 is far below the tree's errors). */
+static int force_error(struct hy_cl *cl, const struct hy_part *p, const double *acc, size_t n_sinks, double *med,
+                       double *p99, struct hy_err *err) {
+  size_t n = p->n, stride = n > n_sinks ? n / n_sinks : 1, m = (n + stride - 1) / stride;
+  float *src = hy_malloc("bench sources", n, 4 * sizeof(float));
+  float *sink = hy_malloc("bench sinks", m, 4 * sizeof(float)), *out = hy_malloc("bench sums", m, 4 * sizeof(float));
+  for (size_t i = 0; i < n; i++) {
+    for (int d = 0; d < 3; d++) src[4 * i + d] = (float)p->pos[3 * i + d];
+    src[4 * i + 3] = (float)p->mass[i];
+  }
+  for (size_t k = 0; k < m; k++) {
+    for (int d = 0; d < 3; d++) sink[4 * k + d] = src[4 * (k * stride) + d];
+    sink[4 * k + 3] = 0.0f;
+  }
+  const double eps = 0.1 * pow((double)n, -0.26);
+  int rc = hy_cl_direct(cl, src, n, sink, m, -1, eps, out, NULL, err);
+  double *e = hy_malloc("bench errors", m, sizeof(double));
+  for (size_t k = 0; rc == 0 && k < m; k++) {
+    double d2 = 0, r2 = 0;
+    for (int d = 0; d < 3; d++) {
+      double ref = (double)out[4 * k + d], x = acc[3 * (k * stride) + d];
+      d2 += (x - ref) * (x - ref);
+      r2 += ref * ref;
+    }
+    e[k] = r2 > 0 ? sqrt(d2 / r2) : 0.0;
+  }
+  if (rc == 0) {
+    qsort(e, m, sizeof(double), cmp_double);
+    *med = e[m / 2];
+    *p99 = e[(size_t)(0.99 * (double)(m - 1))];
+  }
+  hy_free(e);
+  hy_free(src);
+  hy_free(sink);
+  hy_free(out);
+  return rc;
+}
+
+static int run_one(struct hy_cl *cl, struct hy_pool *pool, const struct hy_part *ics, const char *scheme_name,
+                   int soft_steps, size_t n_sinks, struct row *row, struct hy_err *err) {
+  const size_t n = ics->n;
+  const double nn = (double)n, eps = 0.1 * pow(nn, -0.26), r1 = 1.03 * pow(nn, -1.0 / 3.0);
+  double sv = 0.0, mt = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    const double *v = ics->vel + 3 * i;
+    sv += ics->mass[i] * sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    mt += ics->mass[i];
+  }
+  sv /= mt;
+  enum hy_scheme scheme;
+  if (hy_scheme_parse(scheme_name, &scheme) != 0 || scheme == HY_SCHEME_DIRECT)
+    return hy_err_set(err, "bench: unknown scheme '%s' (hybrid or tree)", scheme_name);
+  const int hybrid = scheme == HY_SCHEME_HYBRID;
+  struct hy_force_cfg fc = {.G = 1.0, .eps = eps, .r1 = r1, .r2 = 2.0 * r1, .a_err = ldexp(1.0, -8), .n_crit = 16,
+                            .nvec = 4, .n_ratio = 4};
+  struct hy_part p;
+  hy_part_copy(&p, ics);
+  struct hy_force *f = hy_force_create(cl, pool, &fc);
+  struct hy_sim_cfg sc = {.scheme = scheme, .dt_h = eps / sv, .n_ratio = 4};
+  struct hy_sim *sim = hy_sim_create(&p, f, pool, &sc, 0.0);
+  const int per_dts = hybrid ? 1 : 4; /* steps per dt_s */
+  struct hy_step_times tm;
+  memset(row, 0, sizeof *row);
+  row->n = n;
+  row->scheme = scheme_name;
+  double pp = 0, pc = 0;
+  long n_hard = 0;
+  int rc = hy_sim_start(sim, 0, err);
+  for (int s = 0; rc == 0 && s < (1 + soft_steps) * per_dts; s++) {
+    rc = hy_sim_step(sim, 0, &tm, err);
+    if (rc != 0 || s < per_dts) continue; /* the first dt_s warms up */
+    row->per += tm.total;
+    row->soft += tm.soft;
+    for (int k = 0; k < tm.n_hard; k++) row->hard += tm.hard[k];
+    n_hard += tm.n_hard;
+    row->dd += tm.dd;
+    row->tree += tm.tree;
+    row->transfer += tm.transfer;
+    row->kernel += tm.kernel;
+    pp += (double)(tm.pp_hard + tm.pp_soft);
+    pc += (double)(tm.pc_hard + tm.pc_soft);
+  }
+  if (rc == 0) {
+    const double k = (double)soft_steps;
+    row->pp_rate = row->kernel > 0 ? pp / row->kernel : 0;
+    row->pc_rate = row->kernel > 0 ? pc / row->kernel : 0;
+    row->per /= k;
+    row->dd /= k;
+    row->tree /= k;
+    row->transfer /= k;
+    row->kernel /= k;
+    row->soft /= k * per_dts;
+    row->hard = n_hard ? row->hard / (double)n_hard : 0.0;
+    row->ratio = hybrid && row->soft > 0 ? row->hard / row->soft : 0.0;
+    /* the physical force of the final configuration: hard + soft (hybrid), full (tree) */
+    double *a = hy_malloc("bench accelerations", 3 * n, sizeof(double));
+    double *b = hy_malloc("bench accelerations", 3 * n, sizeof(double));
+    rc = hy_force_build(f, &p, err);
+    if (rc == 0) rc = hy_force_walk(f, &p, hybrid ? HY_WALK_SPLIT : HY_WALK_FULL, a, hybrid ? b : NULL, NULL, err);
+    if (rc == 0 && hybrid)
+      for (size_t i = 0; i < 3 * n; i++) a[i] += b[i];
+    if (rc == 0) rc = force_error(cl, &p, a, n_sinks, &row->med, &row->p99, err);
+    hy_free(a);
+    hy_free(b);
+  }
+  hy_sim_free(sim);
+  hy_force_free(f);
+  hy_part_free(&p);
+  return rc;
+}
+
+int hy_cmd_bench(int argc, char **argv) {
+  char *ns[MAX_LIST], *schemes[MAX_LIST];
+  int n_ns = 0, n_sch = 0, soft_steps = 3, status = 1;
+  long sinks = 10000;
+  unsigned long seed = 1;
+  const char *csv = NULL, *device = "any";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes = 1;
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(a, "--quiet") == 0) {
+      hy_log_set_quiet(1);
+      takes = 0;
+    } else if (!v) {
+      fprintf(stderr, "hytree: error: bench: %s needs a value (see hytree bench --help)\n", a);
+      return 2;
+    } else if (strcmp(a, "--N") == 0) {
+      if ((n_ns = parse_list(v, ns, MAX_LIST)) <= 0) {
+        fprintf(stderr, "hytree: error: bench: --N '%s': a comma list of up to %d particle counts\n", v, MAX_LIST);
+        return 2;
+      }
+    } else if (strcmp(a, "--schemes") == 0) {
+      if ((n_sch = parse_list(v, schemes, MAX_LIST)) <= 0) {
+        fprintf(stderr, "hytree: error: bench: --schemes '%s': a comma list of hybrid, tree\n", v);
+        return 2;
+      }
+    } else if (strcmp(a, "--device") == 0) {
+      device = v;
+    } else if (strcmp(a, "--soft-steps") == 0) {
+      soft_steps = atoi(v);
+    } else if (strcmp(a, "--sinks") == 0) {
+      sinks = atol(v);
+    } else if (strcmp(a, "--seed") == 0) {
+      seed = strtoul(v, NULL, 10);
+    } else if (strcmp(a, "--csv") == 0) {
+      csv = v;
+    } else {
+      fprintf(stderr, "hytree: error: bench: unknown option '%s' (see hytree bench --help)\n", a);
+      return 2;
+    }
+    i += takes;
+  }
+  if (soft_steps < 1 || sinks < 1) {
+    fputs("hytree: error: bench: --soft-steps and --sinks must be positive\n", stderr);
+    return 2;
+  }
+  if (n_ns == 0) ns[n_ns++] = hy_strdup("bench list", "1048576");
+  if (n_sch == 0) {
+    schemes[n_sch++] = hy_strdup("bench list", "hybrid");
+    schemes[n_sch++] = hy_strdup("bench list", "tree");
+  }
+  struct hy_cl_opts o = {.kind = HY_CL_ANY, .platform = -1, .device = -1, .local_rank = 0, .nvec = 4};
+  if (strcmp(device, "gpu") == 0) o.kind = HY_CL_GPU;
+  else if (strcmp(device, "cpu") == 0) o.kind = HY_CL_CPU;
+  else if (strcmp(device, "any") != 0) {
+    o.kind = HY_CL_EXPLICIT;
+    if (sscanf(device, "%d:%d", &o.platform, &o.device) != 2) {
+      fprintf(stderr, "hytree: error: bench: --device '%s': gpu, cpu, any or P:D\n", device);
+      goto out_lists;
+    }
+  }
+  struct hy_err err;
+  struct hy_cl *cl = NULL;
+  struct hy_pool *pool = hy_pool_create(hy_pool_default_threads());
+  struct row *rows = hy_calloc("bench rows", (size_t)(n_ns * n_sch), sizeof(struct row));
+  int n_rows = 0;
+  size_t text_cap = 4096, text_len = 0;
+  char *text = hy_malloc("bench CSV", text_cap, 1);
+  if (hy_cl_create(&cl, &o, &err) != 0 || hy_cl_build_all(cl, &err) != 0) {
+    fprintf(stderr, "hytree: error: %s\n", err.msg);
+    goto out;
+  }
+  hy_msg("bench: device %s", hy_cl_description(cl));
+  for (int a = 0; a < n_ns; a++) {
+    char *end;
+    unsigned long long nv = strtoull(ns[a], &end, 10);
+    if (*end != '\0' || nv < 2) {
+      fprintf(stderr, "hytree: error: bench: --N value '%s' is not a particle count >= 2\n", ns[a]);
+      goto out;
+    }
+    struct hy_part ics;
+    hy_part_init(&ics);
+    if (hy_ic_plummer((size_t)nv, seed, &ics, &err) != 0) {
+      fprintf(stderr, "hytree: error: %s\n", err.msg);
+      goto out;
+    }
+    int first_row = n_rows;
+    for (int b = 0; b < n_sch; b++) {
+      hy_msg("bench: N = %llu, %s, %d measured dt_s", nv, schemes[b], soft_steps);
+      if (run_one(cl, pool, &ics, schemes[b], soft_steps, (size_t)sinks, &rows[n_rows], &err) != 0) {
+        fprintf(stderr, "hytree: error: %s\n", err.msg);
+        hy_part_free(&ics);
+        goto out;
+      }
+      n_rows++;
+    }
+    hy_part_free(&ics);
+    /* R_hybrid in the hybrid row when the tree ran for the same N */
+    for (int i = first_row; i < n_rows; i++)
+      for (int j = first_row; j < n_rows; j++)
+        if (strcmp(rows[i].scheme, "hybrid") == 0 && strcmp(rows[j].scheme, "tree") == 0 && rows[j].per > 0)
+          rows[i].r_hybrid = rows[i].per / rows[j].per;
+  }
+  printf("| N | scheme | device | T per dt_s [s] | T_soft [s] | T_hard [s] | T_DD [s] | tree build [s] | transfers [s] "
+         "| walks [s] | pp/s | pc/s | median err | p99 err | T_hard/T_soft | R_hybrid |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  text_len = (size_t)snprintf(text, text_cap,
+                              "N,scheme,ranks,device,t_per_dts,t_soft,t_hard,t_dd,t_tree,t_transfer,t_kernel,"
+                              "pp_per_s,pc_per_s,err_median,err_p99,t_hard_over_t_soft,r_hybrid,n_hard_over_n_soft\n");
+  for (int i = 0; i < n_rows; i++) {
+    const struct row *w = &rows[i];
+    char rh[32] = "-", ra[32] = "-";
+    if (w->r_hybrid > 0) snprintf(rh, sizeof rh, "%.3f", w->r_hybrid);
+    if (w->ratio > 0) snprintf(ra, sizeof ra, "%.3f", w->ratio);
+    printf("| %zu | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.3e | %.3e | %.2e | %.2e | %s | %s |\n",
+           w->n, w->scheme, hy_cl_device_name(cl), w->per, w->soft, w->hard, w->dd, w->tree, w->transfer,
+           w->kernel, w->pp_rate, w->pc_rate, w->med, w->p99, ra, rh);
+    char line[1024];
+    int len = snprintf(line, sizeof line, "%zu,%s,1,\"%s\",%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%s,%s,\n",
+                       w->n, w->scheme, hy_cl_device_name(cl), w->per, w->soft, w->hard, w->dd, w->tree,
+                       w->transfer, w->kernel, w->pp_rate, w->pc_rate, w->med, w->p99,
+                       w->ratio > 0 ? ra : "", w->r_hybrid > 0 ? rh : "");
+    if (len < 0 || (size_t)len >= sizeof line) continue;
+    if (text_len + (size_t)len + 1 > text_cap) {
+      text_cap = 2 * (text_len + (size_t)len + 1);
+      text = hy_realloc("bench CSV", text, text_cap, 1);
+    }
+    memcpy(text + text_len, line, (size_t)len + 1);
+    text_len += (size_t)len;
+  }
+  fflush(stdout);
+  if (csv && hy_io_write_text_atomic(csv, text, &err) != 0) {
+    fprintf(stderr, "hytree: error: %s\n", err.msg);
+    goto out;
+  }
+  status = 0;
+out:
+  hy_free(text);
+  hy_free(rows);
+  hy_cl_free(cl);
+  hy_pool_free(pool);
+out_lists:
+  for (int i = 0; i < n_ns; i++) hy_free(ns[i]);
+  for (int i = 0; i < n_sch; i++) hy_free(schemes[i]);
+  return status;
+}
