@@ -54,32 +54,38 @@ void hy_msg_all(const char *fmt, ...) {
   fflush(stdout);
 }
 
+/* One line "hytree: KIND: [rank R] message" written with a single call, so
+ * that output forwarded by the MPI launcher is not interleaved mid-line. */
+static void emit(const char *kind, const char *fmt, va_list ap) {
+  char line[4096];
+  int n = log_size > 1 ? snprintf(line, sizeof line, "hytree: %s: [rank %d] ", kind, log_rank)
+                       : snprintf(line, sizeof line, "hytree: %s: ", kind);
+  if (n < 0) n = 0;
+  if ((size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  size_t len = strlen(line);
+  if (len + 1 < sizeof line) {
+    line[len] = '\n';
+    line[len + 1] = '\0';
+  } else {
+    line[sizeof line - 2] = '\n';
+  }
+  fflush(stdout);
+  fputs(line, stderr);
+  fflush(stderr);
+}
+
 void hy_warn(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fflush(stdout);
-  if (log_size > 1)
-    fprintf(stderr, "hytree: warning: [rank %d] ", log_rank);
-  else
-    fputs("hytree: warning: ", stderr);
-  vfprintf(stderr, fmt, ap);
+  emit("warning", fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
-  fflush(stderr);
 }
 
 void hy_die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fflush(stdout);
-  if (log_size > 1)
-    fprintf(stderr, "hytree: error: [rank %d] ", log_rank);
-  else
-    fputs("hytree: error: ", stderr);
-  vfprintf(stderr, fmt, ap);
+  emit("error", fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
-  fflush(stderr);
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
