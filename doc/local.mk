@@ -4,3 +4,4 @@ dist_doc_DATA += doc/parameters.md
 dist_doc_DATA += doc/output.md
 dist_doc_DATA += doc/algorithm.md
 dist_doc_DATA += doc/performance.md
+dist_doc_DATA += doc/sweeps.md

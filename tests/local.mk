@@ -9,8 +9,11 @@ AM_TESTS_ENVIRONMENT = \
 	POCL_CACHE_DIR='$(abs_top_builddir)/tests/pocl-cache'; \
 	POCL_CPU_MAX_CU_COUNT=2; POCL_MAX_PTHREAD_COUNT=2; \
 	OMPI_MCA_rmaps_base_oversubscribe=1; \
+	HYTREE_SWEEP='$(abs_top_builddir)/scripts/hytree-sweep'; \
+	HYTREE_SCRIPTS_DIR='$(abs_top_srcdir)/scripts'; PYTHON='$(PYTHON3)'; \
 	export top_builddir top_srcdir HYTREE MPIEXEC MPIEXEC_PREFLAGS POCL_CACHE_DIR \
-	  POCL_CPU_MAX_CU_COUNT POCL_MAX_PTHREAD_COUNT OMPI_MCA_rmaps_base_oversubscribe;
+	  POCL_CPU_MAX_CU_COUNT POCL_MAX_PTHREAD_COUNT OMPI_MCA_rmaps_base_oversubscribe \
+	  HYTREE_SWEEP HYTREE_SCRIPTS_DIR PYTHON;
 EXTRA_DIST += tests/hy_test.h
 HY_TESTLIBS = src/libhytree.a $(HY_LIBS)
 
