@@ -3,4 +3,4 @@ src_libhytree_a_SOURCES += src/io_internal.h src/io_common.c src/io_hdf5.c src/i
 	src/io_mpi.c src/io_mpi.h \
 	src/ic_internal.h src/ic_common.c src/ic_plummer.c src/ic_hernquist.c src/ic_king.c \
 	src/ic_uniform.c src/cmd_ic.c
-dist_doc_DATA += doc/formats.md
+dist_doc_DATA += doc/formats.md doc/ic.md
