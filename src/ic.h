@@ -103,8 +103,9 @@ int hy_ic_check_param(enum hy_ic_model m, double param, struct hy_err *err);
  *  bad token if it is malformed (e.g. "king:100:3:20", "plummer:abc"). */
 int hy_ic_parse_spec(const char *spec, struct hy_ic_spec *out, struct hy_err *err);
 
-/** Run the generator of a parsed spec. info may be NULL (and is not filled
- *  for Plummer). Returns 0 or -1 with err set. */
+/** Run the generator of a parsed spec; info (may be NULL) is filled for
+ *  every model (Plummer: w_pot of the untruncated model). Returns 0 or -1
+ *  with err set. */
 int hy_ic_generate(const struct hy_ic_spec *s, struct hy_part *p, struct hy_ic_info *info,
                    struct hy_err *err);
 
