@@ -213,12 +213,11 @@ static int any_failed(struct run *r, int rc, const struct hy_err *err) {
 
 static int load_ics(struct run *r, struct hy_err *err) {
   const char *spec = hy_params_get_str(r->par, "InitCondFile");
-  size_t n = 0;
-  uint64_t seed = 1;
-  int g = hy_ic_parse_spec(spec, &n, &seed, err);
+  struct hy_ic_spec gen;
+  int g = hy_ic_parse_spec(spec, &gen, err);
   if (g < 0) return -1;
   r->t0 = 0.0;
-  if (g == 1) return hy_ic_plummer(n, seed, &r->p, err);
+  if (g == 1) return hy_ic_generate(&gen, &r->p, NULL, err);
   enum hy_ic_format fmt;
   if (hy_io_format_parse(hy_params_get_str(r->par, "InitCondFormat"), &fmt) != 0)
     return hy_err_set(err, "%s: bad InitCondFormat", r->pfile);

@@ -1,7 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-3.0-or-later
-# ic_cli.sh: `hytree ic plummer` end to end. Skips (77) while the hytree
-# driver does not dispatch the ic subcommand yet.
+# ic_cli.sh: `hytree ic MODEL` end to end for every model and option, the
+# one-line errors of bad invocations (each names the bad token), and the
+# generator strings in `hytree run` (a good one read, bad ones refused).
+# Skips (77) while the hytree driver does not dispatch the ic subcommand yet.
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
 : "${top_builddir:=.}"
@@ -39,4 +41,70 @@ lines=$(wc -l <"$tmp/err")
 [ "$lines" -eq 1 ] || { echo "FAIL: expected one stderr line, got $lines:"; cat "$tmp/err"; fail=1; }
 grep -q '^hytree: error:' "$tmp/err" || { echo "FAIL: stderr lacks 'hytree: error:'"; fail=1; }
 [ ! -e "$tmp/q.hdf5" ] || { echo "FAIL: output written despite the error"; fail=1; }
+
+# Every model and its option; the summary names them.
+for args in "hernquist" "king --W0 3.5" "king" "uniform --virial 0" "uniform"; do
+  # shellcheck disable=SC2086
+  if ! "$HYTREE" ic $args -N 500 --seed 4 -o "$tmp/m.dat" >"$tmp/out" 2>"$tmp/err"; then
+    echo "FAIL: hytree ic $args failed:"; cat "$tmp/err"; fail=1; continue
+  fi
+  cat "$tmp/out"
+  model=${args%% *}
+  grep -q "^hytree ic: $model N = 500, seed = 4" "$tmp/out" || { echo "FAIL: summary of '$args'"; fail=1; }
+  case $args in
+    "king --W0 3.5") grep -q 'W0 = 3.5,' "$tmp/out" || { echo "FAIL: W0 not in summary"; fail=1; } ;;
+    king) grep -q 'W0 = 6,' "$tmp/out" || { echo "FAIL: default W0 not 6"; fail=1; } ;;
+    "uniform --virial 0") grep -q 'Q = 0,' "$tmp/out" || { echo "FAIL: Q not in summary"; fail=1; } ;;
+    uniform) grep -q 'Q = 0.5,' "$tmp/out" || { echo "FAIL: default Q not 0.5"; fail=1; } ;;
+  esac
+  [ "$(wc -c <"$tmp/m.dat")" -gt 500 ] || { echo "FAIL: $tmp/m.dat too small"; fail=1; }
+done
+"$HYTREE" ic --help | grep -q -e '--W0' || { echo "FAIL: --help lacks --W0"; fail=1; }
+for m in plummer hernquist king uniform virial; do
+  "$HYTREE" ic --help | grep -q -e "$m" || { echo "FAIL: --help lacks $m"; fail=1; }
+done
+
+# expect_error PATTERN ARGS...: non-zero status, one "hytree: error:" line matching PATTERN, no output
+expect_error() {
+  pattern=$1; shift
+  rm -f "$tmp/bad.hdf5"
+  if "$HYTREE" "$@" >/dev/null 2>"$tmp/err"; then
+    echo "FAIL: accepted: $*"; fail=1; return
+  fi
+  lines=$(wc -l <"$tmp/err")
+  [ "$lines" -eq 1 ] || { echo "FAIL: $*: $lines stderr lines:"; cat "$tmp/err"; fail=1; }
+  grep -q "^hytree: error: .*$pattern" "$tmp/err" || { echo "FAIL: $*: no '$pattern' in:"; cat "$tmp/err"; fail=1; }
+  [ ! -e "$tmp/bad.hdf5" ] || { echo "FAIL: $*: output written"; fail=1; }
+  echo "ok: $(cat "$tmp/err")"
+}
+o="$tmp/bad.hdf5"
+expect_error 'unknown model.*isochrone' ic isochrone -N 10 -o "$o"
+expect_error 'positive integer: 0' ic king -N 0 -o "$o"
+expect_error 'W0.*: 20' ic king -N 10 --W0 20 -o "$o"
+expect_error 'W0.*: 0' ic king -N 10 --W0 0 -o "$o"
+expect_error 'W0.*: abc' ic king -N 10 --W0 abc -o "$o"
+expect_error 'virial.*: -0.5' ic uniform -N 10 --virial -0.5 -o "$o"
+expect_error 'virial.*: nan' ic uniform -N 10 --virial nan -o "$o"
+expect_error 'W0 applies only to the king model: 3' ic hernquist -N 10 --W0 3 -o "$o"
+expect_error 'virial applies only to the uniform model: 1' ic king -N 10 --virial 1 -o "$o"
+
+# Generator strings in `hytree run`: bad ones end the run with one line
+# naming the token (before any device work); a good one is loaded.
+cat >"$tmp/run.txt" <<EOP
+InitCondFile   king:256:3:7
+OutputDir      $tmp/runout
+TimeEnd        0
+EOP
+expect_error '"king:64:1:20": W0 "20"' run "$tmp/run.txt" -P InitCondFile=king:64:1:20
+expect_error '"king:0": particle number' run "$tmp/run.txt" -P InitCondFile=king:0
+expect_error '"uniform:64:1:-1": virial ratio Q "-1"' run "$tmp/run.txt" -P InitCondFile=uniform:64:1:-1
+expect_error '"hernquist:64:1:2": unexpected "2"' run "$tmp/run.txt" -P InitCondFile=hernquist:64:1:2
+expect_error '"uniform:6x": particle number "6x"' run "$tmp/run.txt" -P InitCondFile=uniform:6x
+if "$HYTREE" run "$tmp/run.txt" --quiet >"$tmp/out.log" 2>&1; then
+  [ -f "$tmp/runout/snapshot_000.hdf5" ] || { echo "FAIL: run with king:256:3:7 wrote no snapshot"; fail=1; }
+elif grep -qi 'opencl\|device\|platform' "$tmp/out.log"; then
+  echo "note: no OpenCL device for the king:256:3:7 run; skipped it"
+else
+  echo "FAIL: hytree run with InitCondFile king:256:3:7:"; cat "$tmp/out.log"; fail=1
+fi
 exit $fail

@@ -19,3 +19,7 @@ tests_test_io_mpi_SOURCES = tests/test_io_mpi.c tests/io_test_util.h
 tests_test_io_mpi_LDADD = $(HY_TESTLIBS)
 TESTS += tests/io_mpi.sh
 EXTRA_DIST += tests/io_mpi.sh
+check_PROGRAMS += tests/test_ic_models
+TESTS += tests/test_ic_models
+tests_test_ic_models_SOURCES = tests/test_ic_models.c
+tests_test_ic_models_LDADD = $(HY_TESTLIBS)

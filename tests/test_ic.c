@@ -136,19 +136,19 @@ static void plummer_virial(void) {
 }
 
 static void parse_spec(void) {
-  size_t n = 0;
-  uint64_t seed = 0;
+  struct hy_ic_spec s;
   struct hy_err err;
-  HY_CHECK_INT(hy_ic_parse_spec("plummer:1000", &n, &seed, &err), 1);
-  HY_CHECK_INT(n, 1000);
-  HY_CHECK_INT(seed, 1);
-  HY_CHECK_INT(hy_ic_parse_spec("plummer:5:18446744073709551615", &n, &seed, &err), 1);
-  HY_CHECK_INT(n, 5);
-  HY_CHECK(seed == UINT64_MAX);
-  HY_CHECK_INT(hy_ic_parse_spec("plummer:7:0", &n, &seed, &err), 1);
-  HY_CHECK_INT(seed, 0);
-  HY_CHECK_INT(hy_ic_parse_spec("ics.hdf5", &n, &seed, &err), 0);
-  HY_CHECK_INT(hy_ic_parse_spec("plum:10", &n, &seed, &err), 0);
+  HY_CHECK_INT(hy_ic_parse_spec("plummer:1000", &s, &err), 1);
+  HY_CHECK_INT(s.model, HY_IC_PLUMMER);
+  HY_CHECK_INT(s.n, 1000);
+  HY_CHECK_INT(s.seed, 1);
+  HY_CHECK_INT(hy_ic_parse_spec("plummer:5:18446744073709551615", &s, &err), 1);
+  HY_CHECK_INT(s.n, 5);
+  HY_CHECK(s.seed == UINT64_MAX);
+  HY_CHECK_INT(hy_ic_parse_spec("plummer:7:0", &s, &err), 1);
+  HY_CHECK_INT(s.seed, 0);
+  HY_CHECK_INT(hy_ic_parse_spec("ics.hdf5", &s, &err), 0);
+  HY_CHECK_INT(hy_ic_parse_spec("plum:10", &s, &err), 0);
   static const struct {
     const char *spec, *needle;
   } bad[] = {
@@ -162,11 +162,11 @@ static void parse_spec(void) {
       {"plummer:10:3:4", "seed"},
       {"plummer: 10", "positive integer"},
       {"plummer:99999999999999999999", "too large"},
-      {"plummer:10:99999999999999999999", "seed does not fit"},
+      {"plummer:10:99999999999999999999", "does not fit"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     strcpy(err.msg, "");
-    HY_CHECK_INT(hy_ic_parse_spec(bad[i].spec, &n, &seed, &err), -1);
+    HY_CHECK_INT(hy_ic_parse_spec(bad[i].spec, &s, &err), -1);
     HY_CHECK_CONTAINS(err.msg, bad[i].needle);
     HY_CHECK_CONTAINS(err.msg, bad[i].spec);
   }
@@ -211,7 +211,7 @@ static void cmd_ic(void) {
   const char *nodir = hy_tmp_path(1, "nodir/bad.hdf5");
   const char *help[] = {"ic", "--help"};
   HY_CHECK_INT(run_ic(2, help), 0);
-  const char *a1[] = {"ic", "king", "-N", "10", "-o", out};
+  const char *a1[] = {"ic", "isochrone", "-N", "10", "-o", out};
   HY_CHECK_INT(run_ic(6, a1), 2);
   const char *a2[] = {"ic", "plummer", "-o", out};
   HY_CHECK_INT(run_ic(4, a2), 2);

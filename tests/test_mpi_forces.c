@@ -136,12 +136,11 @@ int main(int argc, char **argv) {
   struct hy_part all, p;
   hy_part_init(&all);
   hy_part_init(&p);
-  size_t n_gen;
-  uint64_t seed;
-  int g = hy_ic_parse_spec(ics, &n_gen, &seed, &err);
+  struct hy_ic_spec gen;
+  int g = hy_ic_parse_spec(ics, &gen, &err);
   if (g < 0) die(ics, &err);
   double t_ic;
-  if ((g == 1 ? hy_ic_plummer(n_gen, seed, &all, &err) : hy_io_read_ic(ics, HY_FMT_AUTO, &all, &t_ic, &err)) != 0)
+  if ((g == 1 ? hy_ic_generate(&gen, &all, NULL, &err) : hy_io_read_ic(ics, HY_FMT_AUTO, &all, &t_ic, &err)) != 0)
     die(ics, &err);
   const size_t N = all.n;
   uint64_t max_id = 0;
