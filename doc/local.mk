@@ -4,3 +4,6 @@ dist_doc_DATA += doc/parameters.md
 dist_doc_DATA += doc/output.md
 dist_doc_DATA += doc/algorithm.md
 dist_doc_DATA += doc/performance.md
+
+# The man page, written by hand (tests/man_page.sh checks it).
+dist_man_MANS = doc/hytree.1

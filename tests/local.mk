@@ -70,3 +70,8 @@ check-tsan: tests/tsan_mpi_forces$(EXEEXT)
 	MPIEXEC_PREFLAGS='$(MPIEXEC_PREFLAGS)' POCL_CACHE_DIR='$(abs_top_builddir)/tests/pocl-cache' \
 	$(SHELL) $(srcdir)/tests/tsan_overlap.sh
 .PHONY: check-tsan
+
+# The man page renders without warnings and documents every subcommand and
+# environment variable.
+TESTS += tests/man_page.sh
+EXTRA_DIST += tests/man_page.sh
