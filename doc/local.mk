@@ -1,5 +1,6 @@
 # doc
 # doc/formats.md is listed by src/io.mk (the I/O fragment owns it).
+dist_doc_DATA += doc/install.md doc/running.md
 dist_doc_DATA += doc/parameters.md
 dist_doc_DATA += doc/output.md
 dist_doc_DATA += doc/algorithm.md

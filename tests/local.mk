@@ -9,8 +9,11 @@ AM_TESTS_ENVIRONMENT = \
 	POCL_CACHE_DIR='$(abs_top_builddir)/tests/pocl-cache'; \
 	POCL_CPU_MAX_CU_COUNT=2; POCL_MAX_PTHREAD_COUNT=2; \
 	OMPI_MCA_rmaps_base_oversubscribe=1; \
+	MAKE='$(MAKE)'; HY_BINDIR='$(bindir)'; HY_PKGDATADIR='$(pkgdatadir)'; \
+	HY_MANDIR='$(mandir)'; HY_DOCDIR='$(docdir)'; \
 	export top_builddir top_srcdir HYTREE MPIEXEC MPIEXEC_PREFLAGS POCL_CACHE_DIR \
-	  POCL_CPU_MAX_CU_COUNT POCL_MAX_PTHREAD_COUNT OMPI_MCA_rmaps_base_oversubscribe;
+	  POCL_CPU_MAX_CU_COUNT POCL_MAX_PTHREAD_COUNT OMPI_MCA_rmaps_base_oversubscribe \
+	  MAKE HY_BINDIR HY_PKGDATADIR HY_MANDIR HY_DOCDIR;
 EXTRA_DIST += tests/hy_test.h
 HY_TESTLIBS = src/libhytree.a $(HY_LIBS)
 
@@ -75,3 +78,13 @@ check-tsan: tests/tsan_mpi_forces$(EXEEXT)
 # environment variable.
 TESTS += tests/man_page.sh
 EXTRA_DIST += tests/man_page.sh
+
+# make install DESTDIR=... from the build tree; the installed binary runs
+# from another directory.
+TESTS += tests/install.sh
+EXTRA_DIST += tests/install.sh
+
+# Test byproducts in the build tree (the pocl kernel cache, temporary
+# directories of interrupted tests), so that distclean leaves nothing.
+clean-local:
+	-rm -rf tests/pocl-cache tests/tmp-*
