@@ -88,3 +88,8 @@ EXTRA_DIST += tests/install.sh
 # directories of interrupted tests), so that distclean leaves nothing.
 clean-local:
 	-rm -rf tests/pocl-cache tests/tmp-*
+
+# Snapshot layout for yt/pynbody (tests/check_layout.py, /usr/bin/python3 with
+# h5py and numpy) and snapshots read back as initial conditions.
+TESTS += tests/snapshot_layout.sh
+EXTRA_DIST += tests/snapshot_layout.sh tests/check_layout.py
