@@ -1,7 +1,11 @@
 # doc
 # doc/formats.md is listed by src/io.mk (the I/O fragment owns it).
+dist_doc_DATA += doc/install.md doc/running.md
 dist_doc_DATA += doc/parameters.md
 dist_doc_DATA += doc/output.md
 dist_doc_DATA += doc/algorithm.md
 dist_doc_DATA += doc/performance.md
 dist_doc_DATA += doc/sweeps.md
+
+# The man page, written by hand (tests/man_page.sh checks it).
+dist_man_MANS = doc/hytree.1

@@ -181,7 +181,7 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
     if (nc == 0) {
       hy_free(cand);
       hy_free(list);
-      return hy_err_set(err, "OpenCLDevice %d:%d: no such OpenCL device (%zu device(s) found; `hytree --devices` lists them)",
+      return hy_err_set(err, "OpenCLDevice %d:%d: no such OpenCL device (%zu device(s) found; `hytree devices` lists them)",
                         o->platform, o->device, n);
     }
   } else {
@@ -198,7 +198,7 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
     if (nc == 0) {
       hy_free(cand);
       hy_free(list);
-      return hy_err_set(err, "OpenCLDevice %s: no OpenCL %s device found (%zu other device(s); `hytree --devices` lists them)",
+      return hy_err_set(err, "OpenCLDevice %s: no OpenCL %s device found (%zu other device(s); `hytree devices` lists them)",
                         want, want, n);
     }
   }

@@ -195,8 +195,10 @@ int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_
     double mtab[HY_NTYPES] = {0};
     for (int t = 0; t < HY_NTYPES; t++) {
       this_file[t] = counts[t];
-      total[t] = nfiles > 1 ? info->npart_total[t] : counts[t];
-      high[t] = (uint32_t)(total[t] >> 32);
+      uint64_t all = nfiles > 1 ? info->npart_total[t] : counts[t];
+      /* Gadget/SWIFT convention: the whole count is NumPart_Total + (HighWord << 32) */
+      total[t] = all & 0xffffffffu;
+      high[t] = (uint32_t)(all >> 32);
     }
     attr_write(&w, g, "NumPart_ThisFile", H5T_STD_U64LE, H5T_NATIVE_UINT64, 6, this_file);
     attr_write(&w, g, "NumPart_Total", H5T_STD_U64LE, H5T_NATIVE_UINT64, 6, total);

@@ -11,9 +11,11 @@ AM_TESTS_ENVIRONMENT = \
 	OMPI_MCA_rmaps_base_oversubscribe=1; \
 	HYTREE_SWEEP='$(abs_top_builddir)/scripts/hytree-sweep'; \
 	HYTREE_SCRIPTS_DIR='$(abs_top_srcdir)/scripts'; PYTHON='$(PYTHON3)'; \
+	MAKE='$(MAKE)'; HY_BINDIR='$(bindir)'; HY_PKGDATADIR='$(pkgdatadir)'; \
+	HY_MANDIR='$(mandir)'; HY_DOCDIR='$(docdir)'; \
 	export top_builddir top_srcdir HYTREE MPIEXEC MPIEXEC_PREFLAGS POCL_CACHE_DIR \
 	  POCL_CPU_MAX_CU_COUNT POCL_MAX_PTHREAD_COUNT OMPI_MCA_rmaps_base_oversubscribe \
-	  HYTREE_SWEEP HYTREE_SCRIPTS_DIR PYTHON;
+	  HYTREE_SWEEP HYTREE_SCRIPTS_DIR PYTHON MAKE HY_BINDIR HY_PKGDATADIR HY_MANDIR HY_DOCDIR;
 EXTRA_DIST += tests/hy_test.h
 HY_TESTLIBS = src/libhytree.a $(HY_LIBS)
 
@@ -79,3 +81,23 @@ EXTRA_DIST += tests/restart.sh
 
 TESTS += tests/bench.sh
 EXTRA_DIST += tests/bench.sh
+
+# The man page renders without warnings and documents every subcommand and
+# environment variable.
+TESTS += tests/man_page.sh
+EXTRA_DIST += tests/man_page.sh
+
+# make install DESTDIR=... from the build tree; the installed binary runs
+# from another directory.
+TESTS += tests/install.sh
+EXTRA_DIST += tests/install.sh
+
+# Test byproducts in the build tree (the pocl kernel cache, temporary
+# directories of interrupted tests), so that distclean leaves nothing.
+clean-local:
+	-rm -rf tests/pocl-cache tests/tmp-*
+
+# Snapshot layout for yt/pynbody (tests/check_layout.py, /usr/bin/python3 with
+# h5py and numpy) and snapshots read back as initial conditions.
+TESTS += tests/snapshot_layout.sh
+EXTRA_DIST += tests/snapshot_layout.sh tests/check_layout.py

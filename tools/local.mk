@@ -11,3 +11,6 @@ tools_let_counts_LDADD = src/libhytree.a $(HY_LIBS)
 noinst_PROGRAMS += tools/bench_tree
 tools_bench_tree_SOURCES = tools/bench_tree.c
 tools_bench_tree_LDADD = src/libhytree.a $(HY_LIBS)
+
+# Benchmark driver (not installed): tools/benchmark.sh -N N -d gpu
+EXTRA_DIST += tools/benchmark.sh
