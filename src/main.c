@@ -24,7 +24,8 @@ static void usage(FILE *out) {
         "  hytree --help                              this help\n"
         "A GPU-accelerated hybrid tree N-body code: Barnes-Hut octree with the pair force split\n"
         "into hard and soft parts, OpenCL tree walks, and a multi-rate leapfrog.\n"
-        "Documentation: README.md and doc/ (parameters.md, output.md, algorithm.md).\n",
+        "Documentation: man hytree, README.md and doc/ (install.md, running.md, parameters.md,\n"
+        "output.md, algorithm.md, ic.md, sweeps.md, performance.md).\n",
         out);
 }
 

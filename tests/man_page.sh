@@ -33,7 +33,7 @@ check() {
     fail=1
   fi
 }
-for cmd in run ic devices; do
+for cmd in run ic devices bench; do
   check "hytree $cmd" "the subcommand '$cmd'"
 done
 vars=$(grep -o 'getenv("[A-Za-z0-9_]*")' "$top_srcdir"/src/*.c | sed 's/.*getenv("\(.*\)")/\1/' | sort -u)

@@ -8,6 +8,7 @@
 # the same for a 2-file snapshot of a 2-rank run, read back by its first
 # file. Skips (77) without /usr/bin/python3, h5py or numpy.
 set -u
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 : "${HYTREE:?HYTREE must point at the hytree program}"
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
