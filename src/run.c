@@ -723,7 +723,8 @@ static int setup_mpi(struct run *r) {
  * by the ranks on the node. */
 static int pool_threads(const struct run *r) {
   int n = hy_pool_default_threads();
-  if (getenv("HYTREE_NUM_THREADS")) return n;
+  const char *e = getenv("HYTREE_NUM_THREADS");
+  if (e && *e) return n; /* set (an empty value counts as unset, as in hy_pool_default_threads) */
   n /= r->local_size > 0 ? r->local_size : 1;
   return n < 1 ? 1 : n;
 }
