@@ -1,0 +1,47 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# scaling.sh: strong scaling of hytree over MPI ranks, one GPU per rank, with
+# Watanabe & Nakasato's breakdown T_total = (n-1) T_hard + T_soft + T_DD per
+# dt_s. Runs tools/benchmark.sh for every rank count and N, then prints one
+# Markdown table with the time per dt_s, its parts and the strong-scaling
+# efficiency E(P) = T(1) / (P T(P)) of the hybrid scheme.
+#
+# usage: tools/scaling.sh [-N N[,N...]] [-p P[,P...]] [-s SOFT_STEPS] [-d DEVICE] [-o DIR]
+#   -N   particle counts (default 16777216,67108864)
+#   -p   rank counts (default 1,2,4); each rank takes the GPU of its node-local rank
+#   -s   measured soft steps per run (default 2)
+#   -d   OpenCLDevice (default gpu)
+#   -o   work directory (default scaling)
+# MPIEXEC (default mpirun) launches the ranks; set HYTREE_NUM_THREADS to the
+# cores per rank and give MPIEXEC the binding you want (e.g. "mpirun --bind-to none").
+set -euo pipefail
+NS=16777216,67108864 PS=1,2,4 S=2 DEV=gpu DIR=scaling
+while getopts "N:p:s:d:o:h" o; do
+  case $o in
+    N) NS=$OPTARG ;; p) PS=$OPTARG ;; s) S=$OPTARG ;; d) DEV=$OPTARG ;; o) DIR=$OPTARG ;;
+    *) sed -n '3,17p' "$0"; exit 2 ;;
+  esac
+done
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$DIR"
+out="$DIR/scaling.md"
+{
+  echo "| N | ranks | T per dt_s [s] | T_soft [s] | T_hard [s] | T_DD [s] | LET [s] | load balance | efficiency |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+} >"$out"
+for n in ${NS//,/ }; do
+  t1=
+  for p in ${PS//,/ }; do
+    d="$DIR/N$n-P$p"
+    "$here/benchmark.sh" -N "$n" -s "$S" -d "$DEV" -n "$p" -o "$d" >"$d.txt" 2>&1 ||
+      { echo "scaling: N = $n, P = $p failed, see $d.txt" >&2; tail -n 5 "$d.txt" >&2; exit 1; }
+    # the hybrid row of benchmark.sh's summary
+    row=$(awk -F'|' '$2 ~ /hybrid/ { print; exit }' "$d/summary.md")
+    t=$(echo "$row" | awk -F'|' '{ gsub(/ /, "", $5); print $5 }')
+    [ -n "$t1" ] || t1=$t
+    echo "$row" | awk -F'|' -v t1="$t1" -v p="$p" -v n="$n" '{
+      for (i = 2; i <= NF; i++) gsub(/ /, "", $i)
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %.3f |\n", n, p, $5, $6, $7, $8, $12, $13, t1 / (p * $5) }' >>"$out"
+  done
+done
+cat "$out"
