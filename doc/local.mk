@@ -6,6 +6,8 @@ dist_doc_DATA += doc/output.md
 dist_doc_DATA += doc/algorithm.md
 dist_doc_DATA += doc/performance.md
 dist_doc_DATA += doc/sweeps.md
+docfiguresdir = $(docdir)/figures
+dist_docfigures_DATA = doc/figures/sweep-65536.png
 
 # The man page, written by hand (tests/man_page.sh checks it).
 dist_man_MANS = doc/hytree.1
