@@ -58,7 +58,9 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
   int n_valid = min(HY_NVEC, n_sink - first);
   for (int k = 0; k < HY_NVEC; k++) {
     int j = first + min(k, n_valid - 1); /* padding sinks repeat the last one */
-    s[k] = sink[j].xyz;
+    /* sinks that are this tree's particles are read from the node records
+     * (the same floats), so their positions need no separate upload */
+    s[k] = self_base >= 0 ? node[2 * (self_base + j)].xyz : sink[j].xyz;
     a0[k] = (float3)(0.0f);
 #if HY_WALK_MODE == HY_WALK_SPLIT
     a1[k] = (float3)(0.0f);

@@ -501,7 +501,9 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     if (e != CL_SUCCESS) goto fail_write;
     cl->node_id[a->slot] = a->tree_id;
   }
-  if (a->sink_id == 0 || cl->sink_id != a->sink_id) {
+  /* with self_base >= 0 the kernel reads the sink positions from the node
+   * records: nothing to upload */
+  if (a->self_base < 0 && (a->sink_id == 0 || cl->sink_id != a->sink_id)) {
     cl->sink_id = 0;
     e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, a->sink, 0, NULL, &ev[EV_SINK]);
     if (e != CL_SUCCESS) goto fail_write;

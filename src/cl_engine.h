@@ -43,7 +43,9 @@ struct hy_cl_walk_args {
   int32_t root;        /**< root node */
   uint64_t tree_id;    /**< nonzero: skip the upload if this tree is already resident in slot */
   int slot;            /**< tree buffer slot (0 local, 1 remote) */
-  const float *sink;   /**< 4 floats per sink (x, y, z, unused), relative to the tree centre */
+  const float *sink;   /**< 4 floats per sink (x, y, z, unused), relative to the tree centre; not read
+                            (may be NULL) when self_base >= 0: the sinks are then the tree's particles
+                            self_base .. self_base + n_sink - 1 and their node records give the positions */
   size_t n_sink;
   uint64_t sink_id;    /**< nonzero: skip the upload if these sinks are already resident */
   long self_base;      /**< sink j is particle self_base + j of this tree; -1: none;

@@ -48,6 +48,7 @@ struct hy_force {
   float *rnode;             /* its node records, in the local tree's frame */
   size_t rnode_cap;
   int merged;               /* HY_LET_*: when to walk one tree of local particles + LET items */
+  int sinks_packed;         /* f->sink holds the positions of the last build */
   struct hy_part comb;      /* merged: local particles and LET items */
   int32_t *self_node;       /* merged: node of local particle i in the merged tree */
   size_t self_cap;
@@ -165,8 +166,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   }
   hy_tree_export(&f->tree, p, f->node, f->pool);
   ensure_sinks(f, p->n);
-  struct sink_job sj = {.pos = p->pos, .centre = f->tree.centre, .sink = f->sink};
-  hy_pool_for(f->pool, p->n, 4096, sink_body, &sj);
+  f->sinks_packed = 0; /* packed on demand: the local walk reads them from the node records */
   double t3 = hy_wtime();
   f->tree_id = atomic_fetch_add(&tree_serial, 1);
   f->have_tree = 1;
@@ -200,6 +200,15 @@ static void add_times(struct hy_force *f, const struct hy_cl_times *tm) {
   f->st.upload += tm->upload;
   f->st.kernel += tm->kernel;
   f->st.download += tm->download;
+}
+
+/* The sink positions (relative to the local tree's centre) for walks of
+ * other trees; the local walk reads them from the node records. */
+static void pack_sinks(struct hy_force *f, const struct hy_part *p) {
+  if (f->sinks_packed) return;
+  struct sink_job sj = {.pos = p->pos, .centre = f->tree.centre, .sink = f->sink};
+  hy_pool_for(f->pool, p->n, 4096, sink_body, &sj);
+  f->sinks_packed = 1;
 }
 
 static int walk_job_run(void *arg) {
@@ -306,6 +315,8 @@ static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct
   }
   for (size_t j = 0; j < n + m; j++)
     if (q->id[j] < n) f->self_node[q->id[j]] = (int32_t)j;
+  pack_sinks(f, p);
+  f->sinks_packed = 0; /* the 4th words are self nodes now; repacked before other use */
   for (size_t i = 0; i < n; i++) f->sink[4 * i + 3] = int_bits(f->self_node[i]);
   struct walk_job *j = &f->job[1];
   j->cl = f->cl;
@@ -380,6 +391,7 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   if (rc != 0) return -1;
   int have_remote = f->let && f->remote.n > 0 && p->n > 0;
   if (have_remote) {
+    pack_sinks(f, p);
     rj->cl = f->cl;
     rj->wc = wc;
     rj->a = (struct hy_cl_walk_args){.node = f->rnode,
@@ -501,6 +513,7 @@ int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, do
     src[4 * i + 3] = (float)p->mass[i];
   }
   f->have_tree = 0; /* the sink buffer no longer matches a tree */
+  f->sinks_packed = 0;
   struct direct_job dj = {.cl = f->cl, .src = src, .n_src = n, .sink = f->sink, .n_sink = n, .self_base = 0,
                           .eps = f->cfg.eps, .out = f->out0};
   float *all = NULL;
