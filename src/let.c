@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -222,9 +223,22 @@ static int check_msg(uint64_t n, int peer, const char *dir, struct hy_err *err) 
   return 0;
 }
 
+/* Tests: HYTREE_TEST_MPI_FAIL=N makes this rank's N-th exchange post a send
+ * to a rank that does not exist, so that a failing MPI call is rehearsed
+ * through the real error path (MPI_ERRORS_RETURN, message, all ranks end). */
+static int test_fail_now(void) {
+  static long calls = 0, at = -1;
+  if (at < 0) {
+    const char *e = getenv("HYTREE_TEST_MPI_FAIL");
+    at = e && *e ? atol(e) : 0;
+  }
+  return at > 0 && ++calls == at;
+}
+
 int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err) {
   double t0 = hy_wtime();
   const int P = L->size;
+  const int bad_dest = test_fail_now() ? P + 7 : -1;
   for (int r = 0; r < P; r++) {
     L->send_cnt[2 * r] = L->dest[r].n;
     L->send_cnt[2 * r + 1] = L->dest[r].n_hard;
@@ -254,7 +268,9 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
   }
   for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
     int n = (int)L->send_cnt[2 * r];
-    if (n > 0) rc = MPI_Isend(L->dest[r].item, ITEM * n, MPI_DOUBLE, r, tag, L->comm, &L->req[nreq++]);
+    if (n > 0 || bad_dest >= 0)
+      rc = MPI_Isend(L->dest[r].item, ITEM * n, MPI_DOUBLE, bad_dest >= 0 ? bad_dest : r, tag, L->comm,
+                     &L->req[nreq++]);
   }
   if (rc == MPI_SUCCESS && nreq > 0) rc = MPI_Waitall(nreq, L->req, MPI_STATUSES_IGNORE);
   if (hy_mpi_check(rc, "LET: exchange of the items", err)) {

@@ -16,6 +16,9 @@
 #  - 2 ranks where only rank 1 runs out of device memory (a device memory
 #    budget of 100 kB on that rank, HYTREE_DEVICE_MEM_LIMIT): the whole run
 #    ends, non-zero, with rank 1's message, and no snapshot is left.
+#  - 2 ranks where only rank 1 has an MPI call fail (HYTREE_TEST_MPI_FAIL: its
+#    3rd LET exchange posts a send to a rank that does not exist): the whole
+#    run ends, non-zero, with rank 1's message naming the MPI error.
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
 : "${top_builddir:=.}"
@@ -97,4 +100,14 @@ fi
 grep -q "hytree: error: \[rank 1\] .*out of device memory" "$tmp/oom.err" ||
   { echo "FAIL: no clear out-of-memory message from rank 1:"; cat "$tmp/oom.err"; fail=1; }
 ls "$tmp/oom"/snapshot_* >/dev/null 2>&1 && { echo "FAIL: the failed run left a snapshot"; fail=1; }
+
+# 2 ranks, an MPI call fails on rank 1 alone
+# shellcheck disable=SC2086
+if timeout 300 $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 1 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/mpifail" : \
+     -n 1 env HYTREE_TEST_MPI_FAIL=3 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/mpifail" \
+     >"$tmp/mpifail.out" 2>"$tmp/mpifail.err"; then
+  echo "FAIL: a run whose rank 1 had an MPI call fail succeeded"; fail=1
+fi
+grep -q "hytree: error: \[rank 1\] LET: exchange of the items failed: MPI_ERR" "$tmp/mpifail.err" ||
+  { echo "FAIL: no clear MPI failure message from rank 1:"; cat "$tmp/mpifail.err"; fail=1; }
 exit $fail
