@@ -49,6 +49,7 @@ struct hy_force {
   size_t rnode_cap;
   int merged;               /* HY_LET_*: when to walk one tree of local particles + LET items */
   int sinks_packed;         /* f->sink holds the positions of the last build */
+  uint64_t first_bad;       /* lowest ID with a non-finite position at the first build that saw one */
   struct hy_part comb;      /* merged: local particles and LET items */
   int32_t *self_node;       /* merged: node of local particle i in the merged tree */
   size_t self_cap;
@@ -70,6 +71,7 @@ struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const s
   hy_part_init(&f->remote);
   hy_part_init(&f->comb);
   f->nranks = 1;
+  f->first_bad = UINT64_MAX;
   f->worker = hy_worker_create(0);
   return f;
 }
@@ -88,6 +90,35 @@ void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded, int let_
 
 int hy_force_nranks(const struct hy_force *f) { return f->nranks; }
 uint64_t hy_force_last_hard_items(const struct hy_force *f) { return f->last_hard; }
+uint64_t hy_force_first_bad_id(const struct hy_force *f) { return f->first_bad; }
+
+struct bad_job {
+  const struct hy_part *p;
+  uint64_t *low; /* per thread */
+};
+
+static void bad_body(void *arg, size_t b, size_t e, int tid) {
+  struct bad_job *j = arg;
+  uint64_t low = UINT64_MAX;
+  for (size_t i = b; i < e; i++)
+    if (!isfinite(j->p->pos[3 * i]) || !isfinite(j->p->pos[3 * i + 1]) || !isfinite(j->p->pos[3 * i + 2]))
+      if (j->p->id[i] < low) low = j->p->id[i];
+  if (low < j->low[tid]) j->low[tid] = low;
+}
+
+/* Remember the lowest ID with a non-finite position the first time one is
+ * seen (the run's check after the step names it). */
+static void note_bad_positions(struct hy_force *f, const struct hy_part *p) {
+  if (f->first_bad != UINT64_MAX) return;
+  int nt = hy_pool_size(f->pool);
+  uint64_t *low = hy_malloc("finite check", (size_t)nt, sizeof(uint64_t));
+  for (int k = 0; k < nt; k++) low[k] = UINT64_MAX;
+  struct bad_job j = {.p = p, .low = low};
+  hy_pool_for(f->pool, p->n, 65536, bad_body, &j);
+  for (int k = 0; k < nt; k++)
+    if (low[k] < f->first_bad) f->first_bad = low[k];
+  hy_free(low);
+}
 void hy_force_set_last_hard_items(struct hy_force *f, uint64_t n) { f->last_hard = n; }
 
 void hy_force_free(struct hy_force *f) {
@@ -152,6 +183,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
     return 0;
   }
   double t0 = hy_wtime();
+  note_bad_positions(f, p);
   hy_tree_sort(&f->tree, p, f->pool);
   double t1 = hy_wtime();
   /* the tree's MAC radii are computed for G = 1 sums: a_err / G */

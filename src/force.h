@@ -94,6 +94,9 @@ int hy_force_nranks(const struct hy_force *f);
  *  after the last full walk, the hard-LET items counted there (N_hard of
  *  Watanabe & Nakasato eq 13); 0 before any walk or on one rank. */
 uint64_t hy_force_last_hard_items(const struct hy_force *f);
+/** Lowest particle ID with a non-finite position at the first build that
+ *  met one (UINT64_MAX while all positions were finite). */
+uint64_t hy_force_first_bad_id(const struct hy_force *f);
 /** Restarts: set the value hy_force_last_hard_items returns. */
 void hy_force_set_last_hard_items(struct hy_force *f, uint64_t n);
 const struct hy_force_cfg *hy_force_config(const struct hy_force *f);

@@ -175,6 +175,7 @@ struct run {
   double restart_minutes;           /* RestartInterval */
   long restart_every;               /* RestartEverySoftSteps */
   long test_signal_step;            /* HYTREE_TEST_SIGNAL_AT_STEP (tests) */
+  long test_nan_step;               /* HYTREE_TEST_NAN_AT_STEP (tests) */
   int test_kill_write;              /* HYTREE_TEST_KILL_IN_RESTART (tests) */
   int restarts_written;
 };
@@ -429,7 +430,93 @@ static void let_header(FILE *f) {
  * force's last hard LET. */
 static int decompose_cb(void *ctx, struct hy_part *p, struct hy_err *err) {
   struct run *r = ctx;
+  /* a non-finite position cannot be placed in a domain: leave the particles
+   * where they are (on every rank), so that the step ends and the check
+   * after it stops the run with an emergency snapshot */
+  int bad = 0;
+  for (size_t i = 0; i < 3 * p->n && !bad; i++) bad = !isfinite(p->pos[i]);
+  if (MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, r->comm) != MPI_SUCCESS)
+    return hy_err_set(err, "domain decomposition: MPI_Allreduce of the finite check failed");
+  if (bad) return 0;
   return hy_decomp_exchange(r->dd, p, (double)hy_force_last_hard_items(r->force), &r->dd_st, err);
+}
+
+/* ----------------------------------------------------- non-finite state */
+
+struct finite_job {
+  const struct hy_part *p;
+  uint64_t *bad;  /* per thread: count */
+  uint64_t *low;  /* per thread: lowest bad ID */
+};
+
+static void finite_body(void *arg, size_t b, size_t e, int tid) {
+  struct finite_job *j = arg;
+  const struct hy_part *p = j->p;
+  uint64_t bad = 0, low = UINT64_MAX;
+  for (size_t i = b; i < e; i++) {
+    int ok = 1;
+    for (int d = 0; d < 3; d++)
+      ok &= isfinite(p->pos[3 * i + d]) && isfinite(p->vel[3 * i + d]) && isfinite(p->acc_w[3 * i + d]);
+    if (!ok) {
+      bad++;
+      if (p->id[i] < low) low = p->id[i];
+    }
+  }
+  j->bad[tid] += bad;
+  if (low < j->low[tid]) j->low[tid] = low;
+}
+
+/* After step s: a non-finite position, velocity or kick acceleration on any
+ * rank stops the run. An emergency snapshot of the state goes to
+ * OutputDir/emergency/ (the regular snapshots stay as they are) and err names
+ * the step, the time, the count and the lowest particle ID. Collective.
+ * Returns 0 when every value is finite. */
+static int check_finite(struct run *r, struct hy_pool *pool, long s, double t, struct hy_err *err) {
+  int nt = hy_pool_size(pool);
+  uint64_t *bad = hy_calloc("finite check", (size_t)nt, sizeof(uint64_t));
+  uint64_t *low = hy_malloc("finite check", (size_t)nt, sizeof(uint64_t));
+  for (int k = 0; k < nt; k++) low[k] = UINT64_MAX;
+  struct finite_job j = {.p = &r->p, .bad = bad, .low = low};
+  hy_pool_for(pool, r->p.n, 65536, finite_body, &j);
+  uint64_t v[2] = {0, UINT64_MAX};
+  for (int k = 0; k < nt; k++) {
+    v[0] += bad[k];
+    if (low[k] < v[1]) v[1] = low[k];
+  }
+  hy_free(bad);
+  hy_free(low);
+  if (r->size > 1 && (MPI_Allreduce(MPI_IN_PLACE, &v[0], 1, MPI_UINT64_T, MPI_SUM, r->comm) != MPI_SUCCESS ||
+                      MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_UINT64_T, MPI_MIN, r->comm) != MPI_SUCCESS))
+    return hy_err_set(err, "step %ld: MPI_Allreduce of the finite check failed", s);
+  if (v[0] == 0) return 0;
+  /* the particle whose position went bad first, as seen by the force evaluations */
+  uint64_t first = hy_force_first_bad_id(r->force);
+  if (r->size > 1 && MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_UINT64_T, MPI_MIN, r->comm) != MPI_SUCCESS)
+    return hy_err_set(err, "step %ld: MPI_Allreduce of the finite check failed", s);
+  char firsttxt[96] = "";
+  if (first != UINT64_MAX)
+    snprintf(firsttxt, sizeof firsttxt, ", first non-finite position: particle ID %llu", (unsigned long long)first);
+  char *dir = join(r->outdir, "emergency");
+  struct hy_err e2;
+  int rc = r->rank == 0 ? make_dirs(dir, &e2) : 0;
+  if (bcast_status(r, rc, &e2) == 0) {
+    struct hy_snap_info info = {.time = t, .fields = 0, .units = r->units, .gravity_constant = r->G,
+                                .softening = r->eps, .params_text = r->params_text};
+    rc = hy_io_write_snapshot_mpi(r->comm, dir, (int)(s % 1000), &r->p, &info, r->snap_files, &e2);
+  }
+  if (rc == 0)
+    hy_err_set(err,
+               "step %ld, t = %.9g: %llu particle(s) with a non-finite position, velocity or acceleration (lowest "
+               "ID %llu%s); emergency snapshot %.1000s/snapshot_%03ld%s.hdf5",
+               s, t, (unsigned long long)v[0], (unsigned long long)v[1], firsttxt, dir, s % 1000,
+               r->snap_files > 1 ? ".*" : "");
+  else
+    hy_err_set(err,
+               "step %ld, t = %.9g: %llu particle(s) with a non-finite position, velocity or acceleration (lowest "
+               "ID %llu%s); the emergency snapshot failed too: %.1000s",
+               s, t, (unsigned long long)v[0], (unsigned long long)v[1], firsttxt, e2.msg);
+  hy_free(dir);
+  return -1;
 }
 
 /* Write a restart set after step s (collective). */
@@ -553,7 +640,9 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
     int snap = final || (r->snap_dt > 0.0 && t_next >= r->t0 + (double)next_snap * r->snap_dt - 1e-9 * len);
     int energy = final || r->energy_dt == 0.0 || t_next >= r->t0 + (double)next_energy * r->energy_dt - 1e-9 * len;
     unsigned want = (snap ? snap_want : 0u) | (energy ? HY_WANT_POT : 0u);
+    if (r->test_nan_step == s && r->rank == 0 && r->p.n > 0) r->p.vel[0] = NAN; /* tests */
     if (hy_sim_step(sim, want, &tm, err) != 0) goto out;
+    if (check_finite(r, pool, s, hy_sim_time(sim), err) != 0) goto out;
     double t = hy_sim_time(sim);
     step_records(r, s, t, &tm);
     if (r->rank == 0 && (csv_flush(r->timings, "timings.csv", err) != 0 ||
@@ -919,6 +1008,8 @@ int hy_cmd_run(int argc, char **argv) {
   {
     const char *e = getenv("HYTREE_TEST_SIGNAL_AT_STEP"); /* tests: raise SIGTERM after this step */
     r.test_signal_step = e ? atol(e) : 0;
+    e = getenv("HYTREE_TEST_NAN_AT_STEP"); /* tests: a NaN velocity on rank 0 before this step */
+    r.test_nan_step = e ? atol(e) : 0;
     e = getenv("HYTREE_TEST_KILL_IN_RESTART"); /* tests: SIGKILL while writing the K-th restart set */
     r.test_kill_write = e ? atoi(e) : 0;
   }

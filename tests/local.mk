@@ -101,3 +101,6 @@ clean-local:
 # h5py and numpy) and snapshots read back as initial conditions.
 TESTS += tests/snapshot_layout.sh
 EXTRA_DIST += tests/snapshot_layout.sh tests/check_layout.py
+
+TESTS += tests/nan_fault.sh
+EXTRA_DIST += tests/nan_fault.sh
