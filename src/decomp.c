@@ -119,10 +119,9 @@ int hy_decomp_parse_grid(const char *s, int P, int grid[3], struct hy_err *err) 
 /* ------------------------------------------------------------------ setup */
 
 static int mpi_fail(struct hy_err *err, int rc, const char *what) {
-  char s[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error code %d", rc);
-  return hy_err_set(err, "domain decomposition: %s failed: %s", what, s);
+  char w[256];
+  snprintf(w, sizeof w, "domain decomposition: %s", what);
+  return hy_mpi_check(rc, w, err);
 }
 
 #define MPI_TRY(call, what)                 \
@@ -388,11 +387,19 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
     ret = hy_err_set(err, "domain decomposition: weight_extra %g is not a finite number >= 0", weight_extra);
     goto done;
   }
-  for (size_t i = 0; i < n; i++) {
-    const double *x = p->pos + 3 * i;
-    if (!isfinite(x[0]) || !isfinite(x[1]) || !isfinite(x[2])) {
-      ret = hy_err_set(err, "domain decomposition: particle ID %llu has a non-finite position (%g, %g, %g)",
-                       (unsigned long long)p->id[i], x[0], x[1], x[2]);
+  {
+    /* a non-finite position has no domain: the ranks agree on it and move
+     * nothing (HY_DECOMP_NONFINITE), so the caller can end the step */
+    uint64_t bad = UINT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+      const double *x = p->pos + 3 * i;
+      if (!(isfinite(x[0]) && isfinite(x[1]) && isfinite(x[2])) && p->id[i] < bad) bad = p->id[i];
+    }
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_UINT64_T, MPI_MIN, d->comm), "MPI_Allreduce (finite check)");
+    if (bad != UINT64_MAX) {
+      hy_err_set(err, "domain decomposition: particle ID %llu has a non-finite position; no particle was moved",
+                 (unsigned long long)bad);
+      ret = HY_DECOMP_NONFINITE;
       goto done;
     }
   }

@@ -65,6 +65,10 @@ struct hy_decomp *hy_decomp_create(MPI_Comm comm, const int grid[3], double samp
 /** Collective. Release the decomposition (NULL is allowed). */
 void hy_decomp_free(struct hy_decomp *d);
 
+/** Returned by hy_decomp_exchange on every rank when some rank holds a
+ *  non-finite position: nothing was moved, err names the lowest such ID. */
+#define HY_DECOMP_NONFINITE 1
+
 /** Collective. Decompose and exchange: draw
  * N_samp = min(N_local, max(1 if N_local > 0, round(R_samp (N_local + weight_extra))))
  * samples without replacement, gather them on rank 0, cut the domains at
@@ -75,7 +79,8 @@ void hy_decomp_free(struct hy_decomp *d);
  * weight_extra >= 0: extra work of this rank, in particles (the hard-LET
  * items received at the last hard step; 0 the first time); a rank with more
  * work sends more samples and so gets a smaller domain.
- * st may be NULL. Positions must be finite. Returns 0, or -1 (see above). */
+ * st may be NULL. Returns 0, HY_DECOMP_NONFINITE (collective, see above), or
+ * -1 (see above). */
 int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, struct hy_decomp_stats *st,
                        struct hy_err *err);
 

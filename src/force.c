@@ -92,33 +92,6 @@ int hy_force_nranks(const struct hy_force *f) { return f->nranks; }
 uint64_t hy_force_last_hard_items(const struct hy_force *f) { return f->last_hard; }
 uint64_t hy_force_first_bad_id(const struct hy_force *f) { return f->first_bad; }
 
-struct bad_job {
-  const struct hy_part *p;
-  uint64_t *low; /* per thread */
-};
-
-static void bad_body(void *arg, size_t b, size_t e, int tid) {
-  struct bad_job *j = arg;
-  uint64_t low = UINT64_MAX;
-  for (size_t i = b; i < e; i++)
-    if (!isfinite(j->p->pos[3 * i]) || !isfinite(j->p->pos[3 * i + 1]) || !isfinite(j->p->pos[3 * i + 2]))
-      if (j->p->id[i] < low) low = j->p->id[i];
-  if (low < j->low[tid]) j->low[tid] = low;
-}
-
-/* Remember the lowest ID with a non-finite position the first time one is
- * seen (the run's check after the step names it). */
-static void note_bad_positions(struct hy_force *f, const struct hy_part *p) {
-  if (f->first_bad != UINT64_MAX) return;
-  int nt = hy_pool_size(f->pool);
-  uint64_t *low = hy_malloc("finite check", (size_t)nt, sizeof(uint64_t));
-  for (int k = 0; k < nt; k++) low[k] = UINT64_MAX;
-  struct bad_job j = {.p = p, .low = low};
-  hy_pool_for(f->pool, p->n, 65536, bad_body, &j);
-  for (int k = 0; k < nt; k++)
-    if (low[k] < f->first_bad) f->first_bad = low[k];
-  hy_free(low);
-}
 void hy_force_set_last_hard_items(struct hy_force *f, uint64_t n) { f->last_hard = n; }
 
 void hy_force_free(struct hy_force *f) {
@@ -183,8 +156,8 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
     return 0;
   }
   double t0 = hy_wtime();
-  note_bad_positions(f, p);
   hy_tree_sort(&f->tree, p, f->pool);
+  if (f->first_bad == UINT64_MAX) f->first_bad = f->tree.nonfinite_id; /* the key pass checks positions */
   double t1 = hy_wtime();
   /* the tree's MAC radii are computed for G = 1 sums: a_err / G */
   if (hy_tree_build(&f->tree, p, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
@@ -316,6 +289,26 @@ static float int_bits(int32_t v) {
   return x;
 }
 
+/* Walk job for the tree in f->rnode (remote items, or local particles and
+ * items when merged) with the local sinks. */
+static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n_sink,
+                            uint64_t sink_id, long self_base, float *out0, float *out1) {
+  j->cl = f->cl;
+  j->wc = *wc;
+  j->a = (struct hy_cl_walk_args){.node = f->rnode,
+                                  .n_nodes = hy_tree_n_nodes(&f->rtree),
+                                  .n_part = f->rtree.n_part,
+                                  .root = f->rtree.root,
+                                  .tree_id = 0,
+                                  .slot = 1,
+                                  .sink = f->sink,
+                                  .n_sink = n_sink,
+                                  .sink_id = sink_id,
+                                  .self_base = self_base,
+                                  .out0 = out0,
+                                  .out1 = out1};
+}
+
 /* Merged walk: exchange the LET, build one tree of the local particles and
  * the received items (as Watanabe & Nakasato describe: "concatenates the
  * arrays of own particles and the cells received"), walk it with the local
@@ -351,20 +344,7 @@ static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct
   f->sinks_packed = 0; /* the 4th words are self nodes now; repacked before other use */
   for (size_t i = 0; i < n; i++) f->sink[4 * i + 3] = int_bits(f->self_node[i]);
   struct walk_job *j = &f->job[1];
-  j->cl = f->cl;
-  j->wc = *wc;
-  j->a = (struct hy_cl_walk_args){.node = f->rnode,
-                                  .n_nodes = hy_tree_n_nodes(&f->rtree),
-                                  .n_part = f->rtree.n_part,
-                                  .root = f->rtree.root,
-                                  .tree_id = 0,
-                                  .slot = 1,
-                                  .sink = f->sink,
-                                  .n_sink = n,
-                                  .sink_id = 0,
-                                  .self_base = HY_SELF_IN_SINK,
-                                  .out0 = f->out0,
-                                  .out1 = f->out1};
+  second_tree_job(f, j, wc, n, 0, HY_SELF_IN_SINK, f->out0, f->out1);
   hy_worker_submit(f->worker, walk_job_run, j);
   if (wait_job(f, j, err) != 0) return -1;
   f->st.device_busy += hy_worker_take_busy(f->worker);
@@ -424,20 +404,7 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   int have_remote = f->let && f->remote.n > 0 && p->n > 0;
   if (have_remote) {
     pack_sinks(f, p);
-    rj->cl = f->cl;
-    rj->wc = wc;
-    rj->a = (struct hy_cl_walk_args){.node = f->rnode,
-                                     .n_nodes = hy_tree_n_nodes(&f->rtree),
-                                     .n_part = f->rtree.n_part,
-                                     .root = f->rtree.root,
-                                     .tree_id = 0,
-                                     .slot = 1,
-                                     .sink = f->sink,
-                                     .n_sink = p->n,
-                                     .sink_id = f->tree_id,
-                                     .self_base = -1,
-                                     .out0 = f->rout0,
-                                     .out1 = f->rout1};
+    second_tree_job(f, rj, &wc, p->n, f->tree_id, -1, f->rout0, f->rout1);
     hy_worker_submit(f->worker, walk_job_run, rj);
     if (wait_job(f, rj, err) != 0) return -1;
   }

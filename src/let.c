@@ -47,14 +47,6 @@ struct hy_let {
   MPI_Request *req;         /* 2 per rank */
 };
 
-int hy_mpi_check(int rc, const char *what, struct hy_err *err) {
-  if (rc == MPI_SUCCESS) return 0;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error code %d", rc);
-  return hy_err_set(err, "%s failed: %s", what, msg);
-}
-
 struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
   struct hy_let *L = hy_calloc("LET", 1, sizeof *L);
   L->comm = comm;

@@ -69,8 +69,5 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
 /** Items selected for rank r by the last hy_let_select (6 doubles each). */
 const double *hy_let_items(const struct hy_let *L, int r, size_t *n);
 
-/** Convert an MPI return code into err ("what: MPI message"); 0 when rc is
- *  MPI_SUCCESS, else -1. */
-int hy_mpi_check(int rc, const char *what, struct hy_err *err);
 
 #endif

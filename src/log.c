@@ -94,6 +94,14 @@ void hy_die(const char *fmt, ...) {
   exit(EXIT_FAILURE);
 }
 
+int hy_mpi_check(int rc, const char *what, struct hy_err *err) {
+  if (rc == MPI_SUCCESS) return 0;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error code %d", rc);
+  return hy_err_set(err, "%s failed: %s", what, msg);
+}
+
 int hy_err_set(struct hy_err *err, const char *fmt, ...) {
   if (!err) return -1;
   va_list ap;

@@ -35,6 +35,10 @@ void hy_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn)
 /** Fill an error buffer (printf-style). Always returns -1. */
 int hy_err_set(struct hy_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/** Convert an MPI return code into err ("what: MPI message"); 0 when rc is
+ *  MPI_SUCCESS, else -1. */
+int hy_mpi_check(int rc, const char *what, struct hy_err *err);
+
 /** Monotonic wall clock in seconds. */
 double hy_wtime(void);
 

@@ -281,7 +281,16 @@ int hy_restart_read(MPI_Comm comm, const char *outdir, struct hy_restart_state *
   char *path = path_of(outdir, name);
   rc = read_rank_file(path, rank, size, step, st, params, blob, blob_bytes, p, err);
   hy_free(path);
-  if (agree(comm, rc, err) != 0) {
+  rc = agree(comm, rc, err);
+  if (rc == 0) { /* every file read: together they hold the count the state names */
+    uint64_t n = p->n, tot = 0;
+    if (MPI_Allreduce(&n, &tot, 1, MPI_UINT64_T, MPI_SUM, comm) != MPI_SUCCESS)
+      rc = hy_err_set(err, "restart: MPI_Allreduce of the particle count failed");
+    else if (tot != st->n_total)
+      rc = hy_err_set(err, "restart: the files in %s/restart/%c hold %llu particles, the set was written with %llu",
+                      outdir, slot, (unsigned long long)tot, (unsigned long long)st->n_total);
+  }
+  if (rc != 0) {
     hy_free(*params);
     hy_free(*blob);
     *params = NULL;

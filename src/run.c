@@ -430,15 +430,11 @@ static void let_header(FILE *f) {
  * force's last hard LET. */
 static int decompose_cb(void *ctx, struct hy_part *p, struct hy_err *err) {
   struct run *r = ctx;
-  /* a non-finite position cannot be placed in a domain: leave the particles
-   * where they are (on every rank), so that the step ends and the check
-   * after it stops the run with an emergency snapshot */
-  int bad = 0;
-  for (size_t i = 0; i < 3 * p->n && !bad; i++) bad = !isfinite(p->pos[i]);
-  if (MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, r->comm) != MPI_SUCCESS)
-    return hy_err_set(err, "domain decomposition: MPI_Allreduce of the finite check failed");
-  if (bad) return 0;
-  return hy_decomp_exchange(r->dd, p, (double)hy_force_last_hard_items(r->force), &r->dd_st, err);
+  int rc = hy_decomp_exchange(r->dd, p, (double)hy_force_last_hard_items(r->force), &r->dd_st, err);
+  /* a non-finite position has no domain: every rank keeps its particles, so
+   * that the step ends and the check after it stops the run with an
+   * emergency snapshot */
+  return rc == HY_DECOMP_NONFINITE ? 0 : rc;
 }
 
 /* ----------------------------------------------------- non-finite state */
@@ -818,6 +814,15 @@ static int pool_threads(const struct run *r) {
   return n < 1 ? 1 : n;
 }
 
+/* Record the force parameters in use as the resolved values of `auto` keys
+ * (ranks other than 0, and restarts, get them from elsewhere). */
+static void record_resolved(struct run *r) {
+  static const char *keys[] = {"Softening", "R1", "R2", "AccErr"};
+  const double vals[] = {r->eps, r->r1, r->r2, r->a_err};
+  for (int k = 0; k < 4; k++)
+    if (hy_params_is_auto(r->par, keys[k])) hy_params_set_resolved(r->par, keys[k], vals[k]);
+}
+
 /* Rank 0 resolved the `auto` values and the step from the whole IC set:
  * broadcast them so every rank runs with the same numbers. */
 static int share_resolved(struct run *r) {
@@ -831,10 +836,7 @@ static int share_resolved(struct run *r) {
   r->a_err = v[4];
   r->dt_h = v[5];
   r->t0 = v[6];
-  static const char *keys[] = {"Softening", "R1", "R2", "AccErr"};
-  const double vals[] = {r->eps, r->r1, r->r2, r->a_err};
-  for (int k = 0; k < 4; k++)
-    if (hy_params_is_auto(r->par, keys[k])) hy_params_set_resolved(r->par, keys[k], vals[k]);
+  record_resolved(r);
   double dt0 = 0.0;
   if (r->rank == 0 && hy_params_is_auto(r->par, "TimeStepHard")) dt0 = hy_params_get_number(r->par, "TimeStepHard");
   if (MPI_Bcast(&dt0, 1, MPI_DOUBLE, 0, r->comm) != MPI_SUCCESS) hy_die("MPI_Bcast of the run parameters failed");
@@ -1036,10 +1038,7 @@ int hy_cmd_run(int argc, char **argv) {
     r.r2 = r.rs.r2;
     r.a_err = r.rs.a_err;
     r.dt_h = r.rs.dt_h;
-    static const char *keys[] = {"Softening", "R1", "R2", "AccErr"};
-    const double vals[] = {r.eps, r.r1, r.r2, r.a_err};
-    for (int k = 0; k < 4; k++)
-      if (hy_params_is_auto(r.par, keys[k])) hy_params_set_resolved(r.par, keys[k], vals[k]);
+    record_resolved(&r);
     if (hy_params_is_auto(r.par, "TimeStepHard")) hy_params_set_resolved(r.par, "TimeStepHard", r.dt_h);
   } else if (r.rank == 0) {
     rc = load_ics(&r, &err);

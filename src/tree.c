@@ -110,7 +110,7 @@ struct hy_tree_work {
   size_t *hist;           /* per-chunk radix histograms */
   size_t hist_cap;        /* entries in hist */
   double *red;            /* per-thread reductions: 6 doubles each */
-  uint64_t *red_key;      /* per-thread key AND / OR */
+  uint64_t *red_key;      /* per-thread key AND / OR / lowest ID with a non-finite position */
   int red_cap;            /* threads the reductions hold */
   void *pscratch;         /* hy_part_permute_pool buffer */
   size_t pscratch_bytes;
@@ -132,7 +132,7 @@ static struct hy_tree_work *work_of(struct hy_tree *t, int nt) {
     hy_free(w->red);
     hy_free(w->red_key);
     w->red = hy_malloc("tree reductions", (size_t)nt * 6, sizeof(double));
-    w->red_key = hy_malloc("tree reductions", (size_t)nt * 2, sizeof(uint64_t));
+    w->red_key = hy_malloc("tree reductions", (size_t)nt * 3, sizeof(uint64_t));
     w->red_cap = nt;
   }
   return w;
@@ -147,7 +147,7 @@ struct key_job {
   const double *centre;
   double half;
   double *red;       /* bounds pass: lo[3], hi[3] per chunk */
-  uint64_t *red_key; /* key pass: AND, OR per chunk */
+  uint64_t *red_key; /* key pass: AND, OR, lowest non-finite ID per chunk */
 };
 
 static void bounds_body(void *arg, size_t b, size_t e, int tid) {
@@ -157,16 +157,19 @@ static void bounds_body(void *arg, size_t b, size_t e, int tid) {
 
 static void key_body(void *arg, size_t b, size_t e, int tid) {
   struct key_job *j = arg;
-  uint64_t and_ = ~(uint64_t)0, or_ = 0;
+  uint64_t and_ = ~(uint64_t)0, or_ = 0, bad = UINT64_MAX;
   for (size_t i = b; i < e; i++) {
-    uint64_t k = hy_tree_key(j->p->pos + 3 * i, j->centre, j->half);
+    const double *x = j->p->pos + 3 * i;
+    uint64_t k = hy_tree_key(x, j->centre, j->half);
     j->key[i] = k;
     j->idx[i] = (uint32_t)i;
     and_ &= k;
     or_ |= k;
+    if (!(isfinite(x[0]) && isfinite(x[1]) && isfinite(x[2])) && j->p->id[i] < bad) bad = j->p->id[i];
   }
-  j->red_key[2 * tid] = and_;
-  j->red_key[2 * tid + 1] = or_;
+  j->red_key[3 * tid] = and_;
+  j->red_key[3 * tid + 1] = or_;
+  if (bad < j->red_key[3 * tid + 2]) j->red_key[3 * tid + 2] = bad;
 }
 
 /* 11-bit digits: 6 passes over 63-bit keys with histograms that stay in L1/L2;
@@ -344,14 +347,17 @@ void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
   kj.centre = t->centre;
   kj.half = t->half;
   for (int c = 0; c < nt; c++) {
-    w->red_key[2 * c] = ~(uint64_t)0;
-    w->red_key[2 * c + 1] = 0;
+    w->red_key[3 * c] = ~(uint64_t)0;
+    w->red_key[3 * c + 1] = 0;
+    w->red_key[3 * c + 2] = UINT64_MAX;
   }
   hy_pool_for(pool, n, 16384, key_body, &kj);
   uint64_t and_ = ~(uint64_t)0, or_ = 0;
+  t->nonfinite_id = UINT64_MAX;
   for (int c = 0; c < nt; c++) {
-    and_ &= w->red_key[2 * c];
-    or_ |= w->red_key[2 * c + 1];
+    and_ &= w->red_key[3 * c];
+    or_ |= w->red_key[3 * c + 1];
+    if (w->red_key[3 * c + 2] < t->nonfinite_id) t->nonfinite_id = w->red_key[3 * c + 2];
   }
   double t1 = hy_wtime();
   sort_keys(w, &t->key, &w->idx, n, and_ ^ or_, pool);

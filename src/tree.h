@@ -46,6 +46,7 @@ struct hy_tree {
   double a_err;        /**< absolute MAC accuracy parameter used for r_b [acceleration / G] */
   int depth;           /**< deepest cell level below the root */
   uint64_t *key;       /**< Morton key per particle, ascending */
+  uint64_t nonfinite_id; /**< last sort: lowest ID with a non-finite position (its key is clamped), else UINT64_MAX */
   int32_t *next;       /**< per node */
   int32_t *more;       /**< per node */
   double *cm;          /**< per cell: centre of mass, 3 values */

@@ -487,7 +487,8 @@ static void scenario_tiny(void) {
   }
 }
 
-/* Errors that one rank sees alone (no collective is entered). */
+/* Bad input: weight_extra is refused before any collective; a non-finite
+ * position is agreed on collectively (every rank calls this). */
 static void test_local_errors(void) {
   struct hy_err err;
   struct hy_part p;
@@ -498,8 +499,10 @@ static void test_local_errors(void) {
   hy_part_resize(&p, 2);
   p.id[1] = 77;
   p.pos[3] = NAN;
-  HY_CHECK(hy_decomp_exchange(d, &p, 0, NULL, &err) == -1);
-  HY_CHECK_CONTAINS(err.msg, "particle ID 77 has a non-finite position");
+  /* every rank holds a NaN here: all agree, nothing moves */
+  HY_CHECK(hy_decomp_exchange(d, &p, 0, NULL, &err) == HY_DECOMP_NONFINITE);
+  HY_CHECK_CONTAINS(err.msg, "particle ID 77 has a non-finite position; no particle was moved");
+  HY_CHECK_INT(p.n, 2);
   p.pos[3] = 0;
   HY_CHECK(hy_decomp_exchange(d, &p, -1, NULL, &err) == -1);
   HY_CHECK_CONTAINS(err.msg, "weight_extra -1 is not a finite number >= 0");
