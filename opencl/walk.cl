@@ -8,7 +8,9 @@
  *   -D HY_WALK_MODE=m  HY_WALK_FULL | HY_WALK_HARD | HY_WALK_SPLIT | HY_WALK_SOFTSTEP
  *   -D HY_WALK_POT=p   1: also accumulate the softened potential (weight 1)
  *   -D HY_NVEC=v       sinks per work-item (default 4)
- * Work-group size: any; one work-item handles sinks [v*gid, v*gid + v).
+ * Work-group size: any; one work-item handles sinks [v*gid, v*gid + v); the
+ * interaction counts are summed per work-group (local memory: 2 ulong per
+ * work-item, an argument).
  *
  * Tree layout: see hy_shared.h. Particles are nodes 0 .. n_part-1. A node is
  * opened when r_b^2 > min_k |sink_k - COM|^2; accepted cells and particles
@@ -41,10 +43,11 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
                       __global const float4 *sink, const int n_sink, const int self_base,
                       const float eps2, const float r1, const float r2, const float inv_dr,
                       const float n_ratio, __global float4 *out0, __global float4 *out1,
-                      __global uint *counts) {
+                      __global ulong *counts, __local ulong *lc) {
   const int gid = (int)get_global_id(0);
   const int first = gid * HY_NVEC;
-  if (first >= n_sink) return;
+  uint n_pp = 0, n_pc = 0;
+  if (first < n_sink) { /* padding work-items only take part in the count reduction */
 
   float3 s[HY_NVEC];
   float3 a0[HY_NVEC];
@@ -73,7 +76,6 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
               : self_base >= 0 ? self_base + first + k
               : self_base == HY_SELF_IN_SINK ? as_int(sink[j].w) : HY_NONE;
   }
-  uint n_pp = 0, n_pc = 0;
 #if HY_WALK_MODE == HY_WALK_HARD
   const float r2sq = r2 * r2;
 #endif
@@ -151,6 +153,19 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
     out1[first + k] = (float4)(a1[k], 0.0f);
 #endif
   }
-  counts[HY_COUNT_N * gid + HY_COUNT_PP] = n_pp;
-  counts[HY_COUNT_N * gid + HY_COUNT_PC] = n_pc;
+  }
+  /* the work-group's interaction counts (64-bit: a work-group can exceed 2^32) */
+  const uint lid = (uint)get_local_id(0), lsz = (uint)get_local_size(0);
+  lc[HY_COUNT_N * lid + HY_COUNT_PP] = n_pp;
+  lc[HY_COUNT_N * lid + HY_COUNT_PC] = n_pc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0) {
+    ulong pp = 0, pc = 0;
+    for (uint k = 0; k < lsz; k++) {
+      pp += lc[HY_COUNT_N * k + HY_COUNT_PP];
+      pc += lc[HY_COUNT_N * k + HY_COUNT_PC];
+    }
+    counts[HY_COUNT_N * get_group_id(0) + HY_COUNT_PP] = pp;
+    counts[HY_COUNT_N * get_group_id(0) + HY_COUNT_PC] = pc;
+  }
 }

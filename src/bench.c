@@ -32,15 +32,21 @@ struct row {
   size_t n;
   const char *scheme;
   double per, soft, hard, dd, tree, transfer, kernel, pp_rate, pc_rate, med, p99, ratio, r_hybrid;
+  /* breakdown per dt_s: host packing or host build, device build phases, copies */
+  double host_tree, dev_sort, dev_cells, dev_moments, upload, download;
+  double soft_rate; /* interactions per second of the soft-step (tree: full) walk kernels */
+  int device_built;
 };
 
 static void usage(FILE *out) {
   fputs("usage: hytree bench [--N N[,N...]] [--schemes hybrid,tree] [--device gpu|cpu|any|P:D]\n"
-        "                    [--soft-steps K] [--sinks S] [--seed S] [--csv FILE] [--quiet]\n"
+        "                    [--soft-steps K] [--sinks S] [--seed S] [--tree-build auto|host|device]\n"
+        "                    [--csv FILE] [--quiet]\n"
         "  Time the hybrid and tree schemes on Plummer spheres with Watanabe & Nakasato's\n"
         "  defaults (all `auto` values of hytree run), one warm-up dt_s and K measured dt_s\n"
         "  (default 3) per scheme, and measure the force error of the final configuration on\n"
-        "  S sampled sinks (default 10000) against a direct sum on the device.\n"
+        "  S sampled sinks (default 10000) against a direct sum on the device. A second table\n"
+        "  splits the tree build (host part; device keys+sort, cells, moments) and the copies.\n"
         "  Defaults: --N 1048576 --schemes hybrid,tree --device any.\n",
         out);
 }
@@ -105,7 +111,7 @@ static int force_error(struct hy_cl *cl, const struct hy_part *p, const double *
 }
 
 static int run_one(struct hy_cl *cl, struct hy_pool *pool, const struct hy_part *ics, const char *scheme_name,
-                   int soft_steps, size_t n_sinks, struct row *row, struct hy_err *err) {
+                   int soft_steps, size_t n_sinks, int tree_build, struct row *row, struct hy_err *err) {
   const size_t n = ics->n;
   const double nn = (double)n, eps = 0.1 * pow(nn, -0.26), r1 = 1.03 * pow(nn, -1.0 / 3.0);
   double sv = 0.0, mt = 0.0;
@@ -120,18 +126,19 @@ static int run_one(struct hy_cl *cl, struct hy_pool *pool, const struct hy_part 
     return hy_err_set(err, "bench: unknown scheme '%s' (hybrid or tree)", scheme_name);
   const int hybrid = scheme == HY_SCHEME_HYBRID;
   struct hy_force_cfg fc = {.G = 1.0, .eps = eps, .r1 = r1, .r2 = 2.0 * r1, .a_err = ldexp(1.0, -8), .n_crit = 16,
-                            .nvec = 4, .n_ratio = 4};
+                            .nvec = 4, .n_ratio = 4, .tree_build = tree_build};
   struct hy_part p;
   hy_part_copy(&p, ics);
   struct hy_force *f = hy_force_create(cl, pool, &fc);
   struct hy_sim_cfg sc = {.scheme = scheme, .dt_h = eps / sv, .n_ratio = 4};
   struct hy_sim *sim = hy_sim_create(&p, f, pool, &sc, 0.0);
+  hy_sim_set_lazy_sync(sim, 1); /* p is read once, after hy_sim_sync below */
   const int per_dts = hybrid ? 1 : 4; /* steps per dt_s */
   struct hy_step_times tm;
   memset(row, 0, sizeof *row);
   row->n = n;
   row->scheme = scheme_name;
-  double pp = 0, pc = 0;
+  double pp = 0, pc = 0, soft_inter = 0, soft_kernel = 0;
   long n_hard = 0;
   int rc = hy_sim_start(sim, 0, err);
   for (int s = 0; rc == 0 && s < (1 + soft_steps) * per_dts; s++) {
@@ -145,6 +152,17 @@ static int run_one(struct hy_cl *cl, struct hy_pool *pool, const struct hy_part 
     row->tree += tm.tree;
     row->transfer += tm.transfer;
     row->kernel += tm.kernel;
+    const struct hy_force_stats *sts[2] = {&tm.st_hard, &tm.st_soft};
+    for (int k = 0; k < 2; k++) {
+      row->host_tree += sts[k]->sort + sts[k]->export_ + (hy_force_device_built(f) ? 0.0 : sts[k]->build);
+      row->dev_sort += sts[k]->dev_sort;
+      row->dev_cells += sts[k]->dev_cells;
+      row->dev_moments += sts[k]->dev_moments;
+      row->upload += sts[k]->upload;
+      row->download += sts[k]->download;
+    }
+    soft_inter += (double)(tm.pp_soft + tm.pc_soft);
+    soft_kernel += tm.st_soft.kernel;
     pp += (double)(tm.pp_hard + tm.pp_soft);
     pc += (double)(tm.pc_hard + tm.pc_soft);
   }
@@ -157,13 +175,22 @@ static int run_one(struct hy_cl *cl, struct hy_pool *pool, const struct hy_part 
     row->tree /= k;
     row->transfer /= k;
     row->kernel /= k;
+    row->host_tree /= k;
+    row->dev_sort /= k;
+    row->dev_cells /= k;
+    row->dev_moments /= k;
+    row->upload /= k;
+    row->download /= k;
+    row->device_built = hy_force_device_built(f);
+    row->soft_rate = soft_kernel > 0 ? soft_inter / soft_kernel : 0.0;
     row->soft /= k * per_dts;
     row->hard = n_hard ? row->hard / (double)n_hard : 0.0;
     row->ratio = hybrid && row->soft > 0 ? row->hard / row->soft : 0.0;
     /* the physical force of the final configuration: hard + soft (hybrid), full (tree) */
     double *a = hy_malloc("bench accelerations", 3 * n, sizeof(double));
     double *b = hy_malloc("bench accelerations", 3 * n, sizeof(double));
-    rc = hy_force_build(f, &p, err);
+    rc = hy_sim_sync(sim, err);
+    if (rc == 0) rc = hy_force_build(f, &p, err);
     if (rc == 0) rc = hy_force_walk(f, &p, hybrid ? HY_WALK_SPLIT : HY_WALK_FULL, a, hybrid ? b : NULL, NULL, err);
     if (rc == 0 && hybrid)
       for (size_t i = 0; i < 3 * n; i++) a[i] += b[i];
@@ -183,6 +210,7 @@ int hy_cmd_bench(int argc, char **argv) {
   long sinks = 10000;
   unsigned long seed = 1;
   const char *csv = NULL, *device = "any";
+  int tree_build = HY_TREE_BUILD_AUTO;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int takes = 1;
@@ -213,6 +241,17 @@ int hy_cmd_bench(int argc, char **argv) {
       sinks = atol(v);
     } else if (strcmp(a, "--seed") == 0) {
       seed = strtoul(v, NULL, 10);
+    } else if (strcmp(a, "--tree-build") == 0) {
+      if (strcmp(v, "auto") == 0)
+        tree_build = HY_TREE_BUILD_AUTO;
+      else if (strcmp(v, "host") == 0)
+        tree_build = HY_TREE_BUILD_HOST;
+      else if (strcmp(v, "device") == 0)
+        tree_build = HY_TREE_BUILD_DEVICE;
+      else {
+        fprintf(stderr, "hytree: error: bench: --tree-build '%s': auto, host or device\n", v);
+        return 2;
+      }
     } else if (strcmp(a, "--csv") == 0) {
       csv = v;
     } else {
@@ -268,7 +307,7 @@ int hy_cmd_bench(int argc, char **argv) {
     int first_row = n_rows;
     for (int b = 0; b < n_sch; b++) {
       hy_msg("bench: N = %llu, %s, %d measured dt_s", nv, schemes[b], soft_steps);
-      if (run_one(cl, pool, &ics, schemes[b], soft_steps, (size_t)sinks, &rows[n_rows], &err) != 0) {
+      if (run_one(cl, pool, &ics, schemes[b], soft_steps, (size_t)sinks, tree_build, &rows[n_rows], &err) != 0) {
         fprintf(stderr, "hytree: error: %s\n", err.msg);
         hy_part_free(&ics);
         goto out;
@@ -287,7 +326,8 @@ int hy_cmd_bench(int argc, char **argv) {
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   text_len = (size_t)snprintf(text, text_cap,
                               "N,scheme,ranks,device,t_per_dts,t_soft,t_hard,t_dd,t_tree,t_transfer,t_kernel,"
-                              "pp_per_s,pc_per_s,err_median,err_p99,t_hard_over_t_soft,r_hybrid,n_hard_over_n_soft\n");
+                              "pp_per_s,pc_per_s,err_median,err_p99,t_hard_over_t_soft,r_hybrid,n_hard_over_n_soft,"
+                              "soft_walk_per_s\n");
   for (int i = 0; i < n_rows; i++) {
     const struct row *w = &rows[i];
     char rh[32] = "-", ra[32] = "-";
@@ -297,10 +337,10 @@ int hy_cmd_bench(int argc, char **argv) {
            w->n, w->scheme, hy_cl_device_name(cl), w->per, w->soft, w->hard, w->dd, w->tree, w->transfer,
            w->kernel, w->pp_rate, w->pc_rate, w->med, w->p99, ra, rh);
     char line[1024];
-    int len = snprintf(line, sizeof line, "%zu,%s,1,\"%s\",%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%s,%s,\n",
+    int len = snprintf(line, sizeof line, "%zu,%s,1,\"%s\",%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%s,%s,,%.6e\n",
                        w->n, w->scheme, hy_cl_device_name(cl), w->per, w->soft, w->hard, w->dd, w->tree,
                        w->transfer, w->kernel, w->pp_rate, w->pc_rate, w->med, w->p99,
-                       w->ratio > 0 ? ra : "", w->r_hybrid > 0 ? rh : "");
+                       w->ratio > 0 ? ra : "", w->r_hybrid > 0 ? rh : "", w->soft_rate);
     if (len < 0 || (size_t)len >= sizeof line) continue;
     if (text_len + (size_t)len + 1 > text_cap) {
       text_cap = 2 * (text_len + (size_t)len + 1);
@@ -308,6 +348,15 @@ int hy_cmd_bench(int argc, char **argv) {
     }
     memcpy(text + text_len, line, (size_t)len + 1);
     text_len += (size_t)len;
+  }
+  printf("\nPer dt_s [s]: the tree build (host: packing and bounds, or the whole host build; device kernels) "
+         "and the copies\n\n| N | scheme | tree built on | host part | keys + sort | cells | moments | upload | "
+         "walk kernels | download | soft-step walk interactions/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < n_rows; i++) {
+    const struct row *w = &rows[i];
+    printf("| %zu | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.3e |\n", w->n, w->scheme,
+           w->device_built ? "device" : "host", w->host_tree, w->dev_sort, w->dev_cells, w->dev_moments, w->upload,
+           w->kernel, w->download, w->soft_rate);
   }
   fflush(stdout);
   if (csv && hy_io_write_text_atomic(csv, text, &err) != 0) {

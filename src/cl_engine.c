@@ -14,51 +14,12 @@
 #include "alloc.h"
 #include "cl_check.h"
 #include "hy_shared.h"
+#include "cl_internal.h"
 
 extern const char hy_cl_source_walk[];
 extern const unsigned long hy_cl_source_walk_len;
 extern const char hy_cl_source_direct[];
 extern const unsigned long hy_cl_source_direct_len;
-
-struct cl_buf {
-  cl_mem mem;
-  size_t size;
-};
-
-struct hy_cl {
-  cl_platform_id platform;
-  cl_device_id device;
-  cl_context ctx;
-  cl_command_queue q;
-  cl_device_type type;
-  cl_ulong max_alloc, global_mem;
-  size_t in_use;    /* bytes of all engine buffers */
-  size_t mem_limit; /* global memory, or HYTREE_DEVICE_MEM_LIMIT when smaller */
-  size_t max_wg;
-  int plat_index, dev_index;
-  int nvec;
-  char name[256], vendor[256], version[256], platform_name[256], desc[1024];
-  cl_program walk_prog[HY_WALK_NMODES][2];
-  cl_kernel walk_k[HY_WALK_NMODES][2];
-  cl_program direct_prog;
-  cl_kernel direct_k;
-  struct cl_buf node[2];
-  uint64_t node_id[2];
-  uint64_t sink_id; /* id of the sinks resident in the sink buffer (0: none) */
-  struct cl_buf sink, out0, out1, counts, dsrc;
-  uint32_t *counts_host;
-  size_t counts_host_n;
-};
-
-#define CL_CHECK(call, what)                                                                     \
-  do {                                                                                           \
-    cl_int e_ = (call);                                                                          \
-    if (e_ != CL_SUCCESS)                                                                        \
-      return hy_err_set(err, "OpenCL: %s failed on %s: %s (%d)", (what), dev_label(cl),         \
-                        hy_cl_errname(e_), (int)e_);                                             \
-  } while (0)
-
-static const char *dev_label(const struct hy_cl *cl) { return cl && cl->name[0] ? cl->name : "the OpenCL device"; }
 
 /* ------------------------------------------------------- enumeration */
 
@@ -262,7 +223,7 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
   return 0;
 }
 
-static void buf_release(struct cl_buf *b) {
+void hy_cl_buf_release(struct cl_buf *b) {
   if (b->mem) clReleaseMemObject(b->mem);
   b->mem = NULL;
   b->size = 0;
@@ -278,13 +239,15 @@ void hy_cl_free(struct hy_cl *cl) {
     }
   if (cl->direct_k) clReleaseKernel(cl->direct_k);
   if (cl->direct_prog) clReleaseProgram(cl->direct_prog);
-  buf_release(&cl->node[0]);
-  buf_release(&cl->node[1]);
-  buf_release(&cl->sink);
-  buf_release(&cl->out0);
-  buf_release(&cl->out1);
-  buf_release(&cl->counts);
-  buf_release(&cl->dsrc);
+  hy_cl_build_free(cl);
+  hy_cl_state_free(cl);
+  hy_cl_buf_release(&cl->node[0]);
+  hy_cl_buf_release(&cl->node[1]);
+  hy_cl_buf_release(&cl->sink);
+  hy_cl_buf_release(&cl->out0);
+  hy_cl_buf_release(&cl->out1);
+  hy_cl_buf_release(&cl->counts);
+  hy_cl_buf_release(&cl->dsrc);
   if (cl->q) clReleaseCommandQueue(cl->q);
   if (cl->ctx) clReleaseContext(cl->ctx);
   hy_free(cl->counts_host);
@@ -329,7 +292,7 @@ static char *read_kernel_file(const char *dir, const char *file, struct hy_err *
   return buf;
 }
 
-static int build_program(struct hy_cl *cl, const char *file, const char *embedded, const char *defines,
+int hy_cl_build_program(struct hy_cl *cl, const char *file, const char *embedded, const char *defines,
                          cl_program *out, struct hy_err *err) {
   const char *dir = getenv("HYTREE_KERNEL_DIR");
   char *disk = NULL;
@@ -379,7 +342,7 @@ static int get_walk_kernel(struct hy_cl *cl, int mode, int pot, cl_kernel *k, st
   if (!cl->walk_k[mode][pot]) {
     char defs[256];
     snprintf(defs, sizeof defs, "-D HY_WALK_MODE=%d -D HY_WALK_POT=%d -D HY_NVEC=%d", mode, pot, cl->nvec);
-    if (build_program(cl, "walk.cl", hy_cl_source_walk, defs, &cl->walk_prog[mode][pot], err) != 0) return -1;
+    if (hy_cl_build_program(cl, "walk.cl", hy_cl_source_walk, defs, &cl->walk_prog[mode][pot], err) != 0) return -1;
     cl_int e;
     cl->walk_k[mode][pot] = clCreateKernel(cl->walk_prog[mode][pot], "hy_walk", &e);
     if (e != CL_SUCCESS) {
@@ -393,7 +356,7 @@ static int get_walk_kernel(struct hy_cl *cl, int mode, int pot, cl_kernel *k, st
 
 static int get_direct_kernel(struct hy_cl *cl, struct hy_err *err) {
   if (cl->direct_k) return 0;
-  if (build_program(cl, "direct.cl", hy_cl_source_direct, "", &cl->direct_prog, err) != 0) return -1;
+  if (hy_cl_build_program(cl, "direct.cl", hy_cl_source_direct, "", &cl->direct_prog, err) != 0) return -1;
   cl_int e;
   cl->direct_k = clCreateKernel(cl->direct_prog, "hy_direct", &e);
   if (e != CL_SUCCESS) {
@@ -408,12 +371,13 @@ int hy_cl_build_all(struct hy_cl *cl, struct hy_err *err) {
   for (int m = 0; m < HY_WALK_NMODES; m++)
     for (int p = 0; p < 2; p++)
       if (get_walk_kernel(cl, m, p, &k, err) != 0) return -1;
+  if (hy_cl_build_kernels(cl, err) != 0) return -1;
   return get_direct_kernel(cl, err);
 }
 
 /* ----------------------------------------------------------- buffers */
 
-static int ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label, struct hy_err *err) {
+int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label, struct hy_err *err) {
   if (bytes == 0) bytes = 16;
   if (b->mem && b->size >= bytes) return 0;
   size_t want = bytes + bytes / 4;
@@ -432,7 +396,7 @@ static int ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const ch
                       cl->name, label, bytes, others, cl->mem_limit);
   if (others + want > cl->mem_limit) want = bytes;
   cl->in_use = others;
-  buf_release(b);
+  hy_cl_buf_release(b);
   cl_int e;
   b->mem = clCreateBuffer(cl->ctx, CL_MEM_READ_WRITE, want, NULL, &e);
   if (e != CL_SUCCESS) {
@@ -447,7 +411,7 @@ static int ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const ch
   return 0;
 }
 
-static double event_seconds(cl_event ev) {
+double hy_cl_event_seconds(cl_event ev) {
   cl_ulong t0 = 0, t1 = 0;
   if (!ev) return 0.0;
   if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) != CL_SUCCESS) return 0.0;
@@ -455,43 +419,55 @@ static double event_seconds(cl_event ev) {
   return t1 > t0 ? 1e-9 * (double)(t1 - t0) : 0.0;
 }
 
-static void release_events(cl_event *ev, int n) {
+void hy_cl_release_events(cl_event *ev, int n) {
   for (int i = 0; i < n; i++)
     if (ev[i]) clReleaseEvent(ev[i]);
 }
 
-static int check_int(size_t v, const char *what, struct hy_err *err) {
+int hy_cl_check_int(size_t v, const char *what, struct hy_err *err) {
   if (v > (size_t)INT_MAX) return hy_err_set(err, "OpenCL: %s = %zu exceeds the 32-bit range of the kernels", what, v);
   return 0;
 }
 
 /* -------------------------------------------------------------- walks */
 
-enum { EV_NODE, EV_SINK, EV_KERNEL, EV_OUT0, EV_OUT1, EV_COUNTS, EV_N };
+enum { EV_NODE, EV_SINK, EV_KERNEL, EV_UNSORT0, EV_UNSORT1, EV_OUT0, EV_OUT1, EV_COUNTS, EV_N };
 
 int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg, uint64_t counts[2],
                struct hy_cl_times *times, struct hy_err *err) {
   if (cfg->nvec != cl->nvec) return hy_err_set(err, "walk: nvec %d differs from the engine's %d", cfg->nvec, cl->nvec);
   if (a->slot < 0 || a->slot > 1) return hy_err_set(err, "walk: bad tree slot %d", a->slot);
-  if (check_int(a->n_nodes, "tree nodes", err) || check_int(a->n_sink, "sinks", err)) return -1;
+  if (hy_cl_check_int(a->n_nodes, "tree nodes", err) || hy_cl_check_int(a->n_sink, "sinks", err)) return -1;
   if (times) memset(times, 0, sizeof *times);
   if (counts) counts[0] = counts[1] = 0;
   if (a->n_sink == 0) return 0;
+  if (a->unsort && (a->slot != 0 || a->self_base != 0 || a->n_sink != cl->sorted_n || a->tree_id == 0 ||
+                    cl->node_id[0] != a->tree_id))
+    return hy_err_set(err, "internal error: walk of a device-built tree that is not resident");
+  if (!a->out0 && !a->unsort) return hy_err_set(err, "internal error: walk results with nowhere to go");
   cl_kernel k;
   if (get_walk_kernel(cl, cfg->mode, cfg->want_pot, &k, err) != 0) return -1;
   const int split = cfg->mode == HY_WALK_SPLIT;
   size_t node_bytes = hy_size_mul_or_die(a->n_nodes, 8 * sizeof(float), "tree nodes");
   size_t sink_bytes = hy_size_mul_or_die(a->n_sink, 4 * sizeof(float), "sinks");
   size_t n_groups = (a->n_sink + (size_t)cl->nvec - 1) / (size_t)cl->nvec;
-  size_t count_bytes = hy_size_mul_or_die(n_groups, HY_COUNT_N * sizeof(uint32_t), "counters");
-  if (ensure_buf(cl, &cl->node[a->slot], node_bytes, "tree nodes", err) ||
-      ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err) || ensure_buf(cl, &cl->out0, sink_bytes, "forces", err) ||
-      (split && ensure_buf(cl, &cl->out1, sink_bytes, "soft forces", err)) ||
-      ensure_buf(cl, &cl->counts, count_bytes, "interaction counters", err))
+  /* a fixed work-group size on CPUs too: implementations such as pocl
+   * compile a work-group function per local size, and leaving it to them
+   * ties it to the sink count, which changes with every decomposition */
+  size_t local = hy_cl_is_gpu(cl) ? 64 : 16;
+  if (local > cl->max_wg) local = cl->max_wg;
+  const size_t n_wg = (n_groups + local - 1) / local;
+  size_t count_bytes = hy_size_mul_or_die(n_wg, HY_COUNT_N * sizeof(uint64_t), "counters");
+  if (hy_cl_ensure_buf(cl, &cl->node[a->slot], node_bytes, "tree nodes", err) ||
+      hy_cl_ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err) || hy_cl_ensure_buf(cl, &cl->out0, sink_bytes, "forces", err) ||
+      (split && hy_cl_ensure_buf(cl, &cl->out1, sink_bytes, "soft forces", err)) ||
+      (a->unsort && hy_cl_ensure_buf(cl, &cl->uout0, sink_bytes, "forces in particle order", err)) ||
+      (a->unsort && split && hy_cl_ensure_buf(cl, &cl->uout1, sink_bytes, "soft forces in particle order", err)) ||
+      hy_cl_ensure_buf(cl, &cl->counts, count_bytes, "interaction counters", err))
     return -1;
-  if (cl->counts_host_n < n_groups * HY_COUNT_N) {
-    cl->counts_host = hy_realloc("interaction counters", cl->counts_host, n_groups * HY_COUNT_N, sizeof(uint32_t));
-    cl->counts_host_n = n_groups * HY_COUNT_N;
+  if (cl->counts_host_n < n_wg * HY_COUNT_N) {
+    cl->counts_host = hy_realloc("interaction counters", cl->counts_host, n_wg * HY_COUNT_N, sizeof(uint64_t));
+    cl->counts_host_n = n_wg * HY_COUNT_N;
   }
   cl_event ev[EV_N] = {0};
   cl_int e = CL_SUCCESS;
@@ -528,47 +504,55 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
         (e = clSetKernelArg(k, i++, sizeof n_ratio, &n_ratio)) ||
         (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->out0.mem)) ||
         (e = clSetKernelArg(k, i++, sizeof(cl_mem), &out1)) ||
-        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->counts.mem))) {
-      release_events(ev, EV_N);
+        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->counts.mem)) ||
+        (e = clSetKernelArg(k, i++, local * HY_COUNT_N * sizeof(cl_ulong), NULL))) {
+      hy_cl_release_events(ev, EV_N);
       CL_CHECK(e, "clSetKernelArg(hy_walk)");
     }
-    /* a fixed work-group size on CPUs too: implementations such as pocl
-     * compile a work-group function per local size, and leaving it to them
-     * ties it to the sink count, which changes with every decomposition */
-    size_t local = hy_cl_is_gpu(cl) ? 64 : 16;
-    if (local > cl->max_wg) local = cl->max_wg;
-    size_t global = local ? (n_groups + local - 1) / local * local : n_groups;
-    e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, local ? &local : NULL, 0, NULL, &ev[EV_KERNEL]);
+    size_t global = n_wg * local;
+    e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, &ev[EV_KERNEL]);
     if (e != CL_SUCCESS) {
-      release_events(ev, EV_N);
+      hy_cl_release_events(ev, EV_N);
       return hy_err_set(err, "OpenCL: launching hy_walk (%zu work-items) failed on %s: %s", global, cl->name,
                         hy_cl_errname(e));
     }
   }
-  if ((e = clEnqueueReadBuffer(cl->q, cl->out0.mem, CL_FALSE, 0, sink_bytes, a->out0, 0, NULL, &ev[EV_OUT0])) ||
-      (split &&
-       (e = clEnqueueReadBuffer(cl->q, cl->out1.mem, CL_FALSE, 0, sink_bytes, a->out1, 0, NULL, &ev[EV_OUT1]))) ||
+  cl_mem res0 = cl->out0.mem, res1 = cl->out1.mem;
+  if (a->unsort) { /* results back into the host's particle order */
+    if (hy_cl_unsort(cl, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err) != 0 ||
+        (split && hy_cl_unsort(cl, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err) != 0)) {
+      clFinish(cl->q);
+      hy_cl_release_events(ev, EV_N);
+      return -1;
+    }
+    res0 = cl->uout0.mem;
+    res1 = cl->uout1.mem;
+  }
+  if ((a->out0 && (e = clEnqueueReadBuffer(cl->q, res0, CL_FALSE, 0, sink_bytes, a->out0, 0, NULL, &ev[EV_OUT0]))) ||
+      (split && a->out0 &&
+       (e = clEnqueueReadBuffer(cl->q, res1, CL_FALSE, 0, sink_bytes, a->out1, 0, NULL, &ev[EV_OUT1]))) ||
       (e = clEnqueueReadBuffer(cl->q, cl->counts.mem, CL_FALSE, 0, count_bytes, cl->counts_host, 0, NULL,
                                &ev[EV_COUNTS]))) {
     clFinish(cl->q);
-    release_events(ev, EV_N);
+    hy_cl_release_events(ev, EV_N);
     return hy_err_set(err, "OpenCL: reading walk results failed on %s: %s", cl->name, hy_cl_errname(e));
   }
   e = clFinish(cl->q);
   if (e != CL_SUCCESS) {
-    release_events(ev, EV_N);
+    hy_cl_release_events(ev, EV_N);
     return hy_err_set(err, "OpenCL: tree walk failed on %s: %s (a kernel fault or too little device memory)",
                       cl->name, hy_cl_errname(e));
   }
   if (times) {
-    times->upload = event_seconds(ev[EV_NODE]) + event_seconds(ev[EV_SINK]);
-    times->kernel = event_seconds(ev[EV_KERNEL]);
-    times->download = event_seconds(ev[EV_OUT0]) + event_seconds(ev[EV_OUT1]) + event_seconds(ev[EV_COUNTS]);
+    times->upload = hy_cl_event_seconds(ev[EV_NODE]) + hy_cl_event_seconds(ev[EV_SINK]);
+    times->kernel = hy_cl_event_seconds(ev[EV_KERNEL]) + hy_cl_event_seconds(ev[EV_UNSORT0]) +
+                    hy_cl_event_seconds(ev[EV_UNSORT1]);
+    times->download = hy_cl_event_seconds(ev[EV_OUT0]) + hy_cl_event_seconds(ev[EV_OUT1]) + hy_cl_event_seconds(ev[EV_COUNTS]);
   }
-  release_events(ev, EV_N);
+  hy_cl_release_events(ev, EV_N);
   if (counts) {
     uint64_t pp = 0, pc = 0;
-    for (size_t g = 0; g < n_groups; g++) {
+    for (size_t g = 0; g < n_wg; g++) {
       pp += cl->counts_host[HY_COUNT_N * g + HY_COUNT_PP];
       pc += cl->counts_host[HY_COUNT_N * g + HY_COUNT_PC];
     }
@@ -579,7 +563,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
 
 fail_write:
   clFinish(cl->q);
-  release_events(ev, EV_N);
+  hy_cl_release_events(ev, EV_N);
   return hy_err_set(err, "OpenCL: uploading the walk inputs failed on %s: %s", cl->name, hy_cl_errname(e));
 }
 
@@ -587,15 +571,15 @@ fail_write:
 
 int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *sink, size_t n_sink, long self_base,
                  double eps, float *out, struct hy_cl_times *times, struct hy_err *err) {
-  if (check_int(n_src, "direct sources", err) || check_int(n_sink, "direct sinks", err)) return -1;
+  if (hy_cl_check_int(n_src, "direct sources", err) || hy_cl_check_int(n_sink, "direct sinks", err)) return -1;
   if (times) memset(times, 0, sizeof *times);
   if (n_sink == 0) return 0;
   if (get_direct_kernel(cl, err) != 0) return -1;
   size_t src_bytes = hy_size_mul_or_die(n_src ? n_src : 1, 4 * sizeof(float), "direct sources");
   size_t sink_bytes = hy_size_mul_or_die(n_sink, 4 * sizeof(float), "direct sinks");
   cl->sink_id = 0; /* the direct sum overwrites the sink buffer */
-  if (ensure_buf(cl, &cl->dsrc, src_bytes, "direct sources", err) ||
-      ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err) || ensure_buf(cl, &cl->out0, sink_bytes, "forces", err))
+  if (hy_cl_ensure_buf(cl, &cl->dsrc, src_bytes, "direct sources", err) ||
+      hy_cl_ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err) || hy_cl_ensure_buf(cl, &cl->out0, sink_bytes, "forces", err))
     return -1;
   size_t kwg = 0;
   CL_CHECK(clGetKernelWorkGroupInfo(cl->direct_k, cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
@@ -610,14 +594,14 @@ int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *
     e = clEnqueueWriteBuffer(cl->q, cl->dsrc.mem, CL_FALSE, 0, n_src * 4 * sizeof(float), src, 0, NULL, &ev[0]);
     if (e != CL_SUCCESS) {
       clFinish(cl->q);
-      release_events(ev, 4);
+      hy_cl_release_events(ev, 4);
       CL_CHECK(e, "clEnqueueWriteBuffer(direct sources)");
     }
   }
   e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, sink, 0, NULL, &ev[1]);
   if (e != CL_SUCCESS) {
     clFinish(cl->q);
-    release_events(ev, 4);
+    hy_cl_release_events(ev, 4);
     CL_CHECK(e, "clEnqueueWriteBuffer(direct sinks)");
   }
   cl_int ns = (cl_int)n_src, nk = (cl_int)n_sink, sb = self_base >= 0 ? (cl_int)self_base : -1;
@@ -632,27 +616,27 @@ int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *
       (e = clSetKernelArg(cl->direct_k, i++, sizeof(cl_mem), &cl->out0.mem)) ||
       (e = clSetKernelArg(cl->direct_k, i++, local * 4 * sizeof(float), NULL))) {
     clFinish(cl->q);
-    release_events(ev, 4);
+    hy_cl_release_events(ev, 4);
     CL_CHECK(e, "clSetKernelArg(hy_direct)");
   }
   e = clEnqueueNDRangeKernel(cl->q, cl->direct_k, 1, NULL, &global, &local, 0, NULL, &ev[2]);
   if (e != CL_SUCCESS) {
     clFinish(cl->q);
-    release_events(ev, 4);
+    hy_cl_release_events(ev, 4);
     CL_CHECK(e, "clEnqueueNDRangeKernel(hy_direct)");
   }
   e = clEnqueueReadBuffer(cl->q, cl->out0.mem, CL_FALSE, 0, sink_bytes, out, 0, NULL, &ev[3]);
   if (e == CL_SUCCESS) e = clFinish(cl->q);
   if (e != CL_SUCCESS) {
     clFinish(cl->q);
-    release_events(ev, 4);
+    hy_cl_release_events(ev, 4);
     CL_CHECK(e, "direct sum");
   }
   if (times) {
-    times->upload = event_seconds(ev[0]) + event_seconds(ev[1]);
-    times->kernel = event_seconds(ev[2]);
-    times->download = event_seconds(ev[3]);
+    times->upload = hy_cl_event_seconds(ev[0]) + hy_cl_event_seconds(ev[1]);
+    times->kernel = hy_cl_event_seconds(ev[2]);
+    times->download = hy_cl_event_seconds(ev[3]);
   }
-  release_events(ev, 4);
+  hy_cl_release_events(ev, 4);
   return 0;
 }

@@ -52,7 +52,48 @@ struct hy_cl_walk_args {
                             HY_SELF_IN_SINK: its node index is in the sink's 4th word */
   float *out0;         /**< 4 floats per sink: acceleration (SPLIT: hard part), potential */
   float *out1;         /**< 4 floats per sink: SPLIT soft part; else unused (may be NULL) */
+  int unsort;          /**< the tree is the last hy_cl_tree_build's (slot 0, node may be NULL): the
+                            sinks are its particles (self_base 0) and the results come back in the
+                            host's particle order instead of key order; with out0 NULL they stay on
+                            the device for hy_cl_state_unpack */
 };
+
+/** Host staging memory for the device-built tree's transfers (page-locked
+ *  where the implementation supports it). */
+enum { HY_CL_HOST_POS = 0, HY_CL_HOST_OUT0 = 1, HY_CL_HOST_OUT1 = 2, HY_CL_HOST_N = 3 };
+
+/** A host buffer of at least bytes for use `which`, kept by the engine (its
+ *  contents are lost when it grows). Returns NULL with err set on failure. */
+void *hy_cl_host_buffer(struct hy_cl *cl, int which, size_t bytes, struct hy_err *err);
+
+/** A tree to build on the device (opencl/build.cl): same rules and node
+ *  records as the host build (tree.h). */
+struct hy_cl_build_args {
+  const float *pos;   /**< 4 floats per particle (x, y, z in the tree's frame, m), host order */
+  size_t n;           /**< particles, at least 2 */
+  double lo[3];       /**< lower corner of the key cube, in the same frame */
+  double side;        /**< side of the key cube */
+  int n_crit;         /**< leaf size */
+  double a_err;       /**< absolute MAC accuracy, for G = 1 sums */
+  uint64_t tree_id;   /**< the tree is resident in walk slot 0 under this id */
+};
+
+/** What a device build made and what it cost (profiling events) [s]. */
+struct hy_cl_build_result {
+  int32_t root;       /**< root node (n: the first cell) */
+  size_t n_cell;      /**< cells */
+  int generations;    /**< cell generations (root = 1) */
+  double upload;      /**< positions to the device */
+  double sort;        /**< keys and radix sort */
+  double cells;       /**< cell generations and links */
+  double moments;     /**< particle records and cell moments */
+};
+
+/** Build the tree on the device; it stays resident for hy_cl_walk with
+ *  unsort set. pos NULL: the positions packed by hy_cl_state_pack. Returns
+ *  0 or -1 with err set. */
+int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
+                     struct hy_err *err);
 
 /** Print every platform and device to out (one line each). */
 void hy_cl_print_devices(FILE *out, const struct hy_cl *chosen);
@@ -81,5 +122,43 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
  *  source self_base + j when self_base >= 0. */
 int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *sink, size_t n_sink,
                  long self_base, double eps, float *out, struct hy_cl_times *times, struct hy_err *err);
+
+/** Refit the last device-built tree to new positions of the same particles
+ *  (pos as for hy_cl_tree_build, NULL: the device state's packed
+ *  positions): the same cells and key order, moments from the new
+ *  positions. Returns 0 or -1 with err set. */
+int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err, uint64_t tree_id,
+                     struct hy_cl_build_result *res, struct hy_err *err);
+
+/* ----------------------------------------------------------------------
+ * Device-resident particle state (opencl/state.cl, double precision): one
+ * rank with the device tree build keeps positions, velocities, masses and
+ * the kick acceleration on the device between outputs. */
+
+/** Nonzero if the device supports double precision (cl_khr_fp64). */
+int hy_cl_has_fp64(struct hy_cl *cl);
+/** Copy n particles' state to the device (3 doubles per particle for pos,
+ *  vel, acc_w; 1 for mass). */
+int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, const double *mass,
+                       const double *acc_w, size_t n, struct hy_err *err);
+/** Copy the state back; acc and pot (may be NULL) only if the last unpack wrote them. */
+int hy_cl_state_download(struct hy_cl *cl, double *pos, double *vel, double *acc_w, double *acc, double *pot,
+                         size_t n, struct hy_err *err);
+/** kick = 0: positions += dt velocities (a drift); kick = 1: velocities += dt acc_w. */
+int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err);
+/** Pack (position - origin, mass) in float as the tree build's input
+ *  (hy_cl_tree_build with pos NULL). red receives the coordinate ranges
+ *  relative to origin (lo[3], hi[3]), the mass and first moment (relative to
+ *  origin) of the finite positions, and the lowest index of a non-finite
+ *  position (-1: none). */
+int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], double *seconds, struct hy_err *err);
+/** Walk results left on the device (hy_cl_walk, unsort, out0 NULL) into the
+ *  state: split 0: acc_w = G out0; split 1: acc_w = G (out0 + n out1), acc =
+ *  G (out0 + out1); want_pot: pot = G out0.w. */
+int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, int want_pot, double *seconds,
+                       struct hy_err *err);
+/** Particles with a non-finite position, velocity or kick acceleration:
+ *  their number and the lowest index (-1: none). */
+int hy_cl_state_finite(struct hy_cl *cl, size_t *n_bad, long *first, struct hy_err *err);
 
 #endif

@@ -55,6 +55,14 @@ struct hy_force {
   size_t self_cap;
   uint64_t last_hard;
   struct hy_force_stats st;
+  /* device build (one rank): positions packed in p's order, results back in it */
+  int dev_build;            /* the last build ran on the device */
+  double origin[3];         /* device build: this build's centre of mass (its records' frame) */
+  double frame[3];          /* positions in the device records are relative to this point */
+  float *dout0, *dout1;     /* walk results (engine's host staging memory) */
+  double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
+  uint64_t *red_bad;        /* pack: per-thread lowest ID with a non-finite position */
+  int red_n;
 };
 
 /* Tree ids are unique across all force objects of the process: the engine
@@ -110,11 +118,14 @@ void hy_force_free(struct hy_force *f) {
   hy_free(f->out1);
   hy_free(f->rout0);
   hy_free(f->rout1);
+  hy_free(f->red);
+  hy_free(f->red_bad);
   hy_free(f);
 }
 
 const struct hy_force_cfg *hy_force_config(const struct hy_force *f) { return &f->cfg; }
 const struct hy_tree *hy_force_tree(const struct hy_force *f) { return &f->tree; }
+int hy_force_device_built(const struct hy_force *f) { return f->dev_build; }
 
 static void ensure_sinks(struct hy_force *f, size_t n) {
   if (n <= f->sink_cap) return;
@@ -148,7 +159,243 @@ static void sink_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
+static int walk_job_run(void *arg);
+static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err);
+
+static int pot_invalid(int mode, int want_pot) { return want_pot && mode == HY_WALK_HARD; }
+
+/* ------------------------------------------------------ device build */
+
+#define PACK_RED 10 /* doubles per thread of the pack reductions */
+
+struct pack_job {
+  const struct hy_part *p;
+  const double *origin;
+  float *out;
+  double *red;       /* per thread: lo[3], hi[3], sum m, sum m x[3] of the finite positions */
+  uint64_t *red_bad; /* per thread: lowest ID with a non-finite position */
+};
+
+static void pack_body(void *arg, size_t b, size_t e, int tid) {
+  const struct pack_job *j = arg;
+  const double *pos = j->p->pos, *mass = j->p->mass, *o = j->origin;
+  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  double m = 0.0, mx[3] = {0.0, 0.0, 0.0};
+  uint64_t bad = UINT64_MAX;
+  for (size_t i = b; i < e; i++) {
+    const double *r = pos + 3 * i;
+    float *q = j->out + 4 * i;
+    const double x[3] = {r[0] - o[0], r[1] - o[1], r[2] - o[2]}, mi = mass[i];
+    q[0] = (float)x[0];
+    q[1] = (float)x[1];
+    q[2] = (float)x[2];
+    q[3] = (float)mi;
+    if (isfinite(x[0]) & isfinite(x[1]) & isfinite(x[2])) { /* plain compares: fmin/fmax are calls */
+      for (int d = 0; d < 3; d++) {
+        lo[d] = x[d] < lo[d] ? x[d] : lo[d];
+        hi[d] = x[d] > hi[d] ? x[d] : hi[d];
+        mx[d] += mi * x[d];
+      }
+      m += mi;
+    } else if (j->p->id[i] < bad) {
+      bad = j->p->id[i];
+    }
+  }
+  double *red = j->red + PACK_RED * (size_t)tid; /* lo, hi and m x relative to the origin o */
+  for (int d = 0; d < 3; d++) {
+    red[d] = fmin(red[d], lo[d]);
+    red[3 + d] = fmax(red[3 + d], hi[d]);
+    red[7 + d] += mx[d];
+  }
+  red[6] += m;
+  if (bad < j->red_bad[tid]) j->red_bad[tid] = bad;
+}
+
+/* The local tree on the device: pack the positions in p's order relative to
+ * their centre of mass (and find the cube and any non-finite position on
+ * the way), then keys, sort, cells and moments on the device. A frame at the
+ * centre of mass, not at the cube's centre, keeps the single-precision
+ * positions of the bulk exact to float rounding even when an escaper makes
+ * the cube huge; computed from the positions alone, it makes a resumed run
+ * build the same trees as the straight one. */
+/* The device build from packed positions (pos4, or the device state's when
+ * NULL) and their reductions relative to f->origin: red = lo[3], hi[3], sum
+ * m, sum m x[3]; t_host is the host time spent so far. */
+static int build_packed(struct hy_force *f, size_t n, const float *pos4, const double red[10], double t_host,
+                        int refit, struct hy_err *err) {
+  double lo[3], hi[3];
+  size_t n_finite = red[0] <= red[3] ? n : 0; /* no finite position: a cube at the origin */
+  for (int d = 0; d < 3; d++) { /* the ranges were taken relative to the origin */
+    lo[d] = red[d] + f->origin[d];
+    hi[d] = red[3 + d] + f->origin[d];
+  }
+  double centre[3], half;
+  hy_tree_cube(n_finite, lo, hi, centre, &half);
+  double t1 = hy_wtime();
+  f->tree_id = atomic_fetch_add(&tree_serial, 1);
+  struct hy_cl_build_args a = {.pos = pos4,
+                               .n = n,
+                               .lo = {centre[0] - half - f->origin[0], centre[1] - half - f->origin[1],
+                                      centre[2] - half - f->origin[2]},
+                               .side = 2.0 * half,
+                               .n_crit = f->cfg.n_crit,
+                               .a_err = f->cfg.a_err / f->cfg.G, /* the MAC radii are for G = 1 sums */
+                               .tree_id = f->tree_id};
+  struct hy_cl_build_result res;
+  if (refit ? hy_cl_tree_refit(f->cl, pos4, n, a.a_err, f->tree_id, &res, err)
+            : hy_cl_tree_build(f->cl, &a, &res, err))
+    return -1;
+  double t2 = hy_wtime();
+  struct hy_tree *t = &f->tree;
+  t->n_part = n;
+  t->n_cell = res.n_cell;
+  t->root = res.root;
+  t->depth = res.generations - 1;
+  t->half = half;
+  t->a_err = a.a_err;
+  memcpy(t->centre, centre, sizeof t->centre);
+  memcpy(f->frame, f->origin, sizeof f->frame); /* the node records' frame */
+  f->st.sort += t_host; /* packing, bounds */
+  f->st.upload += res.upload;
+  f->st.dev_sort += res.sort;
+  f->st.dev_cells += res.cells;
+  f->st.dev_moments += res.moments;
+  f->st.build += t2 - t1 - res.upload; /* device: keys, sort, cells, moments (wall) */
+  f->sinks_packed = 0;
+  f->dev_build = 1;
+  f->have_tree = 1;
+  return 0;
+}
+
+/* A refit instead of a build: the last build was on the device, of the same
+ * particles, and hard steps are not to rebuild. */
+static int can_refit(const struct hy_force *f, size_t n) {
+  return !f->cfg.hard_rebuild && f->dev_build && f->have_tree && f->tree.n_part == n;
+}
+
+static int device_build(struct hy_force *f, const struct hy_part *p, int refit, struct hy_err *err) {
+  double t0 = hy_wtime();
+  const size_t n = p->n;
+  float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(n, 16, "packed positions"), err);
+  if (!pos4) return -1;
+  hy_part_com_pool(p, f->pool, f->origin); /* the frame: this build's centre of mass */
+  const int nt = hy_pool_size(f->pool);
+  if (f->red_n < nt) {
+    hy_free(f->red);
+    hy_free(f->red_bad);
+    f->red = hy_malloc("pack reductions", (size_t)nt * PACK_RED, sizeof(double));
+    f->red_bad = hy_malloc("pack reductions", (size_t)nt, sizeof(uint64_t));
+    f->red_n = nt;
+  }
+  for (int t = 0; t < nt; t++) {
+    double *red = f->red + PACK_RED * t;
+    for (int d = 0; d < 3; d++) {
+      red[d] = INFINITY;
+      red[3 + d] = -INFINITY;
+      red[7 + d] = 0.0;
+    }
+    red[6] = 0.0;
+    f->red_bad[t] = UINT64_MAX;
+  }
+  struct pack_job pj = {.p = p, .origin = f->origin, .out = pos4, .red = f->red, .red_bad = f->red_bad};
+  hy_pool_for(f->pool, n, 16384, pack_body, &pj);
+  double red[10] = {INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.0, 0.0, 0.0, 0.0};
+  uint64_t bad = UINT64_MAX;
+  for (int t = 0; t < nt; t++) {
+    const double *q = f->red + PACK_RED * t;
+    for (int d = 0; d < 3; d++) {
+      red[d] = fmin(red[d], q[d]);
+      red[3 + d] = fmax(red[3 + d], q[3 + d]);
+      red[7 + d] += q[7 + d];
+    }
+    red[6] += q[6];
+    if (f->red_bad[t] < bad) bad = f->red_bad[t];
+  }
+  if (f->first_bad == UINT64_MAX) f->first_bad = bad;
+  return build_packed(f, n, pos4, red, hy_wtime() - t0, refit, err);
+}
+
+/* ------------------------------------------------- device-resident state */
+
+int hy_force_state_possible(struct hy_force *f, const struct hy_part *p) {
+  return f->cfg.tree_build != HY_TREE_BUILD_HOST && !f->let && p->n >= 2 && hy_cl_has_fp64(f->cl);
+}
+
+int hy_force_state_put(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
+  double t0 = hy_wtime();
+  int rc = hy_cl_state_upload(f->cl, p->pos, p->vel, p->mass, p->acc_w, p->n, err);
+  f->st.upload += hy_wtime() - t0;
+  return rc;
+}
+
+int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err) {
+  double t0 = hy_wtime();
+  int rc = hy_cl_state_download(f->cl, p->pos, p->vel, p->acc_w, with_acc ? p->acc : NULL, with_pot ? p->pot : NULL,
+                                p->n, err);
+  f->st.download += hy_wtime() - t0;
+  return rc;
+}
+
+int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err) {
+  return hy_cl_state_step(f->cl, kick, dt, err);
+}
+
+int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err) {
+  long first;
+  return hy_cl_state_finite(f->cl, n_bad, &first, err);
+}
+
+int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, int refit,
+                         struct hy_err *err) {
+  if (pot_invalid(mode, want_pot)) return hy_err_set(err, "internal error: potential requested from a hard walk");
+  double t0 = hy_wtime(), red[11], tk = 0.0;
+  /* the frame: this build's centre of mass, from a first pass in the
+   * absolute frame (so it depends on the positions only) */
+  const double zero[3] = {0.0, 0.0, 0.0};
+  if (hy_cl_state_pack(f->cl, zero, red, &tk, err) != 0) return -1;
+  for (int d = 0; d < 3; d++) f->origin[d] = red[6] > 0.0 ? red[7 + d] / red[6] : 0.0;
+  if (hy_cl_state_pack(f->cl, f->origin, red, &tk, err) != 0) return -1;
+  if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
+  if (build_packed(f, p->n, NULL, red, hy_wtime() - t0, refit && can_refit(f, p->n), err) != 0) return -1;
+  if (mode < 0) return 0; /* the tree only */
+  double t1 = hy_wtime();
+  struct walk_job *lj = &f->job[0];
+  lj->cl = f->cl;
+  lj->wc = (struct hy_walk_cfg){.mode = mode,
+                                .want_pot = want_pot,
+                                .nvec = f->cfg.nvec,
+                                .eps = f->cfg.eps,
+                                .r1 = f->cfg.r1,
+                                .r2 = f->cfg.r2,
+                                .n_ratio = (double)f->cfg.n_ratio};
+  lj->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
+                                   .n_part = f->tree.n_part,
+                                   .root = f->tree.root,
+                                   .tree_id = f->tree_id,
+                                   .slot = 0,
+                                   .n_sink = p->n,
+                                   .self_base = 0,
+                                   .unsort = 1};
+  hy_worker_submit(f->worker, walk_job_run, lj);
+  if (wait_job(f, lj, err) != 0) return -1;
+  f->st.device_busy += hy_worker_take_busy(f->worker);
+  double tu = 0.0;
+  if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot, &tu, err) != 0)
+    return -1;
+  f->st.kernel += tu;
+  f->st.n_walks++;
+  f->st.walk_wall += hy_wtime() - t1;
+  return 0;
+}
+
+int hy_force_refit(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
+  if (can_refit(f, p->n)) return device_build(f, p, 1, err);
+  return hy_force_build(f, p, err);
+}
+
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
+  f->dev_build = 0;
+  if (f->cfg.tree_build != HY_TREE_BUILD_HOST && !f->let && p->n >= 2) return device_build(f, p, 0, err);
   if (p->n == 0) { /* a rank without particles (distributed runs): nothing to build */
     f->tree.n_part = f->tree.n_cell = 0;
     f->tree_id = atomic_fetch_add(&tree_serial, 1);
@@ -169,7 +416,11 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
     f->node = hy_malloc("tree node records", hy_size_mul_or_die(cap, 8, "tree node records"), sizeof(float));
     f->node_cap = cap;
   }
-  hy_tree_export(&f->tree, p, f->node, f->pool);
+  /* the records' frame: the centre of mass (see device_build) */
+  const struct hy_tree *t = &f->tree;
+  const double *cm = t->n_cell ? t->cm + 3 * (size_t)(t->root - (int32_t)t->n_part) : p->pos;
+  for (int d = 0; d < 3; d++) f->frame[d] = isfinite(cm[d]) ? cm[d] : t->centre[d];
+  hy_tree_export_at(&f->tree, p, f->frame, f->node, f->pool);
   ensure_sinks(f, p->n);
   f->sinks_packed = 0; /* packed on demand: the local walk reads them from the node records */
   double t3 = hy_wtime();
@@ -207,11 +458,11 @@ static void add_times(struct hy_force *f, const struct hy_cl_times *tm) {
   f->st.download += tm->download;
 }
 
-/* The sink positions (relative to the local tree's centre) for walks of
+/* The sink positions (relative to the local records' frame) for walks of
  * other trees; the local walk reads them from the node records. */
 static void pack_sinks(struct hy_force *f, const struct hy_part *p) {
   if (f->sinks_packed) return;
-  struct sink_job sj = {.pos = p->pos, .centre = f->tree.centre, .sink = f->sink};
+  struct sink_job sj = {.pos = p->pos, .centre = f->frame, .sink = f->sink};
   hy_pool_for(f->pool, p->n, 4096, sink_body, &sj);
   f->sinks_packed = 1;
 }
@@ -271,7 +522,7 @@ static int build_second_tree(struct hy_force *f, struct hy_part *q, struct hy_er
     f->rnode = hy_malloc("remote tree records", hy_size_mul_or_die(cap, 8, "remote tree records"), sizeof(float));
     f->rnode_cap = cap;
   }
-  hy_tree_export_at(&f->rtree, q, f->tree.centre, f->rnode, f->pool);
+  hy_tree_export_at(&f->rtree, q, f->frame, f->rnode, f->pool);
   f->st.remote_build += hy_wtime() - t0;
   return 0;
 }
@@ -383,6 +634,16 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   struct walk_job *lj = &f->job[0], *rj = &f->job[1];
   lj->cl = f->cl;
   lj->wc = wc;
+  float *out0 = f->out0, *out1 = f->out1;
+  if (f->dev_build) { /* results in p's order, into the engine's staging memory */
+    size_t bytes = hy_size_mul_or_die(p->n, 16, "walk results");
+    out0 = f->dout0 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT0, bytes, err);
+    if (!out0) return -1;
+    if (mode == HY_WALK_SPLIT) {
+      out1 = f->dout1 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT1, bytes, err);
+      if (!out1) return -1;
+    }
+  }
   lj->a = (struct hy_cl_walk_args){.node = f->node,
                                    .n_nodes = hy_tree_n_nodes(&f->tree),
                                    .n_part = f->tree.n_part,
@@ -393,8 +654,9 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
                                    .n_sink = p->n,
                                    .sink_id = f->tree_id,
                                    .self_base = 0,
-                                   .out0 = f->out0,
-                                   .out1 = f->out1};
+                                   .out0 = out0,
+                                   .out1 = out1,
+                                   .unsort = f->dev_build};
   if (p->n) hy_worker_submit(f->worker, walk_job_run, lj);
   /* 2. meanwhile this thread exchanges the LET and builds the remote tree */
   int rc = f->let ? remote_tree(f, p, mode, err) : 0;
@@ -410,8 +672,8 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   }
   f->st.device_busy += hy_worker_take_busy(f->worker);
   const int split = mode == HY_WALK_SPLIT;
-  struct unpack_job uj = {.o0 = f->out0,
-                          .o1 = split ? f->out1 : NULL,
+  struct unpack_job uj = {.o0 = out0,
+                          .o1 = split ? out1 : NULL,
                           .r0 = have_remote ? f->rout0 : NULL,
                           .r1 = have_remote && split ? f->rout1 : NULL,
                           .acc0 = acc0,

@@ -29,6 +29,13 @@
 #include "threads.h"
 #include "tree.h"
 
+/** Where the local tree is built (hy_force_cfg.tree_build). */
+enum hy_tree_build {
+  HY_TREE_BUILD_AUTO = 0,   /**< on the device with one rank, else on the host */
+  HY_TREE_BUILD_HOST = 1,   /**< on the host (threads), node records uploaded */
+  HY_TREE_BUILD_DEVICE = 2  /**< on the device (one rank only; else as host) */
+};
+
 struct hy_force_cfg {
   double G;       /**< gravitational constant */
   double eps;     /**< Plummer softening */
@@ -37,6 +44,8 @@ struct hy_force_cfg {
   int n_crit;     /**< leaf size */
   int nvec;       /**< sinks per work-item */
   int n_ratio;    /**< hard steps per soft step */
+  int tree_build; /**< enum hy_tree_build */
+  int hard_rebuild; /**< nonzero: hy_force_refit rebuilds (default: refits a device-built tree) */
 };
 
 /** Accumulated costs since the last hy_force_stats_reset [s, counts]. */
@@ -48,6 +57,9 @@ struct hy_force_stats {
   double kernel;     /**< device kernels (profiling) */
   double download;   /**< device-to-host transfers (profiling) */
   double walk_wall;  /**< wall time of the walk calls (host view) */
+  double dev_sort;    /**< device build: keys and radix sort (profiling) */
+  double dev_cells;   /**< device build: cell generations and links (profiling) */
+  double dev_moments; /**< device build: particle records and moments (profiling) */
   uint64_t n_pp;     /**< particle-particle interactions */
   uint64_t n_pc;     /**< particle-cell interactions */
   /* distributed runs (main thread unless said otherwise) */
@@ -101,11 +113,25 @@ uint64_t hy_force_first_bad_id(const struct hy_force *f);
 void hy_force_set_last_hard_items(struct hy_force *f, uint64_t n);
 const struct hy_force_cfg *hy_force_config(const struct hy_force *f);
 
-/** Sort p into key order (reorders every particle array) and build the local
- *  tree with its device records. Returns 0 or -1 with err set. */
+/** Build the local tree of p and its device records. A host build sorts p
+ *  into key order (reorders every particle array); a device build (one rank,
+ *  tree_build auto or device) keeps p's order, keeps the tree on the device
+ *  only (hy_force_tree then has no links or moments) and returns the walk
+ *  results in p's order. Returns 0 or -1 with err set. */
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err);
 
-/** The local tree of the last hy_force_build (for tests and LET selection). */
+/** As hy_force_build for new positions of the same particles; when the last
+ *  tree was built on the device (and hard_rebuild is not set) it is refitted
+ *  instead: the same cells and key order, every moment (mass, centre of
+ *  mass, B2, exact b_max, r_b) from the new positions, so the MAC's error
+ *  bound holds as after a build; only the cells' compactness ages. */
+int hy_force_refit(struct hy_force *f, struct hy_part *p, struct hy_err *err);
+
+/** Nonzero if the last hy_force_build built the tree on the device. */
+int hy_force_device_built(const struct hy_force *f);
+
+/** The local tree of the last hy_force_build (for tests and LET selection);
+ *  after a device build only its counts, root and frame are set. */
 const struct hy_tree *hy_force_tree(const struct hy_force *f);
 
 /** Walk the local tree for every particle of p (as sorted by the last build;
@@ -116,6 +142,32 @@ const struct hy_tree *hy_force_tree(const struct hy_force *f);
  *  values per particle and are overwritten. Returns 0 or -1 with err set. */
 int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double *acc0, double *acc1, double *pot,
                   struct hy_err *err);
+
+/* Device-resident particle state (one rank, TreeBuild auto or device, a
+ * double-precision device): positions, velocities, masses and the kick
+ * acceleration stay on the device between hy_force_state_put and
+ * hy_force_state_get, in p's order; the integrator kicks and drifts them
+ * there and the forces are computed from them, so a step moves no particle
+ * data over the bus. The caller keeps track of which copy is current. */
+
+/** Nonzero if p's state can live on the device. */
+int hy_force_state_possible(struct hy_force *f, const struct hy_part *p);
+/** Copy p's positions, velocities, masses and kick accelerations to the device. */
+int hy_force_state_put(struct hy_force *f, const struct hy_part *p, struct hy_err *err);
+/** Copy them back, with the total accelerations (with_acc: the last force
+ *  was HY_WALK_SPLIT) and the potentials (with_pot: the last force made them). */
+int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err);
+/** kick = 0: drift the positions by dt; kick = 1: kick the velocities by dt with the kick acceleration. */
+int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err);
+/** Build (refit: refit as hy_force_refit) the tree of the device positions
+ *  and walk it (mode < 0: the tree only): mode HY_WALK_HARD,
+ *  SOFTSTEP or FULL set the kick acceleration; HY_WALK_SPLIT sets it to
+ *  hard + n soft and the total acceleration to hard + soft; want_pot also
+ *  the potential. p gives the IDs (for the non-finite report). */
+int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, int refit,
+                         struct hy_err *err);
+/** Number of particles with a non-finite position, velocity or kick acceleration. */
+int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err);
 
 /** O(N^2) softened direct sum on the device: acc (3 per particle) and pot
  *  (1 per particle, may be NULL) are overwritten. Distributed: the sources

@@ -4,9 +4,12 @@
 
 #include "part.h"
 
+#include <math.h>
+
 #include <string.h>
 
 #include "alloc.h"
+#include "threads.h"
 
 void hy_part_init(struct hy_part *p) { memset(p, 0, sizeof *p); }
 
@@ -160,4 +163,60 @@ double hy_part_total_mass(const struct hy_part *p) {
   double m = 0.0;
   for (size_t i = 0; i < p->n; i++) m += p->mass[i];
   return m;
+}
+
+/* sums over [b, e): mass, m x[3], x[3], count of finite positions */
+static void com_sums(const struct hy_part *p, size_t b, size_t e, double s[8]) {
+  double m = 0.0, mx[3] = {0.0, 0.0, 0.0}, x[3] = {0.0, 0.0, 0.0};
+  size_t k = 0;
+  for (size_t i = b; i < e; i++) {
+    const double *r = p->pos + 3 * i;
+    if (!(isfinite(r[0]) && isfinite(r[1]) && isfinite(r[2]))) continue;
+    for (int d = 0; d < 3; d++) {
+      mx[d] += p->mass[i] * r[d];
+      x[d] += r[d];
+    }
+    m += p->mass[i];
+    k++;
+  }
+  s[0] = m;
+  for (int d = 0; d < 3; d++) {
+    s[1 + d] = mx[d];
+    s[4 + d] = x[d];
+  }
+  s[7] = (double)k;
+}
+
+static void com_finish(const double s[8], double c[3]) {
+  for (int d = 0; d < 3; d++) c[d] = s[0] > 0.0 ? s[1 + d] / s[0] : s[7] > 0.0 ? s[4 + d] / s[7] : 0.0;
+}
+
+void hy_part_com(const struct hy_part *p, double c[3]) {
+  double s[8];
+  com_sums(p, 0, p->n, s);
+  com_finish(s, c);
+}
+
+struct com_job {
+  const struct hy_part *p;
+  double *part; /* 8 per thread */
+};
+
+static void com_body(void *arg, size_t b, size_t e, int tid) {
+  struct com_job *j = arg;
+  double s[8];
+  com_sums(j->p, b, e, s);
+  for (int k = 0; k < 8; k++) j->part[8 * tid + k] += s[k];
+}
+
+void hy_part_com_pool(const struct hy_part *p, struct hy_pool *pool, double c[3]) {
+  int nt = hy_pool_size(pool);
+  double *part = hy_calloc("centre of mass", (size_t)nt * 8, sizeof(double));
+  struct com_job j = {.p = p, .part = part};
+  hy_pool_for(pool, p->n, 65536, com_body, &j);
+  double s[8] = {0};
+  for (int t = 0; t < nt; t++)
+    for (int k = 0; k < 8; k++) s[k] += part[8 * t + k];
+  hy_free(part);
+  com_finish(s, c);
 }

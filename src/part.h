@@ -44,6 +44,12 @@ void hy_part_permute(struct hy_part *p, const size_t *perm);
  *  start with NULL and 0), so that repeated calls allocate nothing. */
 void hy_part_permute_pool(struct hy_part *p, const uint32_t *perm, struct hy_pool *pool, void **scratch,
                           size_t *scratch_bytes);
+/** Centre of mass of the particles with finite positions (their mean
+ *  position if their mass is zero; the origin if there are none). */
+void hy_part_com(const struct hy_part *p, double c[3]);
+/** hy_part_com over the pool (the rounding depends on the thread count). */
+struct hy_pool;
+void hy_part_com_pool(const struct hy_part *p, struct hy_pool *pool, double c[3]);
 /** Deep copy. */
 void hy_part_copy(struct hy_part *dst, const struct hy_part *src);
 /** Sum of masses. */

@@ -467,7 +467,14 @@ static void finite_body(void *arg, size_t b, size_t e, int tid) {
  * OutputDir/emergency/ (the regular snapshots stay as they are) and err names
  * the step, the time, the count and the lowest particle ID. Collective.
  * Returns 0 when every value is finite. */
-static int check_finite(struct run *r, struct hy_pool *pool, long s, double t, struct hy_err *err) {
+static int check_finite(struct run *r, struct hy_sim *sim, struct hy_pool *pool, long s, double t,
+                        struct hy_err *err) {
+  if (hy_sim_state_on_device(sim)) { /* one rank: count on the device, bring the state over only if needed */
+    size_t n_bad = 0;
+    if (hy_sim_count_nonfinite(sim, &n_bad, err) != 0) return -1;
+    if (n_bad == 0) return 0;
+    if (hy_sim_sync(sim, err) != 0) return -1;
+  }
   int nt = hy_pool_size(pool);
   uint64_t *bad = hy_calloc("finite check", (size_t)nt, sizeof(uint64_t));
   uint64_t *low = hy_malloc("finite check", (size_t)nt, sizeof(uint64_t));
@@ -550,6 +557,11 @@ static int write_restart(struct run *r, struct hy_force *f, long s, long next_sn
   return rc;
 }
 
+static int tree_build_of(const char *v) {
+  return strcmp(v, "host") == 0 ? HY_TREE_BUILD_HOST : strcmp(v, "device") == 0 ? HY_TREE_BUILD_DEVICE
+                                                                                : HY_TREE_BUILD_AUTO;
+}
+
 /* The main loop; returns 0 or -1 with err set. On several ranks a failure
  * of any rank ends the run on all ranks (hy_die). */
 static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struct hy_err *err) {
@@ -560,7 +572,9 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
                             .a_err = r->a_err,
                             .n_crit = (int)hy_params_get_int(r->par, "NCrit"),
                             .nvec = (int)hy_params_get_int(r->par, "NVec"),
-                            .n_ratio = r->n_ratio};
+                            .n_ratio = r->n_ratio,
+                            .tree_build = tree_build_of(hy_params_get_str(r->par, "TreeBuild")),
+                            .hard_rebuild = strcmp(hy_params_get_str(r->par, "HardStepTree"), "rebuild") == 0};
   struct hy_force *f = hy_force_create(cl, pool, &fc);
   r->force = f;
   const char *lw = hy_params_get_str(r->par, "LETWalk");
@@ -572,8 +586,10 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
                           .n_ratio = r->n_ratio,
                           .decompose = r->size > 1 ? decompose_cb : NULL,
                           .decompose_ctx = r,
-                          .dd_every = 4};
+                          .dd_every = 4,
+                          .host_state = strcmp(hy_params_get_str(r->par, "ParticleState"), "host") == 0};
   struct hy_sim *sim = hy_sim_create(&r->p, f, pool, &sc, r->t0);
+  hy_sim_set_lazy_sync(sim, 1); /* p is read only after steps with a `want`, and synced before other reads */
   const MPI_Comm *dcomm = r->size > 1 ? &r->comm : NULL;
   int rc = -1;
   unsigned snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
@@ -636,9 +652,13 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
     int snap = final || (r->snap_dt > 0.0 && t_next >= r->t0 + (double)next_snap * r->snap_dt - 1e-9 * len);
     int energy = final || r->energy_dt == 0.0 || t_next >= r->t0 + (double)next_energy * r->energy_dt - 1e-9 * len;
     unsigned want = (snap ? snap_want : 0u) | (energy ? HY_WANT_POT : 0u);
-    if (r->test_nan_step == s && r->rank == 0 && r->p.n > 0) r->p.vel[0] = NAN; /* tests */
+    if (r->test_nan_step == s && r->rank == 0 && r->p.n > 0) { /* tests */
+      if (hy_sim_sync(sim, err) != 0) goto out;
+      r->p.vel[0] = NAN;
+      hy_sim_host_changed(sim);
+    }
     if (hy_sim_step(sim, want, &tm, err) != 0) goto out;
-    if (check_finite(r, pool, s, hy_sim_time(sim), err) != 0) goto out;
+    if (check_finite(r, sim, pool, s, hy_sim_time(sim), err) != 0) goto out;
     double t = hy_sim_time(sim);
     step_records(r, s, t, &tm);
     if (r->rank == 0 && (csv_flush(r->timings, "timings.csv", err) != 0 ||
@@ -698,7 +718,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
       goto out;
     }
     if (want_rs) {
-      if (write_restart(r, f, s, next_snap, next_energy, d0.etot, err) != 0) goto out;
+      if (hy_sim_sync(sim, err) != 0 || write_restart(r, f, s, next_snap, next_energy, d0.etot, err) != 0) goto out;
       last_restart = hy_wtime();
       if (want_rs & 2) {
         hy_msg("stopped by SIGTERM at t = %.9g after writing the restart set; resume with: hytree run --restart %s",
@@ -994,6 +1014,12 @@ int hy_cmd_run(int argc, char **argv) {
   if (r.snap_files > r.size) {
     hy_err_set(&err, "%s: NumFilesPerSnapshot %d is larger than the number of MPI ranks (%d)", pfile, r.snap_files,
                r.size);
+    report(&r, &err);
+    goto out;
+  }
+  if (r.size > 1 && strcmp(hy_params_get_str(r.par, "TreeBuild"), "device") == 0) {
+    hy_err_set(&err, "%s: TreeBuild device needs one MPI rank (%d ranks: the LET selection walks the host tree); "
+                     "use auto or host", pfile, r.size);
     report(&r, &err);
     goto out;
   }

@@ -5,7 +5,7 @@
  * multi-rate leapfrog, spec.md section 1):
  *   v += dt_h/2 (a_h + n a_s)                 opening half kick (acc_w)
  *   for k = 1 .. n:
- *     x += dt_h v;  rebuild the tree
+ *     x += dt_h v;  rebuild the tree (k < n: refit a device-built one, hy_force_refit)
  *     k < n:  a_h from the hard walk;  v += dt_h a_h   (two merged half kicks)
  *     k = n:  acc_w = a_h + n a_s;     v += dt_h/2 acc_w (closing half kick)
  * so velocities are synchronised at every soft-step boundary and the soft
@@ -14,6 +14,7 @@
 
 #include "sim.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -29,6 +30,13 @@ struct hy_sim {
   double t0;
   double *soft;   /* scratch: soft part of a split walk, 3 per particle */
   size_t soft_n;
+  /* the state on the device (hy_force_state_*) */
+  int on_device;  /* the state lives on the device between steps */
+  int dev_fresh;  /* the device copy is current */
+  int host_fresh; /* p is current */
+  int lazy;       /* sync p only when a step computed a `want` */
+  int dev_acc, dev_pot; /* the last device force made p->acc, p->pot */
+  int need_tree;  /* resumed: build the boundary tree that the first hard step refits */
 };
 
 int hy_scheme_parse(const char *name, enum hy_scheme *out) {
@@ -59,7 +67,42 @@ struct hy_sim *hy_sim_create(struct hy_part *p, struct hy_force *f, struct hy_po
   s->cfg = *cfg;
   if (s->cfg.scheme != HY_SCHEME_HYBRID) s->cfg.n_ratio = 1;
   s->t = s->t0 = t0;
+  s->on_device = !cfg->host_state && !cfg->decompose && cfg->scheme != HY_SCHEME_DIRECT &&
+                 hy_force_state_possible(f, p);
+  s->host_fresh = 1;
   return s;
+}
+
+int hy_sim_state_on_device(const struct hy_sim *s) { return s->on_device; }
+void hy_sim_set_lazy_sync(struct hy_sim *s, int lazy) { s->lazy = lazy; }
+void hy_sim_host_changed(struct hy_sim *s) {
+  s->dev_fresh = 0;
+  s->host_fresh = 1;
+}
+
+int hy_sim_sync(struct hy_sim *s, struct hy_err *err) {
+  if (!s->on_device || s->host_fresh) return 0;
+  if (hy_force_state_get(s->f, s->p, s->dev_acc, s->dev_pot, err) != 0) return -1;
+  if (s->dev_acc && s->cfg.scheme == HY_SCHEME_TREE) memcpy(s->p->acc, s->p->acc_w, 3 * s->p->n * sizeof(double));
+  s->host_fresh = 1;
+  return 0;
+}
+
+static int to_device(struct hy_sim *s, struct hy_err *err) {
+  if (s->dev_fresh) return 0;
+  if (hy_force_state_put(s->f, s->p, err) != 0) return -1;
+  s->dev_fresh = 1;
+  return 0;
+}
+
+int hy_sim_count_nonfinite(struct hy_sim *s, size_t *n_bad, struct hy_err *err) {
+  if (s->on_device && !s->host_fresh) return hy_force_state_finite(s->f, n_bad, err);
+  size_t k = 0;
+  const struct hy_part *p = s->p;
+  for (size_t i = 0; i < 3 * p->n; i++)
+    if (!isfinite(p->pos[i]) || !isfinite(p->vel[i]) || !isfinite(p->acc_w[i])) k++;
+  *n_bad = k;
+  return 0;
 }
 
 void hy_sim_free(struct hy_sim *s) {
@@ -72,6 +115,8 @@ double hy_sim_time(const struct hy_sim *s) { return s->t; }
 long hy_sim_steps(const struct hy_sim *s) { return s->step; }
 
 void hy_sim_resume(struct hy_sim *s, long steps) {
+  hy_sim_host_changed(s); /* the caller restored p */
+  s->need_tree = 1;
   s->step = steps;
   s->t = s->t0 + (double)steps * (double)s->cfg.n_ratio * s->cfg.dt_h;
 }
@@ -156,10 +201,26 @@ static int decompose(struct hy_sim *s, struct hy_step_times *tm, struct hy_err *
   return rc;
 }
 
+/* The boundary force with the state on the device: the kick acceleration,
+ * and the total acceleration (split walk) or the potential when wanted. */
+static int device_boundary_force(struct hy_sim *s, unsigned want, struct hy_err *err) {
+  int mode = s->cfg.scheme == HY_SCHEME_TREE ? HY_WALK_FULL
+             : (want & HY_WANT_ACC)           ? HY_WALK_SPLIT
+                                              : HY_WALK_SOFTSTEP;
+  int pot = (want & HY_WANT_POT) != 0;
+  if (hy_force_state_force(s->f, s->p, mode, pot, 0, err) != 0) return -1;
+  s->dev_acc = (want & HY_WANT_ACC) != 0;
+  s->dev_pot = pot;
+  return 0;
+}
+
 int hy_sim_start(struct hy_sim *s, unsigned want, struct hy_err *err) {
   if (decompose(s, NULL, err) != 0) return -1;
   hy_force_stats_reset(s->f);
-  return boundary_force(s, want, err);
+  if (!s->on_device) return boundary_force(s, want, err);
+  if (to_device(s, err) != 0 || device_boundary_force(s, want, err) != 0) return -1;
+  s->host_fresh = 0;
+  return hy_sim_sync(s, err);
 }
 
 static void add_stats(struct hy_force_stats *a, const struct hy_force_stats *b) {
@@ -170,6 +231,9 @@ static void add_stats(struct hy_force_stats *a, const struct hy_force_stats *b) 
   a->kernel += b->kernel;
   a->download += b->download;
   a->walk_wall += b->walk_wall;
+  a->dev_sort += b->dev_sort;
+  a->dev_cells += b->dev_cells;
+  a->dev_moments += b->dev_moments;
   a->n_pp += b->n_pp;
   a->n_pc += b->n_pc;
   a->let_boxes += b->let_boxes;
@@ -205,18 +269,58 @@ static void take_stats(struct hy_sim *s, struct hy_step_times *tm, int hard) {
   }
 }
 
+/* hy_sim_step with the state on the device: the same sequence of kicks,
+ * drifts and forces, in the same double-precision arithmetic. */
+static int device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err) {
+  struct hy_force *f = s->f;
+  const double dt = s->cfg.dt_h;
+  const int n = s->cfg.n_ratio;
+  double t_start = hy_wtime();
+  if (to_device(s, err) != 0) return -1;
+  s->host_fresh = 0;
+  s->dev_acc = s->dev_pot = 0;
+  if (s->need_tree && hy_force_state_force(f, s->p, -1, 0, 0, err) != 0) return -1;
+  s->need_tree = 0;
+  if (hy_force_state_move(f, 1, 0.5 * dt, err) != 0) return -1;
+  for (int k = 1; k < n; k++) {
+    double t0 = hy_wtime();
+    if (hy_force_state_move(f, 0, dt, err) != 0 || hy_force_state_force(f, s->p, HY_WALK_HARD, 0, 1, err) != 0 ||
+        hy_force_state_move(f, 1, dt, err) != 0)
+      return -1;
+    tm->hard[k - 1] = hy_wtime() - t0;
+    take_stats(s, tm, 1);
+  }
+  tm->n_hard = n - 1;
+  double t0 = hy_wtime();
+  if (hy_force_state_move(f, 0, dt, err) != 0 || device_boundary_force(s, want, err) != 0 ||
+      hy_force_state_move(f, 1, 0.5 * dt, err) != 0)
+    return -1;
+  if ((want || !s->lazy) && hy_sim_sync(s, err) != 0) return -1;
+  double t1 = hy_wtime();
+  tm->soft = t1 - t0;
+  take_stats(s, tm, 0);
+  tm->total = t1 - t_start;
+  s->step++;
+  s->t = s->t0 + (double)s->step * (double)n * dt;
+  return 0;
+}
+
 int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err) {
   struct hy_part *p = s->p;
   const double dt = s->cfg.dt_h;
   const int n = s->cfg.n_ratio;
   memset(tm, 0, sizeof *tm);
   hy_force_stats_reset(s->f);
+  if (s->on_device) return device_step(s, want, tm, err);
+  /* resumed: the tree a straight run would refit at the first hard step */
+  if (s->need_tree && s->cfg.scheme == HY_SCHEME_HYBRID && hy_force_build(s->f, p, err) != 0) return -1;
+  s->need_tree = 0;
   double t_start = hy_wtime();
   kick(s, p->acc_w, 0.5 * dt); /* opening half kick: (a_h + n a_s) dt_h / 2 */
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
     drift(s, dt);
-    if (hy_force_build(s->f, p, err) != 0) return -1;
+    if (hy_force_refit(s->f, p, err) != 0) return -1;
     if (hy_force_walk(s->f, p, HY_WALK_HARD, p->acc_w, NULL, NULL, err) != 0) return -1;
     kick(s, p->acc_w, dt);
     tm->hard[k - 1] = hy_wtime() - t0;

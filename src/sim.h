@@ -60,6 +60,7 @@ struct hy_sim_cfg {
   hy_decompose_fn decompose; /**< NULL: none (one rank) */
   void *decompose_ctx;
   int dd_every; /**< tree and direct: decompose before every dd_every-th force (hybrid: every soft step) */
+  int host_state; /**< nonzero: keep the particle state on the host even where it could stay on the device */
 };
 
 struct hy_sim;
@@ -83,7 +84,23 @@ long hy_sim_steps(const struct hy_sim *s);
  *  of hy_sim_start. */
 void hy_sim_resume(struct hy_sim *s, long steps);
 
-/** Advance by one step; the force at the end provides `want`. */
+/** Advance by one step; the force at the end provides `want`. With the
+ *  state on the device (hy_force_state_possible, one rank, not host_state)
+ *  the particle set p is brought up to date at the end of the step when
+ *  `want` is non-zero or lazy syncing is off (the default); otherwise call
+ *  hy_sim_sync before reading p. */
 int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err);
+
+/** Nonzero if the particle state lives on the device between steps. */
+int hy_sim_state_on_device(const struct hy_sim *s);
+/** lazy = 1: hy_sim_step brings p up to date only when it computed a `want`. */
+void hy_sim_set_lazy_sync(struct hy_sim *s, int lazy);
+/** Bring p up to date from the device (no-op when it is). */
+int hy_sim_sync(struct hy_sim *s, struct hy_err *err);
+/** p was changed on the host: the device copy is stale (re-sent before the next step). */
+void hy_sim_host_changed(struct hy_sim *s);
+/** Particles with a non-finite position, velocity or kick acceleration
+ *  (on the device when the state lives there). */
+int hy_sim_count_nonfinite(struct hy_sim *s, size_t *n_bad, struct hy_err *err);
 
 #endif

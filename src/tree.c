@@ -67,8 +67,7 @@ uint64_t hy_tree_key(const double x[3], const double centre[3], double half) {
   return (spread3(ix) << 2) | (spread3(iy) << 1) | spread3(iz);
 }
 
-/* the cube from the coordinate ranges: shared by the serial and the pooled bounds */
-static void bounds_finish(size_t n, double lo[3], double hi[3], double centre[3], double *half) {
+void hy_tree_cube(size_t n, double lo[3], double hi[3], double centre[3], double *half) {
   double h = 0.0;
   for (int d = 0; d < 3; d++) {
     if (n == 0) lo[d] = hi[d] = 0.0;
@@ -98,7 +97,7 @@ static void range_of(const double *pos, size_t b, size_t e, double lo[3], double
 void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half) {
   double lo[3], hi[3];
   range_of(p->pos, 0, p->n, lo, hi);
-  bounds_finish(p->n, lo, hi, centre, half);
+  hy_tree_cube(p->n, lo, hi, centre, half);
 }
 
 /* Scratch kept between builds, so that a build allocates nothing once the
@@ -343,7 +342,7 @@ void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
       if (w->red[6 * c + d] < lo[d]) lo[d] = w->red[6 * c + d];
       if (w->red[6 * c + 3 + d] > hi[d]) hi[d] = w->red[6 * c + 3 + d];
     }
-  bounds_finish(n, lo, hi, t->centre, &t->half);
+  hy_tree_cube(n, lo, hi, t->centre, &t->half);
   kj.centre = t->centre;
   kj.half = t->half;
   for (int c = 0; c < nt; c++) {

@@ -72,6 +72,11 @@ void hy_tree_free(struct hy_tree *t);
  *  (or NaN) are clamped to the cube's faces. */
 uint64_t hy_tree_key(const double x[3], const double centre[3], double half);
 
+/** The key cube of n particles whose coordinates span [lo, hi] per axis:
+ *  centre and half side, enlarged slightly so that every key is valid (lo
+ *  and hi are set to 0 when n is 0). */
+void hy_tree_cube(size_t n, double lo[3], double hi[3], double centre[3], double *half);
+
 /** Bounding cube of the particles, enlarged slightly so every key is valid. */
 void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half);
 

@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * build.cl: the octree built on the device, with the same rules and the same
+ * node records (hy_shared.h) as the host build (src/tree.c), so walk.cl walks
+ * either.
+ *
+ *  1. hy_keys: 63-bit Morton keys of the particle positions (21 bits per
+ *     axis) in the cube given by the host; non-finite or outside positions
+ *     are clamped to the cube's faces, as on the host.
+ *  2. hy_radix_count / hy_scan_* / hy_radix_scatter: a stable LSD radix sort
+ *     of (key, index) with HY_RADIX_BITS-bit digits. A work-group owns a tile
+ *     of HY_WG * HY_PER keys; its digit counts go to a digit-major table whose
+ *     exclusive scan gives every (digit, tile) its output offset; inside a
+ *     tile each work-item ranks its HY_PER consecutive keys after a local scan
+ *     of the per-work-item digit counts, so equal digits keep their order.
+ *  3. hy_split_count / hy_split_emit: the cells, one generation (cells whose
+ *     parents are the previous generation) per launch. A cell is a key range;
+ *     it is a leaf bucket when it holds fewer than n_crit particles or all its
+ *     keys are equal, else it is split at the highest octal digit in which its
+ *     keys differ (so chains of single-child cells never appear), and an
+ *     octant of one particle is attached as that particle. The children of a
+ *     generation are numbered after an exclusive scan of their counts, so the
+ *     numbering is deterministic (breadth-first). Links: more = first child,
+ *     next = next sibling, the parent's next for the last child.
+ *  4. hy_gather: the particle records in key order.
+ *  5. hy_moments: mass, centre of mass, B2 (parallel-axis rule) and b_max
+ *     (exact over the particles up to HY_BMAX_EXACT of them, else the bound
+ *     max_child(b_child + |r_child - r_cm|)), r_b of the absolute MAC
+ *     (Watanabe & Nakasato eq 5), one generation per launch from the deepest;
+ *     hy_bmax_big gives the larger cells their exact b_max with a work-group
+ *     each before the next generation up reads it.
+ *  6. hy_unsort: walk results from key order back to the host's order.
+ *
+ * Build options: -D HY_WG=w (work-group size of the sort, scan and b_max
+ * kernels, a power of two, 16..1024), -D HY_PER=p (keys per work-item of a
+ * sort tile), -D HY_BMAX_EXACT=b, -D HY_BMAX_SERIAL=s (cells up to s
+ * particles get their exact b_max from one work-item, larger ones up to b
+ * from a work-group). OpenCL C 1.2; uses 64-bit integers (ulong). */
+#ifndef HY_SHARED_H
+#include "hy_shared.h"
+#endif
+
+#ifndef HY_WG
+#error "HY_WG must be defined"
+#endif
+#ifndef HY_PER
+#error "HY_PER must be defined"
+#endif
+#ifndef HY_BMAX_EXACT
+#error "HY_BMAX_EXACT must be defined"
+#endif
+#ifndef HY_BMAX_SERIAL
+#define HY_BMAX_SERIAL 128
+#endif
+
+#define HY_RADIX_BITS 4
+#define HY_RADIX (1 << HY_RADIX_BITS)
+#define HY_KEY_AXIS_BITS 21
+
+/* ------------------------------------------------------------- keys */
+
+inline ulong hy_spread3(ulong v) {
+  v &= 0x1fffffUL;
+  v = (v | (v << 32)) & 0x001f00000000ffffUL;
+  v = (v | (v << 16)) & 0x001f0000ff0000ffUL;
+  v = (v | (v << 8)) & 0x100f00f00f00f00fUL;
+  v = (v | (v << 4)) & 0x10c30c30c30c30c3UL;
+  v = (v | (v << 2)) & 0x1249249249249249UL;
+  return v;
+}
+
+inline ulong hy_grid(float x, float lo, float scale) {
+  const float maxv = (float)((1u << HY_KEY_AXIS_BITS) - 1u);
+  const float u = (x - lo) * scale;
+  if (!(u >= 0.0f)) return 0UL; /* also NaN */
+  if (u >= maxv) return (ulong)maxv;
+  return (ulong)u;
+}
+
+__kernel void hy_keys(__global const float4 *pos, const uint n, const float lox, const float loy,
+                      const float loz, const float scale, __global ulong *key, __global uint *idx) {
+  const uint i = (uint)get_global_id(0);
+  if (i >= n) return;
+  const float4 p = pos[i];
+  key[i] = (hy_spread3(hy_grid(p.x, lox, scale)) << 2) | (hy_spread3(hy_grid(p.y, loy, scale)) << 1) |
+           hy_spread3(hy_grid(p.z, loz, scale));
+  idx[i] = i;
+}
+
+/* ------------------------------------------------------------- scan */
+
+/* Inclusive scan of one value per work-item over the work-group; tmp holds
+ * HY_WG entries. Returns the inclusive prefix; all work-items must call it. */
+inline uint hy_wg_scan(uint v, __local uint *tmp) {
+  const uint lid = (uint)get_local_id(0);
+  tmp[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint off = 1; off < HY_WG; off <<= 1) {
+    const uint add = lid >= off ? tmp[lid - off] : 0u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    tmp[lid] += add;
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const uint r = tmp[lid];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+/* Exclusive scan in place of blocks of 4 * HY_WG values; the block totals go
+ * to sums[group]. */
+__kernel void hy_scan_block(__global uint *data, const uint n, __global uint *sums) {
+  __local uint tmp[HY_WG];
+  const uint lid = (uint)get_local_id(0);
+  const uint base = (uint)get_group_id(0) * 4u * HY_WG + 4u * lid;
+  uint v[4], s = 0;
+  for (uint k = 0; k < 4; k++) {
+    v[k] = base + k < n ? data[base + k] : 0u;
+    s += v[k];
+  }
+  const uint incl = hy_wg_scan(s, tmp);
+  uint run = incl - s;
+  for (uint k = 0; k < 4; k++) {
+    if (base + k < n) data[base + k] = run;
+    run += v[k];
+  }
+  if (lid == HY_WG - 1) sums[get_group_id(0)] = incl;
+}
+
+/* Add the scanned block totals to their blocks. */
+__kernel void hy_scan_add(__global uint *data, const uint n, __global const uint *sums) {
+  const uint i = (uint)get_global_id(0);
+  if (i < n) data[i] += sums[i / (4u * HY_WG)];
+}
+
+/* ------------------------------------------------------------- sort */
+
+__kernel void hy_radix_count(__global const ulong *key, const uint n, const uint shift, __global uint *hist) {
+  __local uint cnt[HY_RADIX];
+  const uint lid = (uint)get_local_id(0);
+  const uint tile = (uint)get_group_id(0), n_tiles = (uint)get_num_groups(0);
+  if (lid < HY_RADIX) cnt[lid] = 0u;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const uint base = tile * HY_WG * HY_PER;
+  for (uint j = 0; j < HY_PER; j++) {
+    const uint i = base + j * HY_WG + lid;
+    if (i < n) atomic_inc(&cnt[(uint)(key[i] >> shift) & (HY_RADIX - 1u)]);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < HY_RADIX) hist[lid * n_tiles + tile] = cnt[lid];
+}
+
+__kernel void hy_radix_scatter(__global const ulong *key_in, __global const uint *idx_in, const uint n,
+                               const uint shift, __global const uint *hist, __global ulong *key_out,
+                               __global uint *idx_out) {
+  __local uint cnt[HY_RADIX * HY_WG]; /* digit-major: cnt[d * HY_WG + lid] */
+  __local uint tmp[HY_WG];
+  __local uint start[HY_RADIX];
+  const uint lid = (uint)get_local_id(0);
+  const uint tile = (uint)get_group_id(0), n_tiles = (uint)get_num_groups(0);
+  const uint base = tile * HY_WG * HY_PER + lid * HY_PER;
+  for (uint d = 0; d < HY_RADIX; d++) cnt[d * HY_WG + lid] = 0u;
+  for (uint j = 0; j < HY_PER; j++) /* only this work-item touches column lid */
+    if (base + j < n) cnt[((uint)(key_in[base + j] >> shift) & (HY_RADIX - 1u)) * HY_WG + lid]++;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* exclusive scan of the flat table: work-item lid scans entries
+   * [lid * HY_RADIX, lid * HY_RADIX + HY_RADIX), then the chunk totals */
+  uint s = 0;
+  for (uint r = 0; r < HY_RADIX; r++) {
+    const uint v = cnt[lid * HY_RADIX + r];
+    cnt[lid * HY_RADIX + r] = s;
+    s += v;
+  }
+  const uint off = hy_wg_scan(s, tmp) - s; /* has barriers: the chunk scans are done */
+  for (uint r = 0; r < HY_RADIX; r++) cnt[lid * HY_RADIX + r] += off;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < HY_RADIX) start[lid] = cnt[lid * HY_WG];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint j = 0; j < HY_PER; j++) {
+    const uint i = base + j;
+    if (i >= n) break;
+    const ulong k = key_in[i];
+    const uint d = (uint)(k >> shift) & (HY_RADIX - 1u);
+    const uint at = hist[d * n_tiles + tile] + cnt[d * HY_WG + lid] - start[d];
+    cnt[d * HY_WG + lid]++;
+    key_out[at] = k;
+    idx_out[at] = idx_in[i];
+  }
+}
+
+/* ------------------------------------------------------------ cells */
+
+/* first index in [lo, hi) whose key satisfies (key >> shift) > v */
+inline uint hy_upper_digit(__global const ulong *key, uint lo, uint hi, uint shift, ulong v) {
+  while (lo < hi) {
+    const uint mid = lo + (hi - lo) / 2u;
+    if ((key[mid] >> shift) <= v)
+      lo = mid + 1u;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+inline int hy_is_leaf(__global const ulong *key, uint lo, uint hi, uint n_crit) {
+  return hi - lo < n_crit || key[lo] == key[hi - 1u];
+}
+
+/* The non-empty octants [clo, chi) of a non-leaf range at the highest octal
+ * digit in which its keys differ; returns their number. */
+inline int hy_split(__global const ulong *key, uint lo, uint hi, uint *clo, uint *chi) {
+  const ulong diff = key[lo] ^ key[hi - 1u];
+  const uint bit = 63u - (uint)clz(diff);
+  const uint shift = (bit / 3u) * 3u;
+  const ulong prefix = key[lo] >> (shift + 3u);
+  int nc = 0;
+  uint b = lo;
+  for (ulong d = 0; d < 8UL && b < hi; d++) {
+    const uint e = hy_upper_digit(key, b, hi, shift, (prefix << 3) | d);
+    if (e > b) {
+      clo[nc] = b;
+      chi[nc] = e;
+      nc++;
+    }
+    b = e;
+  }
+  return nc;
+}
+
+/* Child cells (octants of two or more particles) of each cell of a generation
+ * into n_child[0 .. n_gen - 1]; n_child[n_gen] = 0 (needs n_gen + 1 work-items). */
+__kernel void hy_split_count(__global const ulong *key, const uint gen0, const uint n_gen,
+                             __global const uint *c_lo, __global const uint *c_hi, const uint n_crit,
+                             __global uint *n_child) {
+  const uint g = (uint)get_global_id(0);
+  if (g == n_gen) n_child[g] = 0u; /* after the exclusive scan: the generation's total */
+  if (g >= n_gen) return;
+  const uint lo = c_lo[gen0 + g], hi = c_hi[gen0 + g];
+  uint nc = 0;
+  if (!hy_is_leaf(key, lo, hi, n_crit)) {
+    uint clo[8], chi[8];
+    const int k = hy_split(key, lo, hi, clo, chi);
+    for (int j = 0; j < k; j++) nc += chi[j] - clo[j] > 1u ? 1u : 0u;
+  }
+  n_child[g] = nc;
+}
+
+/* Create the child cells of a generation (at new0 + offset[g] ...) and link
+ * the children of every cell of the generation. nxt of the generation's cells
+ * is set (by their parents, or the host for the root). */
+__kernel void hy_split_emit(__global const ulong *key, const uint gen0, const uint n_gen,
+                            __global uint *c_lo, __global uint *c_hi, const uint n_crit,
+                            __global const uint *offset, const uint new0, const int n_part,
+                            __global int *nxt, __global int *mor) {
+  const uint g = (uint)get_global_id(0);
+  if (g >= n_gen) return;
+  const uint c = gen0 + g;
+  const uint lo = c_lo[c], hi = c_hi[c];
+  const int self = n_part + (int)c;
+  const int after = nxt[self];
+  if (hy_is_leaf(key, lo, hi, n_crit)) { /* leaf bucket: the particles are the children */
+    mor[self] = (int)lo;
+    for (uint i = lo; i + 1u < hi; i++) nxt[i] = (int)(i + 1u);
+    nxt[hi - 1u] = after;
+    return;
+  }
+  uint clo[8], chi[8];
+  const int k = hy_split(key, lo, hi, clo, chi);
+  uint made = new0 + offset[g];
+  int prev = HY_NONE;
+  for (int j = 0; j < k; j++) {
+    int child;
+    if (chi[j] - clo[j] == 1u) {
+      child = (int)clo[j];
+    } else {
+      c_lo[made] = clo[j];
+      c_hi[made] = chi[j];
+      child = n_part + (int)made;
+      made++;
+    }
+    if (prev == HY_NONE)
+      mor[self] = child;
+    else
+      nxt[prev] = child;
+    prev = child;
+  }
+  nxt[prev] = after;
+}
+
+/* ---------------------------------------------------------- records */
+
+/* Particle records in key order: position and mass, next, no children. */
+__kernel void hy_gather(__global const float4 *pos, __global const uint *idx, const uint n,
+                        __global const int *nxt, __global float4 *node) {
+  const uint i = (uint)get_global_id(0);
+  if (i >= n) return;
+  node[2u * i] = pos[idx[i]];
+  node[2u * i + 1u] = (float4)(0.0f, 0.0f, as_float(nxt[i]), as_float(HY_NONE));
+}
+
+/* float rounding must not leave a particle outside b_max (the hard walk
+ * skips cells beyond R2 + b_max) */
+inline float hy_bmax_safe(float b) { return b * (1.0f + 4.0f * FLT_EPSILON); }
+
+/* r_b^2 of the absolute MAC: r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)) */
+inline float hy_mac_rb2(float bmax, float b2, float a_err) {
+  const float rb = 0.5f * bmax + sqrt(0.25f * bmax * bmax + sqrt(3.0f * b2 / a_err));
+  return rb * rb;
+}
+
+/* Moments and records of the cells of one generation (their children's are
+ * final). b_max: exact here up to HY_BMAX_SERIAL particles; cells up to
+ * HY_BMAX_EXACT are listed in big (count in n_big[0]) for hy_bmax_big and
+ * get the bound from their children meanwhile; larger cells keep the bound. */
+__kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __global const uint *c_lo,
+                         __global const uint *c_hi, __global const int *nxt, __global const int *mor,
+                         __global float *c_b2, const float a_err, __global float4 *node,
+                         __global uint *big, __global uint *n_big) {
+  const uint g = (uint)get_global_id(0);
+  if (g >= n_gen) return;
+  const uint c = gen0 + g;
+  const int self = n_part + (int)c;
+  const int after = nxt[self], first = mor[self];
+  float m = 0.0f;
+  float3 s = (float3)(0.0f);
+  for (int x = first; x != after; x = nxt[x]) {
+    const float4 p = node[2 * x];
+    m += p.w;
+    s += p.w * p.xyz;
+  }
+  const float3 cm = m > 0.0f ? s / m : (float3)(0.0f);
+  float b2 = 0.0f, bound = 0.0f;
+  for (int x = first; x != after; x = nxt[x]) {
+    const float4 p = node[2 * x];
+    const float3 d = p.xyz - cm;
+    const float r2 = dot(d, d);
+    const int is_cell = x >= n_part;
+    b2 += (is_cell ? c_b2[x - n_part] : 0.0f) + p.w * r2;
+    bound = fmax(bound, (is_cell ? node[2 * x + 1].y : 0.0f) + sqrt(r2));
+  }
+  const uint lo = c_lo[c], hi = c_hi[c];
+  float bmax = bound;
+  if (hi - lo <= (uint)HY_BMAX_SERIAL) {
+    float m2 = 0.0f;
+    for (uint i = lo; i < hi; i++) {
+      const float3 d = node[2u * i].xyz - cm;
+      m2 = fmax(m2, dot(d, d));
+    }
+    bmax = hy_bmax_safe(sqrt(m2));
+  } else if (hi - lo <= (uint)HY_BMAX_EXACT) {
+    big[atomic_inc(n_big)] = c; /* exact b_max by hy_bmax_big, a work-group per cell */
+  }
+  c_b2[c] = b2;
+  node[2 * self] = (float4)(cm, m);
+  node[2 * self + 1] = (float4)(hy_mac_rb2(bmax, b2, a_err), bmax, as_float(after), as_float(first));
+}
+
+/* Exact b_max (and r_b) of the cells listed by hy_moments, a work-group per
+ * cell: each work-item takes every HY_WG-th particle, then a local max. The
+ * list's order (atomic appends) does not matter: a maximum is exact. Runs
+ * in a fixed grid of work-groups that loop over the list. */
+__kernel void hy_bmax_big(const int n_part, __global const uint *c_lo, __global const uint *c_hi,
+                          __global const float *c_b2, __global const uint *big, __global const uint *n_big,
+                          const float a_err, __global float4 *node) {
+  __local float red[HY_WG];
+  const uint lid = (uint)get_local_id(0);
+  const uint nb = n_big[0];
+  for (uint b = (uint)get_group_id(0); b < nb; b += (uint)get_num_groups(0)) {
+    const uint c = big[b];
+    const int self = n_part + (int)c;
+    const float3 cm = node[2 * self].xyz;
+    float m2 = 0.0f;
+    for (uint i = c_lo[c] + lid; i < c_hi[c]; i += HY_WG) {
+      const float3 d = node[2u * i].xyz - cm;
+      m2 = fmax(m2, dot(d, d));
+    }
+    red[lid] = m2;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
+      if (lid < off) red[lid] = fmax(red[lid], red[lid + off]);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+      const float bmax = hy_bmax_safe(sqrt(red[0]));
+      float4 q = node[2 * self + 1];
+      q.x = hy_mac_rb2(bmax, c_b2[c], a_err);
+      q.y = bmax;
+      node[2 * self + 1] = q;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* out[idx[i]] = in[i]: results from key order to the host's order. */
+__kernel void hy_unsort(__global const uint *idx, const uint n, __global const float4 *in,
+                        __global float4 *out) {
+  const uint i = (uint)get_global_id(0);
+  if (i < n) out[idx[i]] = in[i];
+}

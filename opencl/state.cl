@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * state.cl: the particle state kept on the device between outputs (one rank,
+ * device tree build): positions, velocities, masses and the kick
+ * acceleration in double precision, in the host's particle order, so that
+ * the leapfrog's kicks and drifts, the packing of the tree build's input and
+ * the unpacking of the walk results move nothing over the bus. The
+ * arithmetic is that of the host integrator (src/sim.c, src/force.c).
+ *
+ * Reductions (pack, finite check) run in a fixed grid of HY_WG-sized
+ * work-groups that loop over the particles; each work-group writes one
+ * partial result that the host combines. Build options: -D HY_WG=w (power of
+ * two). Needs cl_khr_fp64. */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#pragma OPENCL FP_CONTRACT OFF /* the host's rounding: no fused multiply-adds */
+
+#ifndef HY_WG
+#error "HY_WG must be defined"
+#endif
+
+/* x[i] += dt * v[i] for i < n3: a drift (x = positions, v = velocities) or a
+ * kick (x = velocities, v = accelerations). */
+__kernel void hy_st_axpy(__global double *x, __global const double *v, const uint n3, const double dt) {
+  for (uint i = (uint)get_global_id(0); i < n3; i += (uint)get_global_size(0)) x[i] += dt * v[i];
+}
+
+#define HY_PACK_RED 11 /* per work-group: lo[3], hi[3], m, m x[3], lowest non-finite index (as double) */
+
+/* The tree build's input: (x - o, m) in float per particle, and per
+ * work-group the ranges (relative to o), mass and first moment of the finite
+ * positions and the lowest index of a non-finite one. */
+__kernel void hy_st_pack(__global const double *pos, __global const double *mass, const uint n, const double ox,
+                         const double oy, const double oz, __global float4 *out, __global double *red) {
+  __local double l[HY_WG];
+  __local uint lb[HY_WG];
+  const uint lid = (uint)get_local_id(0);
+  double r[HY_PACK_RED - 1];
+  for (int d = 0; d < 3; d++) {
+    r[d] = INFINITY;
+    r[3 + d] = -INFINITY;
+    r[7 + d] = 0.0;
+  }
+  r[6] = 0.0;
+  uint bad = 0xffffffffu;
+  for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
+    const double x = pos[3 * i] - ox, y = pos[3 * i + 1] - oy, z = pos[3 * i + 2] - oz, m = mass[i];
+    out[i] = (float4)((float)x, (float)y, (float)z, (float)m);
+    if (isfinite(x) && isfinite(y) && isfinite(z)) {
+      r[0] = fmin(r[0], x);
+      r[1] = fmin(r[1], y);
+      r[2] = fmin(r[2], z);
+      r[3] = fmax(r[3], x);
+      r[4] = fmax(r[4], y);
+      r[5] = fmax(r[5], z);
+      r[6] += m;
+      r[7] += m * x;
+      r[8] += m * y;
+      r[9] += m * z;
+    } else {
+      bad = min(bad, i);
+    }
+  }
+  const uint grp = (uint)get_group_id(0);
+  for (int k = 0; k < HY_PACK_RED - 1; k++) {
+    l[lid] = r[k];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
+      if (lid < off)
+        l[lid] = k < 3 ? fmin(l[lid], l[lid + off]) : k < 6 ? fmax(l[lid], l[lid + off]) : l[lid] + l[lid + off];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) red[HY_PACK_RED * grp + (uint)k] = l[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  lb[lid] = bad;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
+    if (lid < off) lb[lid] = min(lb[lid], lb[lid + off]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) red[HY_PACK_RED * grp + HY_PACK_RED - 1] = lb[0] == 0xffffffffu ? -1.0 : (double)lb[0];
+}
+
+/* Walk results (float4, host order, G = 1) into the double state:
+ *   split == 0: a0 = G o0.xyz (the kick acceleration, or the hard part);
+ *   split == 1: hard = G o0, soft = G o1: acc_w = hard + n soft, acc = hard + soft;
+ *   pot (if non-zero want_pot): G o0.w. */
+__kernel void hy_st_unpack(__global const float4 *o0, __global const float4 *o1, const uint n, const double G,
+                           const double n_ratio, const int split, const int want_pot, __global double *acc_w,
+                           __global double *acc, __global double *pot) {
+  for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
+    const float4 a = o0[i];
+    const double h[3] = {G * (double)a.x, G * (double)a.y, G * (double)a.z};
+    if (split) {
+      const float4 b = o1[i];
+      const double s[3] = {G * (double)b.x, G * (double)b.y, G * (double)b.z};
+      for (int d = 0; d < 3; d++) {
+        acc_w[3 * i + d] = h[d] + n_ratio * s[d];
+        acc[3 * i + d] = h[d] + s[d];
+      }
+    } else {
+      for (int d = 0; d < 3; d++) acc_w[3 * i + d] = h[d];
+    }
+    if (want_pot) pot[i] = G * (double)a.w;
+  }
+}
+
+/* Per work-group: the number of particles with a non-finite position,
+ * velocity or kick acceleration, and the lowest such index (as double; -1:
+ * none). */
+__kernel void hy_st_finite(__global const double *pos, __global const double *vel, __global const double *acc_w,
+                           const uint n, __global double *red) {
+  __local uint lc[HY_WG], lb[HY_WG];
+  const uint lid = (uint)get_local_id(0);
+  uint cnt = 0, bad = 0xffffffffu;
+  for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
+    int ok = 1;
+    for (int d = 0; d < 3; d++)
+      ok &= isfinite(pos[3 * i + d]) && isfinite(vel[3 * i + d]) && isfinite(acc_w[3 * i + d]);
+    if (!ok) {
+      cnt++;
+      bad = min(bad, i);
+    }
+  }
+  lc[lid] = cnt;
+  lb[lid] = bad;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
+    if (lid < off) {
+      lc[lid] += lc[lid + off];
+      lb[lid] = min(lb[lid], lb[lid + off]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) {
+    red[2 * get_group_id(0)] = (double)lc[0];
+    red[2 * get_group_id(0) + 1] = lb[0] == 0xffffffffu ? -1.0 : (double)lb[0];
+  }
+}

@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * cl_build.c: the device tree build (opencl/build.cl) and the engine's host
+ * staging memory. See cl_engine.h for the interface and build.cl for the
+ * algorithms. Every cl* call is checked. */
+#include "config.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cl_internal.h"
+#include "tree.h"
+
+extern const char hy_cl_source_build[];
+extern const unsigned long hy_cl_source_build_len;
+
+#define SORT_PER 8 /* keys per work-item of a sort tile (HY_PER) */
+#define BMAX_SERIAL 128 /* exact b_max by one work-item up to this many particles */
+#define BMAX_GROUPS 1024 /* work-groups of hy_bmax_big */
+#define RADIX_BITS 4
+#define RADIX (1u << RADIX_BITS)
+
+/* ------------------------------------------------- host staging memory */
+
+static void pinned_release(struct hy_cl *cl, struct cl_pinned *h) {
+  if (h->mem && h->ptr) {
+    if (clEnqueueUnmapMemObject(cl->q, h->mem, h->ptr, 0, NULL, NULL) == CL_SUCCESS) clFinish(cl->q);
+  }
+  if (h->mem) clReleaseMemObject(h->mem);
+  memset(h, 0, sizeof *h);
+}
+
+void *hy_cl_host_buffer(struct hy_cl *cl, int which, size_t bytes, struct hy_err *err) {
+  if (which < 0 || which >= HY_CL_HOST_N) {
+    hy_err_set(err, "internal error: host buffer %d", which);
+    return NULL;
+  }
+  struct cl_pinned *h = &cl->host[which];
+  if (bytes == 0) bytes = 16;
+  if (h->ptr && h->size >= bytes) return h->ptr;
+  pinned_release(cl, h);
+  size_t want = bytes + bytes / 8;
+  if (want > cl->max_alloc) want = bytes;
+  cl_int e;
+  h->mem = clCreateBuffer(cl->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, want, NULL, &e);
+  if (e != CL_SUCCESS) {
+    h->mem = NULL;
+    hy_err_set(err, "OpenCL: cannot allocate %zu bytes of host staging memory for %s: %s", want, cl->name,
+               hy_cl_errname(e));
+    return NULL;
+  }
+  h->ptr = clEnqueueMapBuffer(cl->q, h->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, want, 0, NULL, NULL, &e);
+  if (e != CL_SUCCESS || !h->ptr) {
+    h->ptr = NULL;
+    pinned_release(cl, h);
+    hy_err_set(err, "OpenCL: cannot map %zu bytes of host staging memory for %s: %s", want, cl->name,
+               hy_cl_errname(e));
+    return NULL;
+  }
+  h->size = want;
+  return h->ptr;
+}
+
+/* ------------------------------------------------------------ kernels */
+
+static int make_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct hy_err *err) {
+  cl_int e;
+  *k = clCreateKernel(cl->build_prog, name, &e);
+  if (e != CL_SUCCESS) {
+    *k = NULL;
+    return hy_err_set(err, "OpenCL: clCreateKernel(%s) failed on %s: %s", name, cl->name, hy_cl_errname(e));
+  }
+  return 0;
+}
+
+int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
+  if (cl->build_prog) return 0;
+  size_t wg = 256;
+  while (wg > cl->max_wg) wg /= 2;
+  if (wg < 16)
+    return hy_err_set(err, "OpenCL device %s: work-groups of %zu work-items are too small for the device tree build "
+                           "(16 needed); use TreeBuild host", cl->name, cl->max_wg);
+  char defs[256];
+  snprintf(defs, sizeof defs, "-D HY_WG=%zu -D HY_PER=%d -D HY_BMAX_EXACT=%d -D HY_BMAX_SERIAL=%d", wg, SORT_PER,
+           HY_BMAX_EXACT, BMAX_SERIAL);
+  if (hy_cl_build_program(cl, "build.cl", hy_cl_source_build, defs, &cl->build_prog, err) != 0) return -1;
+  cl->build_wg = wg;
+  if (make_kernel(cl, "hy_keys", &cl->k_keys, err) || make_kernel(cl, "hy_scan_block", &cl->k_scan_block, err) ||
+      make_kernel(cl, "hy_scan_add", &cl->k_scan_add, err) || make_kernel(cl, "hy_radix_count", &cl->k_count, err) ||
+      make_kernel(cl, "hy_radix_scatter", &cl->k_scatter, err) ||
+      make_kernel(cl, "hy_split_count", &cl->k_split_count, err) ||
+      make_kernel(cl, "hy_split_emit", &cl->k_split_emit, err) || make_kernel(cl, "hy_gather", &cl->k_gather, err) ||
+      make_kernel(cl, "hy_moments", &cl->k_moments, err) || make_kernel(cl, "hy_bmax_big", &cl->k_bmax_big, err) ||
+      make_kernel(cl, "hy_unsort", &cl->k_unsort, err))
+    return -1;
+  /* the sort and scan kernels need their full work-group */
+  cl_kernel need[] = {cl->k_scan_block, cl->k_count, cl->k_scatter, cl->k_bmax_big};
+  for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+    size_t kwg = 0;
+    CL_CHECK(clGetKernelWorkGroupInfo(need[i], cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
+             "clGetKernelWorkGroupInfo(build.cl)");
+    if (kwg < wg)
+      return hy_err_set(err, "OpenCL device %s: the device tree build needs work-groups of %zu but allows %zu; use "
+                             "TreeBuild host", cl->name, wg, kwg);
+  }
+  return 0;
+}
+
+void hy_cl_build_free(struct hy_cl *cl) {
+  cl_kernel ks[] = {cl->k_keys,        cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
+                    cl->k_split_count, cl->k_split_emit, cl->k_gather,   cl->k_moments, cl->k_bmax_big,
+                    cl->k_unsort};
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+    if (ks[i]) clReleaseKernel(ks[i]);
+  if (cl->build_prog) clReleaseProgram(cl->build_prog);
+  struct cl_buf *bs[] = {&cl->pos, &cl->key[0], &cl->key[1], &cl->idx[0], &cl->idx[1], &cl->c_lo,  &cl->c_hi,
+                         &cl->nxt, &cl->mor,    &cl->c_b2,   &cl->n_child, &cl->hist,  &cl->uout0, &cl->uout1,
+                         &cl->big, &cl->n_big};
+  for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
+  for (int i = 0; i < HY_CL_SCAN_LEVELS; i++) hy_cl_buf_release(&cl->scan[i]);
+  for (int i = 0; i < HY_CL_HOST_N; i++) pinned_release(cl, &cl->host[i]);
+}
+
+/* ------------------------------------------------------------- events */
+
+enum { PH_UPLOAD, PH_SORT, PH_CELLS, PH_MOMENTS, PH_N };
+
+struct evlist {
+  cl_event *ev;
+  int *phase;
+  size_t n, cap;
+};
+
+static cl_event *ev_new(struct evlist *l, int phase) {
+  if (l->n == l->cap) {
+    l->cap = 2 * l->cap + 64;
+    l->ev = hy_realloc("OpenCL events", l->ev, l->cap, sizeof *l->ev);
+    l->phase = hy_realloc("OpenCL events", l->phase, l->cap, sizeof *l->phase);
+  }
+  l->ev[l->n] = NULL;
+  l->phase[l->n] = phase;
+  return &l->ev[l->n++];
+}
+
+static void ev_finish(struct evlist *l, double t[PH_N]) {
+  for (size_t i = 0; i < l->n; i++) {
+    if (t) t[l->phase[i]] += hy_cl_event_seconds(l->ev[i]);
+    if (l->ev[i]) clReleaseEvent(l->ev[i]);
+  }
+  hy_free(l->ev);
+  hy_free(l->phase);
+  memset(l, 0, sizeof *l);
+}
+
+/* Set the arguments of k from (size, pointer) pairs ended by a size of 0. */
+static int set_args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_err *err, ...) {
+  va_list ap;
+  va_start(ap, err);
+  for (cl_uint i = 0;; i++) {
+    size_t size = va_arg(ap, size_t);
+    if (size == 0) break;
+    const void *val = va_arg(ap, const void *);
+    cl_int e = clSetKernelArg(k, i, size, val);
+    if (e != CL_SUCCESS) {
+      va_end(ap);
+      return hy_err_set(err, "OpenCL: clSetKernelArg(%s, %u) failed on %s: %s", name, (unsigned)i, cl->name,
+                        hy_cl_errname(e));
+    }
+  }
+  va_end(ap);
+  return 0;
+}
+
+/* Launch k over at least `items` work-items in work-groups of the build size. */
+static int launch(struct hy_cl *cl, cl_kernel k, const char *name, size_t items, cl_event *ev, struct hy_err *err) {
+  size_t local = cl->build_wg;
+  size_t global = (items + local - 1) / local * local;
+  if (global == 0) global = local;
+  cl_int e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, ev);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: launching %s (%zu work-items) failed on %s: %s", name, global, cl->name,
+                      hy_cl_errname(e));
+  return 0;
+}
+
+#define M(b) sizeof(cl_mem), (const void *)&(b).mem
+#define V(v) sizeof(v), (const void *)&(v)
+#define END ((size_t)0)
+
+/* Exclusive scan in place of n values of data (uint), using scan level `level`. */
+static int scan(struct hy_cl *cl, cl_mem data, size_t n, int level, struct evlist *ev, int phase,
+                struct hy_err *err) {
+  if (level >= HY_CL_SCAN_LEVELS) return hy_err_set(err, "internal error: device scan of %zu values too deep", n);
+  const size_t block = 4 * cl->build_wg;
+  const size_t nb = (n + block - 1) / block;
+  if (hy_cl_ensure_buf(cl, &cl->scan[level], nb * sizeof(cl_uint), "scan partial sums", err) != 0) return -1;
+  cl_uint un = (cl_uint)n;
+  if (set_args(cl, cl->k_scan_block, "hy_scan_block", err, sizeof(cl_mem), (const void *)&data, V(un),
+               M(cl->scan[level]), END) ||
+      launch(cl, cl->k_scan_block, "hy_scan_block", nb * cl->build_wg, ev_new(ev, phase), err))
+    return -1;
+  if (nb == 1) return 0;
+  if (scan(cl, cl->scan[level].mem, nb, level + 1, ev, phase, err) != 0) return -1;
+  if (set_args(cl, cl->k_scan_add, "hy_scan_add", err, sizeof(cl_mem), (const void *)&data, V(un),
+               M(cl->scan[level]), END) ||
+      launch(cl, cl->k_scan_add, "hy_scan_add", n, ev_new(ev, phase), err))
+    return -1;
+  return 0;
+}
+
+static int ensure_build_buffers(struct hy_cl *cl, size_t n, size_t n_tiles, struct hy_err *err) {
+  size_t n_nodes = hy_size_mul_or_die(n, 2, "tree nodes"); /* at most n - 1 cells */
+  return hy_cl_ensure_buf(cl, &cl->pos, hy_size_mul_or_die(n, 16, "positions"), "particle positions", err) ||
+         hy_cl_ensure_buf(cl, &cl->key[0], hy_size_mul_or_die(n, 8, "keys"), "keys", err) ||
+         hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(n, 8, "keys"), "sorted keys", err) ||
+         hy_cl_ensure_buf(cl, &cl->idx[0], hy_size_mul_or_die(n, 4, "indices"), "key order", err) ||
+         hy_cl_ensure_buf(cl, &cl->idx[1], hy_size_mul_or_die(n, 4, "indices"), "sorted key order", err) ||
+         hy_cl_ensure_buf(cl, &cl->node[0], hy_size_mul_or_die(n_nodes, 32, "tree nodes"), "tree nodes", err) ||
+         hy_cl_ensure_buf(cl, &cl->c_lo, hy_size_mul_or_die(n, 4, "cells"), "cell ranges", err) ||
+         hy_cl_ensure_buf(cl, &cl->c_hi, hy_size_mul_or_die(n, 4, "cells"), "cell ranges", err) ||
+         hy_cl_ensure_buf(cl, &cl->c_b2, hy_size_mul_or_die(n, 4, "cells"), "cell B2", err) ||
+         hy_cl_ensure_buf(cl, &cl->n_child, hy_size_mul_or_die(n + 1, 4, "cells"), "child counts", err) ||
+         hy_cl_ensure_buf(cl, &cl->nxt, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
+         hy_cl_ensure_buf(cl, &cl->mor, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
+         hy_cl_ensure_buf(cl, &cl->big, hy_size_mul_or_die(n / BMAX_SERIAL + 1, 4, "cells"), "large cells", err) ||
+         hy_cl_ensure_buf(cl, &cl->n_big, 16, "large cell count", err) ||
+         hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
+                          "sort histogram", err);
+}
+
+static int enqueue_moments(struct hy_cl *cl, size_t n, double a_err_d, struct evlist *ev, struct hy_err *err);
+
+static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
+                          struct evlist *ev, struct hy_err *err) {
+  const size_t n = a->n;
+  const size_t tile = cl->build_wg * SORT_PER;
+  const size_t n_tiles = (n + tile - 1) / tile;
+  if (ensure_build_buffers(cl, n, n_tiles, err) != 0) return -1;
+  cl->node_id[0] = 0;
+  cl->sorted_n = 0;
+  cl->n_gen = 0;
+  cl_int e;
+  if (a->pos) {
+    e = clEnqueueWriteBuffer(cl->q, cl->pos.mem, CL_FALSE, 0, n * 16, a->pos, 0, NULL, ev_new(ev, PH_UPLOAD));
+    if (e != CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
+                        hy_cl_errname(e));
+  } else if (cl->state_n != n) {
+    return hy_err_set(err, "internal error: device tree build from a device state of %zu particles, not %zu",
+                      cl->state_n, n);
+  }
+
+  /* keys and the sort */
+  cl_uint un = (cl_uint)n;
+  cl_float lo[3] = {(cl_float)a->lo[0], (cl_float)a->lo[1], (cl_float)a->lo[2]};
+  cl_float scale = (cl_float)((double)(1u << HY_KEY_BITS) / a->side);
+  if (set_args(cl, cl->k_keys, "hy_keys", err, M(cl->pos), V(un), V(lo[0]), V(lo[1]), V(lo[2]), V(scale),
+               M(cl->key[0]), M(cl->idx[0]), END) ||
+      launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
+    return -1;
+  int s = 0;
+  for (cl_uint shift = 0; shift < 3 * HY_KEY_BITS; shift += RADIX_BITS) {
+    if (set_args(cl, cl->k_count, "hy_radix_count", err, M(cl->key[s]), V(un), V(shift), M(cl->hist), END) ||
+        launch(cl, cl->k_count, "hy_radix_count", n_tiles * cl->build_wg, ev_new(ev, PH_SORT), err) ||
+        scan(cl, cl->hist.mem, n_tiles * RADIX, 0, ev, PH_SORT, err) ||
+        set_args(cl, cl->k_scatter, "hy_radix_scatter", err, M(cl->key[s]), M(cl->idx[s]), V(un), V(shift),
+                 M(cl->hist), M(cl->key[1 - s]), M(cl->idx[1 - s]), END) ||
+        launch(cl, cl->k_scatter, "hy_radix_scatter", n_tiles * cl->build_wg, ev_new(ev, PH_SORT), err))
+      return -1;
+    s = 1 - s;
+  }
+  if (s != 0) return hy_err_set(err, "internal error: odd number of radix passes");
+
+  /* cells, one generation at a time */
+  const cl_int n_part = (cl_int)n;
+  cl_uint root_range[2] = {0, un};
+  cl_int root_next = HY_NONE;
+  if ((e = clEnqueueWriteBuffer(cl->q, cl->c_lo.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[0], 0, NULL,
+                                ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
+      (e = clEnqueueWriteBuffer(cl->q, cl->c_hi.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[1], 0, NULL,
+                                ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
+      (e = clEnqueueWriteBuffer(cl->q, cl->nxt.mem, CL_FALSE, n * sizeof(cl_int), sizeof(cl_int), &root_next, 0,
+                                NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: writing the root cell failed on %s: %s", cl->name, hy_cl_errname(e));
+  cl_uint gen_first[MAX_GENERATIONS], gen_count[MAX_GENERATIONS];
+  int n_gen = 0;
+  cl_uint first = 0, count = 1, total = 1, crit = (cl_uint)(a->n_crit < 1 ? 1 : a->n_crit);
+  while (count > 0) {
+    if (n_gen == MAX_GENERATIONS) return hy_err_set(err, "internal error: more than %d cell generations", n_gen);
+    gen_first[n_gen] = first;
+    gen_count[n_gen] = count;
+    n_gen++;
+    cl_uint made = 0;
+    if (set_args(cl, cl->k_split_count, "hy_split_count", err, M(cl->key[0]), V(first), V(count), M(cl->c_lo),
+                 M(cl->c_hi), V(crit), M(cl->n_child), END) ||
+        launch(cl, cl->k_split_count, "hy_split_count", (size_t)count + 1, ev_new(ev, PH_CELLS), err) ||
+        scan(cl, cl->n_child.mem, (size_t)count + 1, 0, ev, PH_CELLS, err))
+      return -1;
+    e = clEnqueueReadBuffer(cl->q, cl->n_child.mem, CL_TRUE, (size_t)count * sizeof(cl_uint), sizeof made, &made, 0,
+                            NULL, ev_new(ev, PH_CELLS));
+    if (e != CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: reading a cell count failed on %s: %s (a kernel fault?)", cl->name,
+                        hy_cl_errname(e));
+    if ((size_t)total + made > n - 1)
+      return hy_err_set(err, "internal error: device tree build made %zu cells for %zu particles",
+                        (size_t)total + made, n);
+    if (set_args(cl, cl->k_split_emit, "hy_split_emit", err, M(cl->key[0]), V(first), V(count), M(cl->c_lo),
+                 M(cl->c_hi), V(crit), M(cl->n_child), V(total), V(n_part), M(cl->nxt), M(cl->mor), END) ||
+        launch(cl, cl->k_split_emit, "hy_split_emit", count, ev_new(ev, PH_CELLS), err))
+      return -1;
+    first = total;
+    total += made;
+    count = made;
+  }
+
+  cl->n_gen = n_gen;
+  memcpy(cl->gen_first, gen_first, (size_t)n_gen * sizeof gen_first[0]);
+  memcpy(cl->gen_count, gen_count, (size_t)n_gen * sizeof gen_count[0]);
+  if (enqueue_moments(cl, n, a->a_err, ev, err) != 0) return -1;
+  e = clFinish(cl->q);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: the device tree build failed on %s: %s (a kernel fault or too little device "
+                           "memory)", cl->name, hy_cl_errname(e));
+  res->root = n_part;
+  res->n_cell = total;
+  res->generations = n_gen;
+  cl->node_id[0] = a->tree_id;
+  cl->sorted_n = n;
+  cl->n_cell = total;
+  return 0;
+}
+
+/* Particle records in key order, then the cell moments from the deepest
+ * generation up (the generations of cl->gen_*). */
+static int enqueue_moments(struct hy_cl *cl, size_t n, double a_err_d, struct evlist *ev, struct hy_err *err) {
+  const cl_uint un = (cl_uint)n;
+  const cl_int n_part = (cl_int)n;
+  const int n_gen = cl->n_gen;
+  const cl_uint *gen_first = cl->gen_first, *gen_count = cl->gen_count;
+  cl_int e;
+  cl_float a_err = (cl_float)a_err_d;
+  if (set_args(cl, cl->k_gather, "hy_gather", err, M(cl->pos), M(cl->idx[0]), V(un), M(cl->nxt), M(cl->node[0]),
+               END) ||
+      launch(cl, cl->k_gather, "hy_gather", n, ev_new(ev, PH_MOMENTS), err))
+    return -1;
+  const cl_uint zero = 0;
+  for (int g = n_gen - 1; g >= 0; g--) {
+    e = clEnqueueFillBuffer(cl->q, cl->n_big.mem, &zero, sizeof zero, 0, sizeof zero, 0, NULL,
+                            ev_new(ev, PH_MOMENTS));
+    if (e != CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
+    if (set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(cl->c_lo),
+                 M(cl->c_hi), M(cl->nxt), M(cl->mor), M(cl->c_b2), V(a_err), M(cl->node[0]), M(cl->big),
+                 M(cl->n_big), END) ||
+        launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
+      return -1;
+    /* cells of more than BMAX_SERIAL particles (each holds that many, so
+     * there are fewer than n / BMAX_SERIAL of them) */
+    if (set_args(cl, cl->k_bmax_big, "hy_bmax_big", err, V(n_part), M(cl->c_lo), M(cl->c_hi), M(cl->c_b2),
+                 M(cl->big), M(cl->n_big), V(a_err), M(cl->node[0]), END) ||
+        launch(cl, cl->k_bmax_big, "hy_bmax_big", BMAX_GROUPS * cl->build_wg, ev_new(ev, PH_MOMENTS), err))
+      return -1;
+  }
+  return 0;
+}
+
+int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
+                     struct hy_err *err) {
+  memset(res, 0, sizeof *res);
+  if (a->n < 2) return hy_err_set(err, "internal error: device tree build of %zu particles", a->n);
+  if (a->n > (size_t)INT_MAX / 2)
+    return hy_err_set(err, "device tree build: %zu particles exceed the 32-bit node index range", a->n);
+  if (!(a->side > 0.0)) return hy_err_set(err, "internal error: device tree build with cube side %g", a->side);
+  if (hy_cl_build_kernels(cl, err) != 0) return -1;
+  struct evlist ev = {0};
+  int rc = build_enqueued(cl, a, res, &ev, err);
+  if (rc != 0) clFinish(cl->q);
+  double t[PH_N] = {0};
+  ev_finish(&ev, rc == 0 ? t : NULL);
+  res->upload = t[PH_UPLOAD];
+  res->sort = t[PH_SORT];
+  res->cells = t[PH_CELLS];
+  res->moments = t[PH_MOMENTS];
+  return rc;
+}
+
+int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err, uint64_t tree_id,
+                     struct hy_cl_build_result *res, struct hy_err *err) {
+  memset(res, 0, sizeof *res);
+  if (n != cl->sorted_n || cl->n_gen == 0)
+    return hy_err_set(err, "internal error: refit of %zu particles without a device-built tree of them", n);
+  if (!pos && cl->state_n != n)
+    return hy_err_set(err, "internal error: refit from a device state of %zu particles, not %zu", cl->state_n, n);
+  struct evlist ev = {0};
+  cl_int e = CL_SUCCESS;
+  cl->node_id[0] = 0;
+  int rc = 0;
+  if (pos) {
+    e = clEnqueueWriteBuffer(cl->q, cl->pos.mem, CL_FALSE, 0, n * 16, pos, 0, NULL, ev_new(&ev, PH_UPLOAD));
+    if (e != CL_SUCCESS)
+      rc = hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
+                      hy_cl_errname(e));
+  }
+  if (rc == 0) rc = enqueue_moments(cl, n, a_err, &ev, err);
+  if (rc == 0 && (e = clFinish(cl->q)) != CL_SUCCESS)
+    rc = hy_err_set(err, "OpenCL: the device tree refit failed on %s: %s", cl->name, hy_cl_errname(e));
+  if (rc != 0) clFinish(cl->q);
+  double t[PH_N] = {0};
+  ev_finish(&ev, rc == 0 ? t : NULL);
+  if (rc != 0) return -1;
+  res->root = (int32_t)n;
+  res->n_cell = cl->n_cell;
+  res->generations = cl->n_gen;
+  res->upload = t[PH_UPLOAD];
+  res->moments = t[PH_MOMENTS];
+  cl->node_id[0] = tree_id;
+  return 0;
+}
+
+int hy_cl_unsort(struct hy_cl *cl, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err) {
+  if (n != cl->sorted_n || !cl->k_unsort)
+    return hy_err_set(err, "internal error: unsorting %zu results without a device-built tree of them", n);
+  cl_uint un = (cl_uint)n;
+  if (set_args(cl, cl->k_unsort, "hy_unsort", err, M(cl->idx[0]), V(un), sizeof(cl_mem), (const void *)&src,
+               sizeof(cl_mem), (const void *)&dst, END))
+    return -1;
+  return launch(cl, cl->k_unsort, "hy_unsort", n, ev, err);
+}

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * cl_internal.h: the OpenCL engine's state and helpers shared by its two
+ * source files, cl_engine.c (devices, programs, walks, direct sums) and
+ * cl_build.c (the device tree build and host staging memory). Private to
+ * them: includes CL/cl.h. */
+#ifndef HY_CL_INTERNAL_H
+#define HY_CL_INTERNAL_H
+
+#include <CL/cl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cl_check.h"
+#include "cl_engine.h"
+#include "hy_shared.h"
+#include "log.h"
+
+struct cl_buf {
+  cl_mem mem;
+  size_t size;
+};
+
+/* Host memory mapped from a CL_MEM_ALLOC_HOST_PTR buffer: page-locked on
+ * implementations that support it, so transfers from and to it run at the
+ * bus's speed. */
+struct cl_pinned {
+  cl_mem mem;
+  void *ptr;
+  size_t size;
+};
+
+#define HY_CL_SCAN_LEVELS 6 /* scan of up to (4 * wg)^6 values */
+#define MAX_GENERATIONS 96  /* > 3 * 21 + 1: a cell generation descends at least one key level */
+
+struct hy_cl {
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_context ctx;
+  cl_command_queue q;
+  cl_device_type type;
+  cl_ulong max_alloc, global_mem;
+  size_t in_use;    /* bytes of all engine buffers */
+  size_t mem_limit; /* global memory, or HYTREE_DEVICE_MEM_LIMIT when smaller */
+  size_t max_wg;
+  int plat_index, dev_index;
+  int nvec;
+  char name[256], vendor[256], version[256], platform_name[256], desc[1024];
+  cl_program walk_prog[HY_WALK_NMODES][2];
+  cl_kernel walk_k[HY_WALK_NMODES][2];
+  cl_program direct_prog;
+  cl_kernel direct_k;
+  struct cl_buf node[2];
+  uint64_t node_id[2];
+  uint64_t sink_id; /* id of the sinks resident in the sink buffer (0: none) */
+  struct cl_buf sink, out0, out1, counts, dsrc;
+  uint64_t *counts_host; /* per work-group interaction counts of the last walk */
+  size_t counts_host_n;
+  /* device tree build (cl_build.c) */
+  cl_program build_prog;
+  cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_split_count, k_split_emit, k_gather,
+      k_moments, k_bmax_big, k_unsort;
+  size_t build_wg;                 /* work-group size of the sort and scan kernels */
+  struct cl_buf pos, key[2], idx[2]; /* positions (host order), keys and indices (sort ping-pong) */
+  struct cl_buf c_lo, c_hi, nxt, mor, c_b2, n_child, hist, uout0, uout1, big, n_big;
+  struct cl_buf scan[HY_CL_SCAN_LEVELS];
+  size_t sorted_n;                 /* particles of the last device build (idx[0] is their key order) */
+  size_t n_cell;                   /* its cells */
+  int n_gen;                       /* its cell generations (0: no tree to refit) */
+  cl_uint gen_first[MAX_GENERATIONS], gen_count[MAX_GENERATIONS];
+  struct cl_pinned host[HY_CL_HOST_N];
+  /* device-resident particle state (cl_state.c) */
+  cl_program state_prog;
+  cl_kernel k_axpy, k_pack, k_unpack, k_finite;
+  struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
+  size_t state_n;  /* particles in the state buffers (0: none) */
+  int has_fp64;    /* 0 not asked yet, 1 no, 2 yes */
+};
+
+static inline const char *hy_cl_dev_label(const struct hy_cl *cl) {
+  return cl && cl->name[0] ? cl->name : "the OpenCL device";
+}
+
+#define CL_CHECK(call, what)                                                                     \
+  do {                                                                                           \
+    cl_int e_ = (call);                                                                          \
+    if (e_ != CL_SUCCESS)                                                                        \
+      return hy_err_set(err, "OpenCL: %s failed on %s: %s (%d)", (what), hy_cl_dev_label(cl),   \
+                        hy_cl_errname(e_), (int)e_);                                             \
+  } while (0)
+
+/** Grow buffer b to at least bytes (checked against the device's limits). */
+int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label, struct hy_err *err);
+void hy_cl_buf_release(struct cl_buf *b);
+/** Build a program from its embedded source (or $HYTREE_KERNEL_DIR/file) with
+ *  extra defines; a failure prints the build log to stderr. */
+int hy_cl_build_program(struct hy_cl *cl, const char *file, const char *embedded, const char *defines,
+                        cl_program *out, struct hy_err *err);
+double hy_cl_event_seconds(cl_event ev);
+void hy_cl_release_events(cl_event *ev, int n);
+int hy_cl_check_int(size_t v, const char *what, struct hy_err *err);
+/** cl_build.c: build the device tree build's program and kernels (once). */
+int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err);
+/** cl_state.c: release the state kernels and buffers. */
+void hy_cl_state_free(struct hy_cl *cl);
+/** cl_build.c: release the build kernels, buffers and host staging memory. */
+void hy_cl_build_free(struct hy_cl *cl);
+/** cl_build.c: permute n float4 results from key order (device build) into
+ *  the host's order, from src into dst; ev receives the event. */
+int hy_cl_unsort(struct hy_cl *cl, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err);
+
+#endif

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * cl_state.c: the device-resident particle state (opencl/state.cl); see
+ * cl_engine.h. Every cl* call is checked. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cl_internal.h"
+
+extern const char hy_cl_source_state[];
+extern const unsigned long hy_cl_source_state_len;
+
+#define STATE_GROUPS 1024 /* work-groups of the state kernels (grid-stride loops) */
+#define PACK_RED 11
+
+int hy_cl_has_fp64(struct hy_cl *cl) {
+  if (cl->has_fp64 == 0) { /* 0: not asked yet, 1: no, 2: yes */
+    size_t size = 0;
+    cl->has_fp64 = 1;
+    if (clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, 0, NULL, &size) == CL_SUCCESS && size > 0) {
+      char *ext = hy_malloc("OpenCL extensions", size + 1, 1);
+      if (clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, size, ext, NULL) == CL_SUCCESS) {
+        ext[size] = '\0';
+        if (strstr(ext, "cl_khr_fp64")) cl->has_fp64 = 2;
+      }
+      hy_free(ext);
+    }
+  }
+  return cl->has_fp64 == 2;
+}
+
+static int state_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct hy_err *err) {
+  cl_int e;
+  *k = clCreateKernel(cl->state_prog, name, &e);
+  if (e != CL_SUCCESS) {
+    *k = NULL;
+    return hy_err_set(err, "OpenCL: clCreateKernel(%s) failed on %s: %s", name, cl->name, hy_cl_errname(e));
+  }
+  return 0;
+}
+
+static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
+  if (cl->state_prog) return 0;
+  if (!hy_cl_has_fp64(cl))
+    return hy_err_set(err, "OpenCL device %s has no double precision (cl_khr_fp64): the particle state cannot "
+                           "stay on the device", cl->name);
+  if (hy_cl_build_kernels(cl, err) != 0) return -1; /* sets the work-group size */
+  char defs[64];
+  snprintf(defs, sizeof defs, "-D HY_WG=%zu", cl->build_wg);
+  if (hy_cl_build_program(cl, "state.cl", hy_cl_source_state, defs, &cl->state_prog, err) != 0) return -1;
+  if (state_kernel(cl, "hy_st_axpy", &cl->k_axpy, err) || state_kernel(cl, "hy_st_pack", &cl->k_pack, err) ||
+      state_kernel(cl, "hy_st_unpack", &cl->k_unpack, err) || state_kernel(cl, "hy_st_finite", &cl->k_finite, err))
+    return -1;
+  return 0;
+}
+
+void hy_cl_state_free(struct hy_cl *cl) {
+  cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite};
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+    if (ks[i]) clReleaseKernel(ks[i]);
+  if (cl->state_prog) clReleaseProgram(cl->state_prog);
+  struct cl_buf *bs[] = {&cl->s_pos, &cl->s_vel, &cl->s_mass, &cl->s_accw, &cl->s_acc, &cl->s_pot, &cl->s_red};
+  for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
+}
+
+static int set_arg(struct hy_cl *cl, cl_kernel k, cl_uint i, size_t size, const void *v, const char *name,
+                   struct hy_err *err) {
+  cl_int e = clSetKernelArg(k, i, size, v);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: clSetKernelArg(%s, %u) failed on %s: %s", name, (unsigned)i, cl->name,
+                      hy_cl_errname(e));
+  return 0;
+}
+
+/* Launch k on the fixed grid; wait for it; its kernel time into *seconds. */
+static int run_grid(struct hy_cl *cl, cl_kernel k, const char *name, double *seconds, struct hy_err *err) {
+  size_t local = cl->build_wg, global = STATE_GROUPS * local;
+  cl_event ev = NULL;
+  cl_int e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, seconds ? &ev : NULL);
+  if (e == CL_SUCCESS) e = clFinish(cl->q);
+  if (seconds) *seconds += e == CL_SUCCESS ? hy_cl_event_seconds(ev) : 0.0;
+  if (ev) clReleaseEvent(ev);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: %s failed on %s: %s (a kernel fault or too little device memory)", name,
+                      cl->name, hy_cl_errname(e));
+  return 0;
+}
+
+static int need_state(struct hy_cl *cl, const char *what, struct hy_err *err) {
+  if (cl->state_n == 0) return hy_err_set(err, "internal error: %s without a particle state on the device", what);
+  return 0;
+}
+
+int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, const double *mass,
+                       const double *acc_w, size_t n, struct hy_err *err) {
+  if (n == 0 || n > (size_t)UINT32_MAX / 3)
+    return hy_err_set(err, "internal error: device particle state of %zu particles", n);
+  if (get_state_kernels(cl, err) != 0) return -1;
+  size_t b3 = hy_size_mul_or_die(n, 3 * sizeof(double), "particle state");
+  if (hy_cl_ensure_buf(cl, &cl->s_pos, b3, "positions (double)", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_vel, b3, "velocities (double)", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_mass, n * sizeof(double), "masses (double)", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_accw, b3, "kick accelerations (double)", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_red, STATE_GROUPS * PACK_RED * sizeof(double), "reductions", err))
+    return -1;
+  cl->state_n = 0;
+  cl_int e;
+  if ((e = clEnqueueWriteBuffer(cl->q, cl->s_pos.mem, CL_FALSE, 0, b3, pos, 0, NULL, NULL)) != CL_SUCCESS ||
+      (e = clEnqueueWriteBuffer(cl->q, cl->s_vel.mem, CL_FALSE, 0, b3, vel, 0, NULL, NULL)) != CL_SUCCESS ||
+      (e = clEnqueueWriteBuffer(cl->q, cl->s_mass.mem, CL_FALSE, 0, n * sizeof(double), mass, 0, NULL, NULL)) !=
+          CL_SUCCESS ||
+      (e = clEnqueueWriteBuffer(cl->q, cl->s_accw.mem, CL_FALSE, 0, b3, acc_w, 0, NULL, NULL)) != CL_SUCCESS ||
+      (e = clFinish(cl->q)) != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: uploading the particle state failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  cl->state_n = n;
+  return 0;
+}
+
+int hy_cl_state_download(struct hy_cl *cl, double *pos, double *vel, double *acc_w, double *acc, double *pot,
+                         size_t n, struct hy_err *err) {
+  if (need_state(cl, "download", err)) return -1;
+  if (n != cl->state_n) return hy_err_set(err, "internal error: state of %zu particles, %zu asked", cl->state_n, n);
+  size_t b3 = n * 3 * sizeof(double);
+  cl_int e;
+  if ((e = clEnqueueReadBuffer(cl->q, cl->s_pos.mem, CL_FALSE, 0, b3, pos, 0, NULL, NULL)) != CL_SUCCESS ||
+      (e = clEnqueueReadBuffer(cl->q, cl->s_vel.mem, CL_FALSE, 0, b3, vel, 0, NULL, NULL)) != CL_SUCCESS ||
+      (e = clEnqueueReadBuffer(cl->q, cl->s_accw.mem, CL_FALSE, 0, b3, acc_w, 0, NULL, NULL)) != CL_SUCCESS ||
+      (acc && (e = clEnqueueReadBuffer(cl->q, cl->s_acc.mem, CL_FALSE, 0, b3, acc, 0, NULL, NULL)) != CL_SUCCESS) ||
+      (pot && (e = clEnqueueReadBuffer(cl->q, cl->s_pot.mem, CL_FALSE, 0, n * sizeof(double), pot, 0, NULL,
+                                       NULL)) != CL_SUCCESS) ||
+      (e = clFinish(cl->q)) != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: downloading the particle state failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  return 0;
+}
+
+int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err) {
+  if (need_state(cl, kick ? "kick" : "drift", err)) return -1;
+  cl_uint n3 = (cl_uint)(3 * cl->state_n);
+  cl_mem x = kick ? cl->s_vel.mem : cl->s_pos.mem, v = kick ? cl->s_accw.mem : cl->s_vel.mem;
+  if (set_arg(cl, cl->k_axpy, 0, sizeof x, &x, "hy_st_axpy", err) ||
+      set_arg(cl, cl->k_axpy, 1, sizeof v, &v, "hy_st_axpy", err) ||
+      set_arg(cl, cl->k_axpy, 2, sizeof n3, &n3, "hy_st_axpy", err) ||
+      set_arg(cl, cl->k_axpy, 3, sizeof dt, &dt, "hy_st_axpy", err))
+    return -1;
+  return run_grid(cl, cl->k_axpy, kick ? "the device kick" : "the device drift", NULL, err);
+}
+
+int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], double *seconds, struct hy_err *err) {
+  if (need_state(cl, "pack", err)) return -1;
+  size_t n = cl->state_n;
+  if (hy_cl_ensure_buf(cl, &cl->pos, hy_size_mul_or_die(n, 16, "positions"), "particle positions", err)) return -1;
+  cl_uint un = (cl_uint)n;
+  const char *nm = "hy_st_pack";
+  if (set_arg(cl, cl->k_pack, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
+      set_arg(cl, cl->k_pack, 1, sizeof(cl_mem), &cl->s_mass.mem, nm, err) ||
+      set_arg(cl, cl->k_pack, 2, sizeof un, &un, nm, err) ||
+      set_arg(cl, cl->k_pack, 3, sizeof(double), &origin[0], nm, err) ||
+      set_arg(cl, cl->k_pack, 4, sizeof(double), &origin[1], nm, err) ||
+      set_arg(cl, cl->k_pack, 5, sizeof(double), &origin[2], nm, err) ||
+      set_arg(cl, cl->k_pack, 6, sizeof(cl_mem), &cl->pos.mem, nm, err) ||
+      set_arg(cl, cl->k_pack, 7, sizeof(cl_mem), &cl->s_red.mem, nm, err) ||
+      run_grid(cl, cl->k_pack, "packing the positions on the device", seconds, err))
+    return -1;
+  double part[STATE_GROUPS * PACK_RED];
+  cl_int e = clEnqueueReadBuffer(cl->q, cl->s_red.mem, CL_TRUE, 0, sizeof part, part, 0, NULL, NULL);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: reading the pack reductions failed on %s: %s", cl->name, hy_cl_errname(e));
+  for (int d = 0; d < 3; d++) {
+    red[d] = INFINITY;
+    red[3 + d] = -INFINITY;
+    red[7 + d] = 0.0;
+  }
+  red[6] = 0.0;
+  red[10] = -1.0;
+  for (int g = 0; g < STATE_GROUPS; g++) {
+    const double *q = part + PACK_RED * g;
+    for (int d = 0; d < 3; d++) {
+      red[d] = fmin(red[d], q[d]);
+      red[3 + d] = fmax(red[3 + d], q[3 + d]);
+      red[7 + d] += q[7 + d];
+    }
+    red[6] += q[6];
+    if (q[10] >= 0.0 && (red[10] < 0.0 || q[10] < red[10])) red[10] = q[10];
+  }
+  return 0;
+}
+
+int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, int want_pot, double *seconds,
+                       struct hy_err *err) {
+  if (need_state(cl, "unpack", err)) return -1;
+  size_t n = cl->state_n;
+  if (n != cl->sorted_n) return hy_err_set(err, "internal error: unpacking walk results of another particle set");
+  if ((split && hy_cl_ensure_buf(cl, &cl->s_acc, n * 3 * sizeof(double), "accelerations (double)", err)) ||
+      (want_pot && hy_cl_ensure_buf(cl, &cl->s_pot, n * sizeof(double), "potentials (double)", err)))
+    return -1;
+  cl_uint un = (cl_uint)n;
+  cl_int sp = split ? 1 : 0, wp = want_pot ? 1 : 0;
+  /* unused outputs get a valid buffer */
+  cl_mem o1 = split ? cl->uout1.mem : cl->uout0.mem, acc = split ? cl->s_acc.mem : cl->s_accw.mem;
+  cl_mem pot = want_pot ? cl->s_pot.mem : cl->s_accw.mem;
+  const char *nm = "hy_st_unpack";
+  if (set_arg(cl, cl->k_unpack, 0, sizeof(cl_mem), &cl->uout0.mem, nm, err) ||
+      set_arg(cl, cl->k_unpack, 1, sizeof(cl_mem), &o1, nm, err) ||
+      set_arg(cl, cl->k_unpack, 2, sizeof un, &un, nm, err) ||
+      set_arg(cl, cl->k_unpack, 3, sizeof G, &G, nm, err) ||
+      set_arg(cl, cl->k_unpack, 4, sizeof n_ratio, &n_ratio, nm, err) ||
+      set_arg(cl, cl->k_unpack, 5, sizeof sp, &sp, nm, err) || set_arg(cl, cl->k_unpack, 6, sizeof wp, &wp, nm, err) ||
+      set_arg(cl, cl->k_unpack, 7, sizeof(cl_mem), &cl->s_accw.mem, nm, err) ||
+      set_arg(cl, cl->k_unpack, 8, sizeof(cl_mem), &acc, nm, err) ||
+      set_arg(cl, cl->k_unpack, 9, sizeof(cl_mem), &pot, nm, err))
+    return -1;
+  return run_grid(cl, cl->k_unpack, "unpacking the walk results on the device", seconds, err);
+}
+
+int hy_cl_state_finite(struct hy_cl *cl, size_t *n_bad, long *first, struct hy_err *err) {
+  if (need_state(cl, "finite check", err)) return -1;
+  cl_uint un = (cl_uint)cl->state_n;
+  const char *nm = "hy_st_finite";
+  if (set_arg(cl, cl->k_finite, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
+      set_arg(cl, cl->k_finite, 1, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
+      set_arg(cl, cl->k_finite, 2, sizeof(cl_mem), &cl->s_accw.mem, nm, err) ||
+      set_arg(cl, cl->k_finite, 3, sizeof un, &un, nm, err) ||
+      set_arg(cl, cl->k_finite, 4, sizeof(cl_mem), &cl->s_red.mem, nm, err) ||
+      run_grid(cl, cl->k_finite, "the device finite check", NULL, err))
+    return -1;
+  double part[2 * STATE_GROUPS];
+  cl_int e = clEnqueueReadBuffer(cl->q, cl->s_red.mem, CL_TRUE, 0, sizeof part, part, 0, NULL, NULL);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: reading the finite check failed on %s: %s", cl->name, hy_cl_errname(e));
+  double cnt = 0.0, low = -1.0;
+  for (int g = 0; g < STATE_GROUPS; g++) {
+    cnt += part[2 * g];
+    if (part[2 * g + 1] >= 0.0 && (low < 0.0 || part[2 * g + 1] < low)) low = part[2 * g + 1];
+  }
+  *n_bad = (size_t)cnt;
+  *first = (long)low;
+  return 0;
+}
