@@ -47,6 +47,8 @@ static void usage(FILE *out) {
         "  (default 3) per scheme, and measure the force error of the final configuration on\n"
         "  S sampled sinks (default 10000) against a direct sum on the device. A second table\n"
         "  splits the tree build (host part; device keys+sort, cells, moments) and the copies.\n"
+        "  --tree-build as TreeBuild of hytree run; device also keeps the particle state on\n"
+        "  the device (ParticleState device).\n"
         "  Defaults: --N 1048576 --schemes hybrid,tree --device any.\n",
         out);
 }
@@ -130,7 +132,9 @@ static int run_one(struct hy_cl *cl, struct hy_pool *pool, const struct hy_part 
   struct hy_part p;
   hy_part_copy(&p, ics);
   struct hy_force *f = hy_force_create(cl, pool, &fc);
-  struct hy_sim_cfg sc = {.scheme = scheme, .dt_h = eps / sv, .n_ratio = 4};
+  /* --tree-build device: the whole device path (state too), as on a GPU */
+  struct hy_sim_cfg sc = {.scheme = scheme, .dt_h = eps / sv, .n_ratio = 4,
+                          .state = tree_build == HY_TREE_BUILD_DEVICE ? HY_STATE_DEVICE : HY_STATE_AUTO};
   struct hy_sim *sim = hy_sim_create(&p, f, pool, &sc, 0.0);
   hy_sim_set_lazy_sync(sim, 1); /* p is read once, after hy_sim_sync below */
   const int per_dts = hybrid ? 1 : 4; /* steps per dt_s */

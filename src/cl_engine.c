@@ -257,6 +257,7 @@ void hy_cl_free(struct hy_cl *cl) {
 const char *hy_cl_description(const struct hy_cl *cl) { return cl->desc; }
 const char *hy_cl_device_name(const struct hy_cl *cl) { return cl->name; }
 int hy_cl_is_gpu(const struct hy_cl *cl) { return (cl->type & CL_DEVICE_TYPE_GPU) != 0; }
+int hy_cl_is_cpu(const struct hy_cl *cl) { return (cl->type & CL_DEVICE_TYPE_CPU) != 0; }
 
 /* ------------------------------------------------------------ builds */
 

@@ -109,6 +109,8 @@ const char *hy_cl_description(const struct hy_cl *cl);
 const char *hy_cl_device_name(const struct hy_cl *cl);
 /** Nonzero if the chosen device is a GPU. */
 int hy_cl_is_gpu(const struct hy_cl *cl);
+/** Nonzero if the chosen device is a CPU (the host's own cores, e.g. pocl). */
+int hy_cl_is_cpu(const struct hy_cl *cl);
 /** Build every kernel variant now (so a broken kernel fails before any output). */
 int hy_cl_build_all(struct hy_cl *cl, struct hy_err *err);
 

@@ -74,6 +74,11 @@ struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const s
   f->cl = cl;
   f->pool = pool;
   f->cfg = *cfg;
+  /* auto: a CPU device shares the host's cores, and its ~40 kernel launches
+   * per build cost more than the host build (pocl, 2 cores: 0.13 s against
+   * 0.006 s per dt_s at N = 16k, 0.16 s against 0.03 s at 128k) */
+  if (f->cfg.tree_build == HY_TREE_BUILD_AUTO)
+    f->cfg.tree_build = hy_cl_is_cpu(cl) ? HY_TREE_BUILD_HOST : HY_TREE_BUILD_DEVICE;
   hy_tree_init(&f->tree);
   hy_tree_init(&f->rtree);
   hy_part_init(&f->remote);
@@ -124,6 +129,7 @@ void hy_force_free(struct hy_force *f) {
 }
 
 const struct hy_force_cfg *hy_force_config(const struct hy_force *f) { return &f->cfg; }
+struct hy_cl *hy_force_cl(const struct hy_force *f) { return f->cl; }
 const struct hy_tree *hy_force_tree(const struct hy_force *f) { return &f->tree; }
 int hy_force_device_built(const struct hy_force *f) { return f->dev_build; }
 

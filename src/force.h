@@ -31,7 +31,7 @@
 
 /** Where the local tree is built (hy_force_cfg.tree_build). */
 enum hy_tree_build {
-  HY_TREE_BUILD_AUTO = 0,   /**< on the device with one rank, else on the host */
+  HY_TREE_BUILD_AUTO = 0,   /**< on the device with one rank unless the device is a CPU, else on the host */
   HY_TREE_BUILD_HOST = 1,   /**< on the host (threads), node records uploaded */
   HY_TREE_BUILD_DEVICE = 2  /**< on the device (one rank only; else as host) */
 };
@@ -112,6 +112,8 @@ uint64_t hy_force_first_bad_id(const struct hy_force *f);
 /** Restarts: set the value hy_force_last_hard_items returns. */
 void hy_force_set_last_hard_items(struct hy_force *f, uint64_t n);
 const struct hy_force_cfg *hy_force_config(const struct hy_force *f);
+/** The OpenCL engine the forces run on. */
+struct hy_cl *hy_force_cl(const struct hy_force *f);
 
 /** Build the local tree of p and its device records. A host build sorts p
  *  into key order (reorders every particle array); a device build (one rank,

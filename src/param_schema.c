@@ -46,15 +46,15 @@ static const struct hy_param_def schema[] = {
    "Sinks per OpenCL work-item in the tree walks, between 1 and 16"},
   {"TreeBuild", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host,device", "",
    "Where the local tree is built: device (keys, sort, cells and moments in OpenCL kernels; the tree never "
-   "leaves the device; one MPI rank only), host (threads; node records uploaded), auto (device on one rank, "
-   "host on several: the LET selection walks the host tree)"},
+   "leaves the device; one MPI rank only), host (threads; node records uploaded), auto (device on one rank "
+   "unless the OpenCL device is a CPU; host on several ranks, where the LET selection walks the host tree)"},
   {"HardStepTree", HY_PT_CHOICE, "refit", NOMIN, NOMAX, 0, 0, "refit,rebuild", "",
    "Hybrid hard steps with a device-built tree: refit (keep the soft step's cells and key order, recompute every "
    "moment from the drifted positions) or rebuild (keys, sort and cells again)"},
-  {"ParticleState", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host", "",
-   "Where positions and velocities live between outputs: auto (on the device, in double precision, when the tree "
-   "is built there and the device has double precision: kicks, drifts and forces then move no particle data "
-   "between host and device), host (always on the host)"},
+  {"ParticleState", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host,device", "",
+   "Where positions and velocities live between outputs: device (in double precision; kicks, drifts and forces "
+   "then move no particle data between host and device; one MPI rank, tree built on the device, a device with "
+   "double precision), host (always on the host), auto (device where possible unless the OpenCL device is a CPU)"},
   {"LETWalk", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,separate,merged", "",
    "Several MPI ranks: how received LET items are walked: separate (remote tree walked after the local one, "
    "overlapping the exchange), merged (one tree of local and received items, one-rank accuracy), auto "

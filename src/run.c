@@ -557,9 +557,9 @@ static int write_restart(struct run *r, struct hy_force *f, long s, long next_sn
   return rc;
 }
 
-static int tree_build_of(const char *v) {
-  return strcmp(v, "host") == 0 ? HY_TREE_BUILD_HOST : strcmp(v, "device") == 0 ? HY_TREE_BUILD_DEVICE
-                                                                                : HY_TREE_BUILD_AUTO;
+static int device_choice_of(const struct run *r, const char *key) {
+  const char *v = hy_params_get_str(r->par, key);
+  return strcmp(v, "host") == 0 ? 1 : strcmp(v, "device") == 0 ? 2 : 0;
 }
 
 /* The main loop; returns 0 or -1 with err set. On several ranks a failure
@@ -573,7 +573,9 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
                             .n_crit = (int)hy_params_get_int(r->par, "NCrit"),
                             .nvec = (int)hy_params_get_int(r->par, "NVec"),
                             .n_ratio = r->n_ratio,
-                            .tree_build = tree_build_of(hy_params_get_str(r->par, "TreeBuild")),
+                            /* ParticleState device needs the tree built there */
+                            .tree_build = device_choice_of(r, "ParticleState") == 2 ? HY_TREE_BUILD_DEVICE
+                                                                                    : device_choice_of(r, "TreeBuild"),
                             .hard_rebuild = strcmp(hy_params_get_str(r->par, "HardStepTree"), "rebuild") == 0};
   struct hy_force *f = hy_force_create(cl, pool, &fc);
   r->force = f;
@@ -587,11 +589,21 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
                           .decompose = r->size > 1 ? decompose_cb : NULL,
                           .decompose_ctx = r,
                           .dd_every = 4,
-                          .host_state = strcmp(hy_params_get_str(r->par, "ParticleState"), "host") == 0};
+                          .state = device_choice_of(r, "ParticleState")};
   struct hy_sim *sim = hy_sim_create(&r->p, f, pool, &sc, r->t0);
+
   hy_sim_set_lazy_sync(sim, 1); /* p is read only after steps with a `want`, and synced before other reads */
   const MPI_Comm *dcomm = r->size > 1 ? &r->comm : NULL;
   int rc = -1;
+  if (sc.state == HY_STATE_DEVICE && !hy_sim_state_on_device(sim)) {
+    hy_err_set(err, "%s: ParticleState device: %s has no double precision (cl_khr_fp64); use auto or host",
+               r->pfile, hy_cl_device_name(cl));
+    goto out;
+  }
+  if (r->rank == 0 && r->scheme != HY_SCHEME_DIRECT)
+    hy_msg("tree built on the %s, particle state kept on the %s",
+           r->size == 1 && hy_force_config(f)->tree_build == HY_TREE_BUILD_DEVICE ? "device" : "host",
+           hy_sim_state_on_device(sim) ? "device" : "host");
   unsigned snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
   struct hy_diag d0, d;
   memset(&d, 0, sizeof d);
@@ -1022,6 +1034,17 @@ int hy_cmd_run(int argc, char **argv) {
                      "use auto or host", pfile, r.size);
     report(&r, &err);
     goto out;
+  }
+  if (strcmp(hy_params_get_str(r.par, "ParticleState"), "device") == 0) {
+    const char *why = r.size > 1 ? "one MPI rank (the domains change at soft steps)"
+                      : strcmp(hy_params_get_str(r.par, "TreeBuild"), "host") == 0 ? "TreeBuild device or auto"
+                      : r.scheme == HY_SCHEME_DIRECT                                 ? "Scheme hybrid or tree"
+                                                                                     : NULL;
+    if (why) {
+      hy_err_set(&err, "%s: ParticleState device needs %s; use auto or host", pfile, why);
+      report(&r, &err);
+      goto out;
+    }
   }
   int grid[3];
   if (hy_decomp_parse_grid(hy_params_get_str(r.par, "DomainGrid"), r.size, grid, &err) != 0) {

@@ -67,8 +67,8 @@ struct hy_sim *hy_sim_create(struct hy_part *p, struct hy_force *f, struct hy_po
   s->cfg = *cfg;
   if (s->cfg.scheme != HY_SCHEME_HYBRID) s->cfg.n_ratio = 1;
   s->t = s->t0 = t0;
-  s->on_device = !cfg->host_state && !cfg->decompose && cfg->scheme != HY_SCHEME_DIRECT &&
-                 hy_force_state_possible(f, p);
+  int want_dev = cfg->state == HY_STATE_DEVICE || (cfg->state == HY_STATE_AUTO && !hy_cl_is_cpu(hy_force_cl(f)));
+  s->on_device = want_dev && !cfg->decompose && cfg->scheme != HY_SCHEME_DIRECT && hy_force_state_possible(f, p);
   s->host_fresh = 1;
   return s;
 }

@@ -53,6 +53,13 @@ struct hy_step_times {
  *  ranks (p is resized). Returns 0 or -1 with err set. */
 typedef int (*hy_decompose_fn)(void *ctx, struct hy_part *p, struct hy_err *err);
 
+/** Where the particle state lives between steps (hy_sim_cfg.state). */
+enum hy_state_place {
+  HY_STATE_AUTO = 0,  /**< on the device where possible, unless the device is a CPU */
+  HY_STATE_HOST = 1,  /**< always on the host */
+  HY_STATE_DEVICE = 2 /**< on the device where possible (hy_force_state_possible) */
+};
+
 struct hy_sim_cfg {
   enum hy_scheme scheme;
   double dt_h;  /**< hard step (tree, direct: the step) */
@@ -60,7 +67,7 @@ struct hy_sim_cfg {
   hy_decompose_fn decompose; /**< NULL: none (one rank) */
   void *decompose_ctx;
   int dd_every; /**< tree and direct: decompose before every dd_every-th force (hybrid: every soft step) */
-  int host_state; /**< nonzero: keep the particle state on the host even where it could stay on the device */
+  int state;      /**< enum hy_state_place: where the particle state lives between steps */
 };
 
 struct hy_sim;
@@ -85,7 +92,7 @@ long hy_sim_steps(const struct hy_sim *s);
 void hy_sim_resume(struct hy_sim *s, long steps);
 
 /** Advance by one step; the force at the end provides `want`. With the
- *  state on the device (hy_force_state_possible, one rank, not host_state)
+ *  state on the device (hy_force_state_possible, one rank, hy_sim_cfg.state)
  *  the particle set p is brought up to date at the end of the step when
  *  `want` is non-zero or lazy syncing is off (the default); otherwise call
  *  hy_sim_sync before reading p. */

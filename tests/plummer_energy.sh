@@ -5,7 +5,11 @@
 # Scheme tree at the same dt_h, and the hybrid run again on 4 MPI ranks
 # (oversubscribed) when a launcher is there. Checks, from energy.csv:
 #  - hybrid: max |dE/E| <= 1e-3 and within a factor 3 of the tree run's;
-#  - 4 ranks: max |dE/E| within 2x of the 1-rank hybrid run's;
+#  - 4 ranks: the hybrid run's bounds (max |dE/E| <= 1e-3 and within 3x of
+#    the tree run's), and the virial and momentum bounds below. Its trees
+#    (local and LET) differ from the 1-rank run's, so its force errors are
+#    another realisation with the same a_err, and its energy error is held
+#    to the same bounds rather than compared with one other run's value;
 #  - both: virial ratio 2K/|W| within 1 +- 0.05 at every output;
 #  - both: momentum stays small. Tree forces are not pairwise antisymmetric,
 #    so |p| drifts with the force errors (observed ~6e-4 here); the bound
@@ -77,7 +81,10 @@ if [ -f "$tmp/mpi4/energy.csv" ]; then
   set -- $(stats "$tmp/mpi4/energy.csv"); m_de=$1 m_qlo=$2 m_qhi=$3 m_p=$4 m_t=$5
   echo "4 ranks: max |dE/E| $m_de, 2K/|W| in [$m_qlo, $m_qhi], max |p| $m_p, t_end $m_t"
   check "$m_t > $tend - 1e-6" "4-rank run did not reach t = $tend"
-  check "$m_de <= 2 * $h_de" "4-rank max |dE/E| = $m_de is more than 2 x the 1-rank run's $h_de"
+  check "$m_de <= 1e-3" "4-rank max |dE/E| = $m_de > 1e-3"
+  check "$m_de <= 3 * $t_de" "4-rank max |dE/E| = $m_de is more than 3 x the tree's $t_de"
+  check "$m_qlo >= 0.95 && $m_qhi <= 1.05" "4-rank virial ratio outside 1 +- 0.05: [$m_qlo, $m_qhi]"
+  check "$m_p <= 3.2e-3" "4-rank momentum not conserved: $m_p"
 fi
 # a snapshot at the start and at the end, nothing else (SnapshotInterval 0)
 for s in snapshot_000.hdf5 snapshot_001.hdf5; do

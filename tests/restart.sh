@@ -6,8 +6,12 @@
 # `hytree run --restart DIR`, give bit-identical final snapshots (h5diff) and
 # energy.csv, on 1 and on 2 ranks. A run killed (SIGKILL) while writing its
 # second restart set (HYTREE_TEST_KILL_IN_RESTART) resumes from the first set
-# to the same result. A restart that changes a physics key, or runs on
-# another rank count, is refused with one clear line.
+# to the same result. On one rank this runs twice: with the defaults and
+# with the tree and the particle state on the device (TreeBuild device,
+# ParticleState device), whose straight run must also equal, bit for bit,
+# the one with the device-built tree and the state on the host. A restart
+# that changes a physics key, or runs on another rank count, is refused
+# with one clear line.
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
 : "${top_builddir:=.}"
@@ -31,7 +35,10 @@ same() { # dir1 dir2 what: particle data and header bitwise (RunParameters names
   done
   cmp -s "$1/energy.csv" "$2/energy.csv" || { echo "FAIL: $3: energy.csv differs"; fail=1; }
 }
-for np in 1 2; do
+for run in 1 1dev 2; do
+  np=${run%dev}
+  dev=
+  [ "$run" = 1dev ] && dev="-P TreeBuild=device -P ParticleState=device"
   if [ "$np" -gt 1 ]; then
     [ -n "${MPIEXEC:-}" ] || { echo "no MPI launcher: 2-rank restarts not tested"; break; }
     # shellcheck disable=SC2086
@@ -39,21 +46,28 @@ for np in 1 2; do
   else
     launch=
   fi
-  d="$tmp/np$np"
-  $launch "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$d.straight" --quiet || { echo "FAIL: straight run ($np)"; fail=1; }
-  HYTREE_TEST_SIGNAL_AT_STEP=1 $launch "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$d.stopped" >"$d.log" 2>&1 ||
+  d="$tmp/np$run"
+  $launch "$HYTREE" run "$tmp/p.txt" $dev -P "OutputDir=$d.straight" --quiet || { echo "FAIL: straight run ($np)"; fail=1; }
+  HYTREE_TEST_SIGNAL_AT_STEP=1 $launch "$HYTREE" run "$tmp/p.txt" $dev -P "OutputDir=$d.stopped" >"$d.log" 2>&1 ||
     { echo "FAIL: stopped run ($np)"; cat "$d.log"; fail=1; }
   grep -q "stopped by SIGTERM" "$d.log" || { echo "FAIL: no stop message ($np)"; cat "$d.log"; fail=1; }
   [ ! -e "$d.stopped/snapshot_001.hdf5" ] || { echo "FAIL: the stopped run wrote the final snapshot"; fail=1; }
   $launch "$HYTREE" run --restart "$d.stopped" --quiet || { echo "FAIL: resumed run ($np)"; fail=1; }
   same "$d.straight" "$d.stopped" "$np rank(s), SIGTERM after step 1 and resume"
   # SIGKILL while the second restart set is written: the first one stays loadable
-  HYTREE_TEST_KILL_IN_RESTART=2 $launch "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$d.killed" \
+  HYTREE_TEST_KILL_IN_RESTART=2 $launch "$HYTREE" run "$tmp/p.txt" $dev -P "OutputDir=$d.killed" \
     -P RestartEverySoftSteps=1 >/dev/null 2>&1 && { echo "FAIL: the killed run exited 0 ($np)"; fail=1; }
   grep -q "^A $np 1\$" "$d.killed/restart/current" ||
     { echo "FAIL: after the kill the restart pointer is not the first set:"; cat "$d.killed/restart/current"; fail=1; }
   $launch "$HYTREE" run --restart "$d.killed" --quiet || { echo "FAIL: resume after SIGKILL ($np)"; fail=1; }
   same "$d.straight" "$d.killed" "$np rank(s), SIGKILL while writing a restart set and resume"
+  if [ "$run" = 1dev ]; then
+    grep -q "tree built on the device, particle state kept on the device" "$d.log" ||
+      { echo "FAIL: ParticleState device did not keep the state on the device"; cat "$d.log"; fail=1; }
+    "$HYTREE" run "$tmp/p.txt" -P TreeBuild=device -P ParticleState=host -P "OutputDir=$d.hoststate" --quiet ||
+      { echo "FAIL: device-built tree, state on the host"; fail=1; }
+    same "$d.straight" "$d.hoststate" "the state on the device against the state on the host"
+  fi
 done
 
 # refused restarts: a physics key changed, another rank count

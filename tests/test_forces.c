@@ -317,7 +317,11 @@ static void test_device_build(void) {
   plummer(n, 21, &p);
   const double eps = 0.1 * pow((double)n, -0.26), r1 = 1.03 * pow((double)n, -1.0 / 3.0), r2 = 2 * r1;
   struct hy_force *fh = make_force_on(eps, r1, r2, 1.0 / 256, 4, HY_TREE_BUILD_HOST);
-  struct hy_force *fd = make_force_on(eps, r1, r2, 1.0 / 256, 4, HY_TREE_BUILD_AUTO);
+  struct hy_force *fd = make_force_on(eps, r1, r2, 1.0 / 256, 4, HY_TREE_BUILD_DEVICE);
+  /* auto: the host build on a CPU device (same cores, no launch costs), else the device build */
+  struct hy_force *fa = make_force_on(eps, r1, r2, 1.0 / 256, 4, HY_TREE_BUILD_AUTO);
+  HY_CHECK_INT(hy_force_config(fa)->tree_build, hy_cl_is_cpu(cl) ? HY_TREE_BUILD_HOST : HY_TREE_BUILD_DEVICE);
+  hy_force_free(fa);
   struct walk_set wh, wd;
   walk_set(fh, &p, &wh); /* sorts p into key order */
   uint64_t *ids = hy_malloc("ids", n, sizeof(uint64_t));

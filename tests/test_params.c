@@ -42,6 +42,9 @@ static const char *all_keys_text =
     "OpenCLDevice      1:2\n"
     "DomainGrid        4x2x2\n"
     "SampleRate        0.125\n"
+    "TreeBuild         host\n"
+    "HardStepTree      rebuild\n"
+    "ParticleState     host\n"
     "UnitLength_in_cm  3.085678e21\n"
     "UnitMass_in_g     1.989e43\n"
     "UnitVelocity_in_cm_per_s 1e5\n";
@@ -80,7 +83,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 27);
+  HY_CHECK_INT(n, 30);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);
@@ -95,6 +98,9 @@ static void test_all_keys(void) {
   HY_CHECK(strcmp(hy_params_get_str(p, "InitCondFormat"), "hdf5") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "OutputDir"), "out-dir") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "Scheme"), "tree") == 0);
+  HY_CHECK(strcmp(hy_params_get_str(p, "TreeBuild"), "host") == 0);
+  HY_CHECK(strcmp(hy_params_get_str(p, "HardStepTree"), "rebuild") == 0);
+  HY_CHECK(strcmp(hy_params_get_str(p, "ParticleState"), "host") == 0);
   HY_CHECK_ABS(hy_params_get_number(p, "TimeEnd"), 2.5, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "TimeStepHard"), 0.001, 0);
   HY_CHECK_INT(hy_params_get_int(p, "SoftStepRatio"), 8);
