@@ -482,7 +482,7 @@ int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, do
   double t0 = hy_wtime();
   size_t n = p->n;
   ensure_sinks(f, n);
-  /* sources and sinks relative to the centre of the (global) bounding box, in float */
+  /* sources and sinks relative to the centre of the (global) bounding box, in float, or of its bulk */
   double lo[3], hi[3];
   for (int d = 0; d < 3; d++) {
     lo[d] = INFINITY;
@@ -503,8 +503,28 @@ int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, do
       hi[d] = -g[3 + d];
     }
   }
-  double c[3];
-  for (int d = 0; d < 3; d++) c[d] = lo[d] <= hi[d] ? 0.5 * (lo[d] + hi[d]) : 0.0;
+  double c[3], h = 0.0;
+  for (int d = 0; d < 3; d++) {
+    c[d] = lo[d] <= hi[d] ? 0.5 * (lo[d] + hi[d]) : 0.0;
+    if (lo[d] <= hi[d] && 0.5 * (hi[d] - lo[d]) > h) h = 0.5 * (hi[d] - lo[d]);
+  }
+  /* escapers: the float frame is centred on the bulk, not on the box (tree.h);
+   * on several ranks the rank with the most particles decides for all */
+  if (f->nranks > 1) {
+    struct {
+      double n;
+      int rank;
+    } mine = {(double)n, 0}, top;
+    if (hy_mpi_check(MPI_Comm_rank(f->comm, &mine.rank), "direct sum: MPI_Comm_rank", err) ||
+        hy_mpi_check(MPI_Allreduce(&mine, &top, 1, MPI_DOUBLE_INT, MPI_MAXLOC, f->comm),
+                     "direct sum: MPI_Allreduce (largest rank)", err))
+      return -1;
+    if (mine.rank == top.rank) hy_tree_robust_cube(p->pos, n, c, &h);
+    if (hy_mpi_check(MPI_Bcast(c, 3, MPI_DOUBLE, top.rank, f->comm), "direct sum: MPI_Bcast (frame)", err))
+      return -1;
+  } else {
+    hy_tree_robust_cube(p->pos, n, c, &h);
+  }
   float *src = f->out1; /* the soft output buffer is free during a direct sum */
   for (size_t i = 0; i < n; i++) {
     for (int d = 0; d < 3; d++) f->sink[4 * i + d] = src[4 * i + d] = (float)(p->pos[3 * i + d] - c[d]);

@@ -95,10 +95,43 @@ static void range_of(const double *pos, size_t b, size_t e, double lo[3], double
     }
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+void hy_tree_robust_cube(const double *pos, size_t n, double centre[3], double *half) {
+  if (n < 2 || !(*half > 0.0) || !isfinite(*half)) return;
+  const size_t s = n < HY_TREE_SAMPLE ? n : HY_TREE_SAMPLE, k = s / 100;
+  double q[HY_TREE_SAMPLE], mid[3], r = 0.0;
+  for (int d = 0; d < 3; d++) {
+    size_t m = 0;
+    for (size_t j = 0; j < s; j++) { /* every (n/s)-th particle: independent of threads and chunks */
+      double x = pos[3 * (size_t)(((uint64_t)j * n) / s) + d];
+      if (isfinite(x)) q[m++] = x;
+    }
+    if (m < 2) return;
+    qsort(q, m, sizeof q[0], cmp_double);
+    size_t kk = k < m / 2 ? k : 0;
+    double lo = q[kk], hi = q[m - 1 - kk];
+    mid[d] = 0.5 * (lo + hi);
+    if (0.5 * (hi - lo) > r) r = 0.5 * (hi - lo);
+  }
+  /* the bulk is spread (r > 0) and the cube is much wider than it: shrink */
+  if (!(r > 0.0) || *half <= HY_TREE_OUTLIER_FACTOR * r) return;
+  double mag = fmax(fmax(fabs(mid[0]), fabs(mid[1])), fabs(mid[2]));
+  double h = HY_TREE_OUTLIER_FACTOR * r;
+  h = h * (1.0 + 1e-6) + 1e-12 * (mag + h) + 1e-300;
+  if (h >= *half) return;
+  for (int d = 0; d < 3; d++) centre[d] = mid[d];
+  *half = h;
+}
+
 void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half) {
   double lo[3], hi[3];
   range_of(p->pos, 0, p->n, lo, hi);
   bounds_finish(p->n, lo, hi, centre, half);
+  hy_tree_robust_cube(p->pos, p->n, centre, half);
 }
 
 /* Scratch kept between builds, so that a build allocates nothing once the
@@ -344,6 +377,7 @@ void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
       if (w->red[6 * c + 3 + d] > hi[d]) hi[d] = w->red[6 * c + 3 + d];
     }
   bounds_finish(n, lo, hi, t->centre, &t->half);
+  hy_tree_robust_cube(p->pos, n, t->centre, &t->half);
   kj.centre = t->centre;
   kj.half = t->half;
   for (int c = 0; c < nt; c++) {

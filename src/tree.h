@@ -41,8 +41,8 @@ struct hy_tree {
   size_t n_cell_alloc; /**< capacity of per-cell arrays */
   size_t n_node_alloc; /**< capacity of per-node arrays (next, more) */
   int32_t root;        /**< root node (n_part if there are cells, else 0) */
-  double centre[3];    /**< centre of the bounding cube [length] */
-  double half;         /**< half side of the bounding cube [length] */
+  double centre[3];    /**< centre of the key cube [length]; also the origin of the device's float frame */
+  double half;         /**< half side of the key cube [length] (hy_tree_robust_cube: far particles may lie outside) */
   double a_err;        /**< absolute MAC accuracy parameter used for r_b [acceleration / G] */
   int depth;           /**< deepest cell level below the root */
   uint64_t *key;       /**< Morton key per particle, ascending */
@@ -72,7 +72,27 @@ void hy_tree_free(struct hy_tree *t);
  *  (or NaN) are clamped to the cube's faces. */
 uint64_t hy_tree_key(const double x[3], const double centre[3], double half);
 
-/** Bounding cube of the particles, enlarged slightly so every key is valid. */
+/** Particles sampled (every (n/HY_TREE_SAMPLE)-th) to find the bulk's extent. */
+#define HY_TREE_SAMPLE 1024
+/** The key cube is shrunk to this many times the bulk's half-extent when the
+ *  bounding cube is wider still (see hy_tree_robust_cube). */
+#define HY_TREE_OUTLIER_FACTOR 256.0
+
+/** Escapers: keys resolve 2^21 cells per axis of the cube, and the device
+ *  works in float relative to its centre, so a few particles very far from
+ *  the rest (one at 1e12 from a Plummer sphere of radius 1) would put the
+ *  whole bulk into one key and round its positions away. Given the bounding
+ *  cube (centre, half) of the n positions, this takes the 1st and 99th
+ *  percentiles of a strided sample per axis; when half exceeds
+ *  HY_TREE_OUTLIER_FACTOR times the largest of their half-ranges r, the cube
+ *  becomes the one of half-side HY_TREE_OUTLIER_FACTOR r centred on their
+ *  midpoints. Particles outside it get keys clamped to its faces, which is
+ *  harmless: cell moments, b_max and the MAC use the true positions. A cube
+ *  that is not that much wider is left exactly as it is. */
+void hy_tree_robust_cube(const double *pos, size_t n, double centre[3], double *half);
+
+/** Bounding cube of the particles, enlarged slightly so every key is valid,
+ *  then made robust against escapers (hy_tree_robust_cube). */
 void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half);
 
 /** Compute the bounding cube and the keys, sort the keys and reorder the

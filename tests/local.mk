@@ -104,3 +104,8 @@ EXTRA_DIST += tests/snapshot_layout.sh tests/check_layout.py
 
 TESTS += tests/nan_fault.sh
 EXTRA_DIST += tests/nan_fault.sh
+
+# A particle 1e12 away from a Plummer sphere: keys and the float frame follow
+# the bulk (hy_tree_robust_cube); forces match a direct sum.
+TESTS += tests/escaper.sh
+EXTRA_DIST += tests/escaper.sh
