@@ -91,6 +91,12 @@ struct hy_gadget_opts {
 int hy_io_write_gadget(const char *path, const struct hy_part *p, double time,
                        const struct hy_gadget_opts *opts, struct hy_err *err);
 
+/** Call hy_io_hdf5_init first thing in main (before any HDF5 call) and
+ *  hy_io_hdf5_close at the end instead of HDF5's own atexit handler, which
+ *  HDF5 1.10 crashes in after a file failed to close (a full disk). */
+void hy_io_hdf5_init(void);
+void hy_io_hdf5_close(void);
+
 /** Durable atomic publication helpers (also used for params-used.txt):
  *  hy_io_tmpname builds "<path>.tmp.<pid>"; hy_io_publish fsyncs the temporary
  *  file, renames it over path and fsyncs the directory. */

@@ -5,11 +5,13 @@
 #include "config.h"
 
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cl_engine.h"
 #include "ic.h"
+#include "io.h"
 #include "log.h"
 #include "bench.h"
 #include "run.h"
@@ -31,6 +33,16 @@ static void usage(FILE *out) {
 
 int main(int argc, char **argv) {
   int provided = 0, rank = 0, size = 1;
+  hy_io_hdf5_init();
+  /* a file-size limit (ulimit -f) fails a write with EFBIG, reported like a
+   * full disk, instead of killing the process in the middle of a file */
+  struct sigaction ign;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  if (sigemptyset(&ign.sa_mask) != 0 || sigaction(SIGXFSZ, &ign, NULL) != 0) {
+    fputs("hytree: error: cannot ignore SIGXFSZ\n", stderr);
+    return 1;
+  }
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
     fputs("hytree: error: MPI_Init_thread failed\n", stderr);
     return 1;
@@ -66,6 +78,7 @@ int main(int argc, char **argv) {
     status = 2;
   }
   fflush(stdout);
+  hy_io_hdf5_close();
   MPI_Finalize();
   return status;
 }

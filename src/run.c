@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -867,6 +868,28 @@ static int device_table(struct run *r, const struct hy_cl *cl) {
   return 0;
 }
 
+/* Tests: HYTREE_TEST_FILE_SIZE_LIMIT=BYTES limits every file written from
+ * here on to BYTES (RLIMIT_FSIZE), so that writing a snapshot or restart set
+ * fails as on a full disk (EFBIG; main ignores SIGXFSZ). Set only now, after
+ * MPI and the OpenCL compiler have written their own files. */
+static int test_file_size_limit(struct hy_err *err) {
+  const char *e = getenv("HYTREE_TEST_FILE_SIZE_LIMIT");
+  if (!e || !*e) return 0;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(e, &end, 10);
+  if (errno != 0 || *end != '\0' || v == 0)
+    return hy_err_set(err, "HYTREE_TEST_FILE_SIZE_LIMIT='%s': must be a positive number of bytes", e);
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0)
+    return hy_err_set(err, "HYTREE_TEST_FILE_SIZE_LIMIT: getrlimit failed: %s", strerror(errno));
+  rl.rlim_cur = (rlim_t)v;
+  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max) rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+    return hy_err_set(err, "HYTREE_TEST_FILE_SIZE_LIMIT: setrlimit failed: %s", strerror(errno));
+  return 0;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int hy_cmd_run(int argc, char **argv) {
@@ -1096,7 +1119,8 @@ int hy_cmd_run(int argc, char **argv) {
     hy_msg("kernels built in %.2f s", hy_wtime() - t0);
   }
   /* 4. outputs (nothing was written before this point) */
-  rc = 0;
+  rc = test_file_size_limit(&err);
+  if (any_failed(&r, rc, &err)) goto out;
   r.params_text = hy_params_dump(r.par);
   if (r.rank == 0) {
     rc = make_dirs(r.outdir, &err);

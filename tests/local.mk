@@ -109,3 +109,8 @@ EXTRA_DIST += tests/nan_fault.sh
 # the bulk (hy_tree_robust_cube); forces match a direct sum.
 TESTS += tests/escaper.sh
 EXTRA_DIST += tests/escaper.sh
+
+# A full disk (a file-size limit) while a snapshot or a restart set is written:
+# one clear line, earlier snapshots and restart sets bitwise intact.
+TESTS += tests/disk_full.sh
+EXTRA_DIST += tests/disk_full.sh
