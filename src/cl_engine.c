@@ -427,9 +427,10 @@ static int ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const ch
   size_t others = cl->in_use - b->size;
   if (others + bytes > cl->mem_limit)
     return hy_err_set(err,
-                      "OpenCL device %s: out of device memory: buffer '%s' needs %zu bytes with %zu of %zu bytes "
-                      "already in use; use more ranks or a device with more memory",
-                      cl->name, label, bytes, others, cl->mem_limit);
+                      "OpenCL device %s: out of device memory: buffer '%s' needs %zu bytes, %zu of the %zu bytes "
+                      "are free (%zu in use by other buffers); use more ranks or a device with more memory",
+                      cl->name, label, bytes, others < cl->mem_limit ? cl->mem_limit - others : 0, cl->mem_limit,
+                      others);
   if (others + want > cl->mem_limit) want = bytes;
   cl->in_use = others;
   buf_release(b);

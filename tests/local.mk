@@ -114,3 +114,8 @@ EXTRA_DIST += tests/escaper.sh
 # one clear line, earlier snapshots and restart sets bitwise intact.
 TESTS += tests/disk_full.sh
 EXTRA_DIST += tests/disk_full.sh
+
+# OpenCL failures on one rank: a kernel that does not compile shows its build
+# log; too little device memory names the bytes needed and free.
+TESTS += tests/device_faults.sh
+EXTRA_DIST += tests/device_faults.sh
