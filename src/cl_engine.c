@@ -181,8 +181,10 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
     if (nc == 0) {
       hy_free(cand);
       hy_free(list);
-      return hy_err_set(err, "OpenCLDevice %d:%d: no such OpenCL device (%zu device(s) found; `hytree devices` lists them)",
-                        o->platform, o->device, n);
+      return hy_err_set(err,
+                        "%s%sOpenCLDevice %d:%d: no such OpenCL device (%zu device(s) found; `hytree devices` lists "
+                        "them)",
+                        o->origin ? o->origin : "", o->origin ? ": " : "", o->platform, o->device, n);
     }
   } else {
     cl_device_type t = o->kind == HY_CL_GPU ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_CPU;
@@ -198,8 +200,10 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
     if (nc == 0) {
       hy_free(cand);
       hy_free(list);
-      return hy_err_set(err, "OpenCLDevice %s: no OpenCL %s device found (%zu other device(s); `hytree devices` lists them)",
-                        want, want, n);
+      return hy_err_set(err,
+                        "%s%sOpenCLDevice %s: no OpenCL %s device found (%zu other device(s); `hytree devices` lists "
+                        "them)",
+                        o->origin ? o->origin : "", o->origin ? ": " : "", want, want, n);
     }
   }
   size_t pick = cand[(size_t)(o->local_rank < 0 ? 0 : o->local_rank) % nc];

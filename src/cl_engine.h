@@ -26,6 +26,8 @@ struct hy_cl_opts {
   int platform, device; /**< indices for HY_CL_EXPLICIT */
   int local_rank;       /**< rank on this node: picks candidate local_rank mod count */
   int nvec;             /**< sinks per work-item of the walk kernel */
+  const char *origin;   /**< where the device choice was made ("params.txt:12"), prefixed to messages about
+                             a device that does not exist; may be NULL */
 };
 
 /** Timings of one call, from OpenCL profiling events [s]. */

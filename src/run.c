@@ -213,13 +213,21 @@ static int any_failed(struct run *r, int rc, const struct hy_err *err) {
   return g;
 }
 
+/* err := "WHERE: KEY: " + err (a value that passed the parameter checks but
+ * not a later one); returns -1. */
+static int err_at_key(const struct run *r, const char *key, struct hy_err *err) {
+  char msg[sizeof err->msg];
+  snprintf(msg, sizeof msg, "%s", err->msg);
+  return hy_err_set(err, "%s: %s: %s", hy_params_where(r->par, key), key, msg);
+}
+
 static int load_ics(struct run *r, struct hy_err *err) {
   const char *spec = hy_params_get_str(r->par, "InitCondFile");
   struct hy_ic_spec gen;
   int g = hy_ic_parse_spec(spec, &gen, err);
-  if (g < 0) return -1;
+  if (g < 0) return err_at_key(r, "InitCondFile", err);
   r->t0 = 0.0;
-  if (g == 1) return hy_ic_generate(&gen, &r->p, NULL, err);
+  if (g == 1) return hy_ic_generate(&gen, &r->p, NULL, err) != 0 ? err_at_key(r, "InitCondFile", err) : 0;
   enum hy_ic_format fmt;
   if (hy_io_format_parse(hy_params_get_str(r->par, "InitCondFormat"), &fmt) != 0)
     return hy_err_set(err, "%s: bad InitCondFormat", r->pfile);
@@ -1015,13 +1023,16 @@ int hy_cmd_run(int argc, char **argv) {
   r.units.mass_g = hy_params_get_number(r.par, "UnitMass_in_g");
   r.units.velocity_cm_per_s = hy_params_get_number(r.par, "UnitVelocity_in_cm_per_s");
   if (r.snap_files > r.size) {
-    hy_err_set(&err, "%s: NumFilesPerSnapshot %d is larger than the number of MPI ranks (%d)", pfile, r.snap_files,
-               r.size);
+    hy_err_set(&err, "%s: NumFilesPerSnapshot %d is larger than the number of MPI ranks (%d)",
+               hy_params_where(r.par, "NumFilesPerSnapshot"), r.snap_files, r.size);
     report(&r, &err);
     goto out;
   }
   int grid[3];
   if (hy_decomp_parse_grid(hy_params_get_str(r.par, "DomainGrid"), r.size, grid, &err) != 0) {
+    char msg[sizeof err.msg];
+    snprintf(msg, sizeof msg, "%s", err.msg);
+    hy_err_set(&err, "%s: %s", hy_params_where(r.par, "DomainGrid"), msg);
     report(&r, &err);
     goto out;
   }
@@ -1109,6 +1120,7 @@ int hy_cmd_run(int argc, char **argv) {
     o.kind = kind == 1 ? HY_CL_GPU : kind == 2 ? HY_CL_CPU : kind == 3 ? HY_CL_EXPLICIT : HY_CL_ANY;
     o.platform = pl;
     o.device = dv;
+    o.origin = hy_params_where(r.par, "OpenCLDevice");
     rc = hy_cl_create(&cl, &o, &err);
     if (any_failed(&r, rc, &err)) goto out;
     if (!hy_log_quiet() && r.rank == 0) hy_cl_print_devices(stdout, cl);

@@ -40,8 +40,13 @@ EXTRA_DIST += tests/plummer_energy.sh
 
 check_PROGRAMS += tests/check_snapshot
 tests_check_snapshot_LDADD = $(HY_TESTLIBS)
-TESTS += tests/galaxy_snapshot.sh tests/bad_input.sh
-EXTRA_DIST += tests/galaxy_snapshot.sh tests/bad_input.sh
+TESTS += tests/galaxy_snapshot.sh
+EXTRA_DIST += tests/galaxy_snapshot.sh
+# Bad input: every file of the corpus tests/bad-input/ (parameter files and
+# damaged IC files, each with NAME.expect) fails with one clear line and no
+# output. The directory is distributed whole.
+TESTS += tests/bad_input_corpus.sh
+EXTRA_DIST += tests/bad_input_corpus.sh tests/bad-input
 TESTS += tests/mpi_run.sh
 EXTRA_DIST += tests/mpi_run.sh
 
