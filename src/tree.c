@@ -102,7 +102,9 @@ static int cmp_double(const void *a, const void *b) {
 
 void hy_tree_robust_cube(const double *pos, size_t n, double centre[3], double *half) {
   if (n < 2 || !(*half > 0.0) || !isfinite(*half)) return;
-  const size_t s = n < HY_TREE_SAMPLE ? n : HY_TREE_SAMPLE, k = s / 100;
+  /* k values cut from each end: 1% of the sample, and at least the extreme
+   * one of a small set (a few particles and one escaper) */
+  const size_t s = n < HY_TREE_SAMPLE ? n : HY_TREE_SAMPLE, k = s >= 400 ? s / 100 : s >= 4 ? 1 : 0;
   double q[HY_TREE_SAMPLE], mid[3], r = 0.0;
   for (int d = 0; d < 3; d++) {
     size_t m = 0;

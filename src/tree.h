@@ -83,7 +83,8 @@ uint64_t hy_tree_key(const double x[3], const double centre[3], double half);
  *  the rest (one at 1e12 from a Plummer sphere of radius 1) would put the
  *  whole bulk into one key and round its positions away. Given the bounding
  *  cube (centre, half) of the n positions, this takes the 1st and 99th
- *  percentiles of a strided sample per axis; when half exceeds
+ *  percentiles (below 400 particles: the 2nd smallest and 2nd largest
+ *  values) of a strided sample per axis; when half exceeds
  *  HY_TREE_OUTLIER_FACTOR times the largest of their half-ranges r, the cube
  *  becomes the one of half-side HY_TREE_OUTLIER_FACTOR r centred on their
  *  midpoints. Particles outside it get keys clamped to its faces, which is

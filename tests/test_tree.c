@@ -294,6 +294,12 @@ int main(void) {
     hy_tree_free(&t);
     build_and_check(&p, 16, pool, "escapers");
     check_thread_independence(&p, 16, "escapers threads");
+    /* a small set: 50 particles and one escaper */
+    hy_part_resize(&p, 51);
+    p.pos[3 * 50] = 1e12;
+    hy_tree_bounds(&p, c1, &h1);
+    HY_CHECK_MSG(h1 < 1e4, "51 particles: half side %g: the cube should follow the 50", h1);
+    build_and_check(&p, 4, pool, "small set with an escaper");
   }
 
   /* coincident particles: 40 at one point plus a few others */
