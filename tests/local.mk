@@ -17,6 +17,19 @@ AM_TESTS_ENVIRONMENT = \
 	  POCL_CPU_MAX_CU_COUNT POCL_MAX_PTHREAD_COUNT OMPI_MCA_rmaps_base_oversubscribe \
 	  HYTREE_SWEEP HYTREE_SCRIPTS_DIR PYTHON MAKE HY_BINDIR HY_PKGDATADIR HY_MANDIR HY_DOCDIR;
 EXTRA_DIST += tests/hy_test.h
+# --enable-sanitizer (CI: address,undefined in build-asan/): every test runs
+# with leak detection (before MPI_Finalize, src/lsan.h) and the LeakSanitizer
+# suppressions of tests/lsan.supp (the MPI library stack only), and with
+# UndefinedBehaviorSanitizer findings fatal (halt_on_error=1, with a stack).
+# Options already in the environment come after ours, so they win.
+if HY_SANITIZER
+AM_TESTS_ENVIRONMENT += \
+	ASAN_OPTIONS="detect_leaks=1:abort_on_error=0$${ASAN_OPTIONS:+:$$ASAN_OPTIONS}"; \
+	LSAN_OPTIONS="suppressions=$(abs_top_srcdir)/tests/lsan.supp:print_suppressions=0$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}"; \
+	UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1$${UBSAN_OPTIONS:+:$$UBSAN_OPTIONS}"; \
+	export ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS;
+endif
+EXTRA_DIST += tests/lsan.supp
 HY_TESTLIBS = src/libhytree.a $(HY_LIBS)
 
 include tests/io.mk
