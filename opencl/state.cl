@@ -104,6 +104,16 @@ __kernel void hy_st_unpack(__global const float4 *o0, __global const float4 *o1,
   }
 }
 
+/* s of the n positions, the j-th being particle floor(j n / s) (the host's
+ * hy_tree_sample), for the estimate of the bulk's extent that keeps
+ * escapers from widening the key cube (src/tree.h). */
+__kernel void hy_st_sample(__global const double *pos, const uint n, const uint s, __global double *out) {
+  for (uint j = (uint)get_global_id(0); j < s; j += (uint)get_global_size(0)) {
+    const ulong i = ((ulong)j * n) / s;
+    for (int d = 0; d < 3; d++) out[3 * j + d] = pos[3 * i + d];
+  }
+}
+
 /* Per work-group: the number of particles with a non-finite position,
  * velocity or kick acceleration, and the lowest such index (as double; -1:
  * none). */

@@ -53,18 +53,26 @@ static void usage(FILE *out) {
         out);
 }
 
-static int parse_list(const char *s, char **out, int max) {
-  int n = 0;
+static void free_list(char **list, int *n) {
+  for (int i = 0; i < *n; i++) hy_free(list[i]);
+  *n = 0;
+}
+
+/* Replaces the n items of out by the comma list s; returns their number, or
+ * -1 (out then empty) when s has more than max items. */
+static int parse_list(const char *s, char **out, int *n, int max) {
+  free_list(out, n);
   char *copy = hy_strdup("bench list", s), *save = NULL;
   for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (n == max) {
+    if (*n == max) {
       hy_free(copy);
+      free_list(out, n);
       return -1;
     }
-    out[n++] = hy_strdup("bench list", tok);
+    out[(*n)++] = hy_strdup("bench list", tok);
   }
   hy_free(copy);
-  return n;
+  return *n;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -220,22 +228,26 @@ int hy_cmd_bench(int argc, char **argv) {
     int takes = 1;
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
-      return 0;
+      status = 0;
+      goto out_lists;
     } else if (strcmp(a, "--quiet") == 0) {
       hy_log_set_quiet(1);
       takes = 0;
     } else if (!v) {
       fprintf(stderr, "hytree: error: bench: %s needs a value (see hytree bench --help)\n", a);
-      return 2;
+      status = 2;
+      goto out_lists;
     } else if (strcmp(a, "--N") == 0) {
-      if ((n_ns = parse_list(v, ns, MAX_LIST)) <= 0) {
+      if (parse_list(v, ns, &n_ns, MAX_LIST) <= 0) {
         fprintf(stderr, "hytree: error: bench: --N '%s': a comma list of up to %d particle counts\n", v, MAX_LIST);
-        return 2;
+        status = 2;
+        goto out_lists;
       }
     } else if (strcmp(a, "--schemes") == 0) {
-      if ((n_sch = parse_list(v, schemes, MAX_LIST)) <= 0) {
+      if (parse_list(v, schemes, &n_sch, MAX_LIST) <= 0) {
         fprintf(stderr, "hytree: error: bench: --schemes '%s': a comma list of hybrid, tree\n", v);
-        return 2;
+        status = 2;
+        goto out_lists;
       }
     } else if (strcmp(a, "--device") == 0) {
       device = v;
@@ -260,13 +272,15 @@ int hy_cmd_bench(int argc, char **argv) {
       csv = v;
     } else {
       fprintf(stderr, "hytree: error: bench: unknown option '%s' (see hytree bench --help)\n", a);
-      return 2;
+      status = 2;
+      goto out_lists;
     }
     i += takes;
   }
   if (soft_steps < 1 || sinks < 1) {
     fputs("hytree: error: bench: --soft-steps and --sinks must be positive\n", stderr);
-    return 2;
+    status = 2;
+    goto out_lists;
   }
   if (n_ns == 0) ns[n_ns++] = hy_strdup("bench list", "1048576");
   if (n_sch == 0) {
@@ -374,7 +388,7 @@ out:
   hy_cl_free(cl);
   hy_pool_free(pool);
 out_lists:
-  for (int i = 0; i < n_ns; i++) hy_free(ns[i]);
-  for (int i = 0; i < n_sch; i++) hy_free(schemes[i]);
+  free_list(ns, &n_ns);
+  free_list(schemes, &n_sch);
   return status;
 }

@@ -142,8 +142,10 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
     if (nc == 0) {
       hy_free(cand);
       hy_free(list);
-      return hy_err_set(err, "OpenCLDevice %d:%d: no such OpenCL device (%zu device(s) found; `hytree devices` lists them)",
-                        o->platform, o->device, n);
+      return hy_err_set(err,
+                        "%s%sOpenCLDevice %d:%d: no such OpenCL device (%zu device(s) found; `hytree devices` lists "
+                        "them)",
+                        o->origin ? o->origin : "", o->origin ? ": " : "", o->platform, o->device, n);
     }
   } else {
     cl_device_type t = o->kind == HY_CL_GPU ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_CPU;
@@ -159,8 +161,10 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
     if (nc == 0) {
       hy_free(cand);
       hy_free(list);
-      return hy_err_set(err, "OpenCLDevice %s: no OpenCL %s device found (%zu other device(s); `hytree devices` lists them)",
-                        want, want, n);
+      return hy_err_set(err,
+                        "%s%sOpenCLDevice %s: no OpenCL %s device found (%zu other device(s); `hytree devices` lists "
+                        "them)",
+                        o->origin ? o->origin : "", o->origin ? ": " : "", want, want, n);
     }
   }
   size_t pick = cand[(size_t)(o->local_rank < 0 ? 0 : o->local_rank) % nc];
@@ -392,9 +396,10 @@ int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const cha
   size_t others = cl->in_use - b->size;
   if (others + bytes > cl->mem_limit)
     return hy_err_set(err,
-                      "OpenCL device %s: out of device memory: buffer '%s' needs %zu bytes with %zu of %zu bytes "
-                      "already in use; use more ranks or a device with more memory",
-                      cl->name, label, bytes, others, cl->mem_limit);
+                      "OpenCL device %s: out of device memory: buffer '%s' needs %zu bytes, %zu of the %zu bytes "
+                      "are free (%zu in use by other buffers); use more ranks or a device with more memory",
+                      cl->name, label, bytes, others < cl->mem_limit ? cl->mem_limit - others : 0, cl->mem_limit,
+                      others);
   if (others + want > cl->mem_limit) want = bytes;
   cl->in_use = others;
   hy_cl_buf_release(b);

@@ -26,6 +26,8 @@ struct hy_cl_opts {
   int platform, device; /**< indices for HY_CL_EXPLICIT */
   int local_rank;       /**< rank on this node: picks candidate local_rank mod count */
   int nvec;             /**< sinks per work-item of the walk kernel */
+  const char *origin;   /**< where the device choice was made ("params.txt:12"), prefixed to messages about
+                             a device that does not exist; may be NULL */
 };
 
 /** Timings of one call, from OpenCL profiling events [s]. */
@@ -162,5 +164,8 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
 /** Particles with a non-finite position, velocity or kick acceleration:
  *  their number and the lowest index (-1: none). */
 int hy_cl_state_finite(struct hy_cl *cl, size_t *n_bad, long *first, struct hy_err *err);
+/** s (<= the state's n and HY_TREE_SAMPLE) positions of the device state,
+ *  the j-th being particle floor(j n / s), into out (3 s doubles). */
+int hy_cl_state_sample(struct hy_cl *cl, size_t s, double *out, struct hy_err *err);
 
 #endif

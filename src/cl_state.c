@@ -51,13 +51,14 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
   snprintf(defs, sizeof defs, "-D HY_WG=%zu", cl->build_wg);
   if (hy_cl_build_program(cl, "state.cl", hy_cl_source_state, defs, &cl->state_prog, err) != 0) return -1;
   if (state_kernel(cl, "hy_st_axpy", &cl->k_axpy, err) || state_kernel(cl, "hy_st_pack", &cl->k_pack, err) ||
-      state_kernel(cl, "hy_st_unpack", &cl->k_unpack, err) || state_kernel(cl, "hy_st_finite", &cl->k_finite, err))
+      state_kernel(cl, "hy_st_unpack", &cl->k_unpack, err) || state_kernel(cl, "hy_st_finite", &cl->k_finite, err) ||
+      state_kernel(cl, "hy_st_sample", &cl->k_sample, err))
     return -1;
   return 0;
 }
 
 void hy_cl_state_free(struct hy_cl *cl) {
-  cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite};
+  cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_sample};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
@@ -240,5 +241,23 @@ int hy_cl_state_finite(struct hy_cl *cl, size_t *n_bad, long *first, struct hy_e
   }
   *n_bad = (size_t)cnt;
   *first = (long)low;
+  return 0;
+}
+
+int hy_cl_state_sample(struct hy_cl *cl, size_t s, double *out, struct hy_err *err) {
+  if (need_state(cl, "position sample", err)) return -1;
+  if (s > cl->state_n || 3 * s > (size_t)PACK_RED * STATE_GROUPS)
+    return hy_err_set(err, "internal error: a sample of %zu of %zu positions", s, cl->state_n);
+  if (s == 0) return 0;
+  cl_uint un = (cl_uint)cl->state_n, us = (cl_uint)s;
+  const char *nm = "hy_st_sample";
+  if (set_arg(cl, cl->k_sample, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
+      set_arg(cl, cl->k_sample, 1, sizeof un, &un, nm, err) || set_arg(cl, cl->k_sample, 2, sizeof us, &us, nm, err) ||
+      set_arg(cl, cl->k_sample, 3, sizeof(cl_mem), &cl->s_red.mem, nm, err) ||
+      run_grid(cl, cl->k_sample, "sampling the positions on the device", NULL, err))
+    return -1;
+  cl_int e = clEnqueueReadBuffer(cl->q, cl->s_red.mem, CL_TRUE, 0, 3 * s * sizeof(double), out, 0, NULL, NULL);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: reading the position sample failed on %s: %s", cl->name, hy_cl_errname(e));
   return 0;
 }

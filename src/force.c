@@ -224,19 +224,27 @@ static void pack_body(void *arg, size_t b, size_t e, int tid) {
  * positions of the bulk exact to float rounding even when an escaper makes
  * the cube huge; computed from the positions alone, it makes a resumed run
  * build the same trees as the straight one. */
-/* The device build from packed positions (pos4, or the device state's when
- * NULL) and their reductions relative to f->origin: red = lo[3], hi[3], sum
- * m, sum m x[3]; t_host is the host time spent so far. */
-static int build_packed(struct hy_force *f, size_t n, const float *pos4, const double red[10], double t_host,
-                        int refit, struct hy_err *err) {
+/* The key cube from the reductions of a pack relative to `origin` (red =
+ * lo[3], hi[3], ...) and a sample of the positions (hy_tree_sample): the
+ * bounding cube, shrunk to the bulk when escapers make it far wider
+ * (hy_tree_robust_cube). Returns 1 if it was shrunk. */
+static int key_cube(size_t n, const double red[6], const double origin[3], const double *sample, size_t s,
+                    double centre[3], double *half) {
   double lo[3], hi[3];
   size_t n_finite = red[0] <= red[3] ? n : 0; /* no finite position: a cube at the origin */
   for (int d = 0; d < 3; d++) { /* the ranges were taken relative to the origin */
-    lo[d] = red[d] + f->origin[d];
-    hi[d] = red[3 + d] + f->origin[d];
+    lo[d] = red[d] + origin[d];
+    hi[d] = red[3 + d] + origin[d];
   }
-  double centre[3], half;
-  hy_tree_cube(n_finite, lo, hi, centre, &half);
+  hy_tree_cube(n_finite, lo, hi, centre, half);
+  return hy_tree_robust_cube_sampled(sample, s, n_finite, centre, half);
+}
+
+/* The device build from positions packed relative to f->origin (pos4, or
+ * the device state's when NULL) in the key cube (centre, half); t_host is
+ * the host time spent so far. */
+static int build_packed(struct hy_force *f, size_t n, const float *pos4, const double centre[3], double half,
+                        double t_host, int refit, struct hy_err *err) {
   double t1 = hy_wtime();
   f->tree_id = atomic_fetch_add(&tree_serial, 1);
   struct hy_cl_build_args a = {.pos = pos4,
@@ -285,6 +293,8 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(n, 16, "packed positions"), err);
   if (!pos4) return -1;
   hy_part_com_pool(p, f->pool, f->origin); /* the frame: this build's centre of mass */
+  double sample[3 * HY_TREE_SAMPLE], centre[3], half;
+  const size_t s = hy_tree_sample(p->pos, n, sample);
   const int nt = hy_pool_size(f->pool);
   if (f->red_n < nt) {
     hy_free(f->red);
@@ -293,32 +303,38 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
     f->red_bad = hy_malloc("pack reductions", (size_t)nt, sizeof(uint64_t));
     f->red_n = nt;
   }
-  for (int t = 0; t < nt; t++) {
-    double *red = f->red + PACK_RED * t;
-    for (int d = 0; d < 3; d++) {
-      red[d] = INFINITY;
-      red[3 + d] = -INFINITY;
-      red[7 + d] = 0.0;
-    }
-    red[6] = 0.0;
-    f->red_bad[t] = UINT64_MAX;
-  }
-  struct pack_job pj = {.p = p, .origin = f->origin, .out = pos4, .red = f->red, .red_bad = f->red_bad};
-  hy_pool_for(f->pool, n, 16384, pack_body, &pj);
-  double red[10] = {INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.0, 0.0, 0.0, 0.0};
   uint64_t bad = UINT64_MAX;
-  for (int t = 0; t < nt; t++) {
-    const double *q = f->red + PACK_RED * t;
-    for (int d = 0; d < 3; d++) {
-      red[d] = fmin(red[d], q[d]);
-      red[3 + d] = fmax(red[3 + d], q[3 + d]);
-      red[7 + d] += q[7 + d];
+  for (int pass = 0; pass < 2; pass++) {
+    for (int t = 0; t < nt; t++) {
+      double *red = f->red + PACK_RED * t;
+      for (int d = 0; d < 3; d++) {
+        red[d] = INFINITY;
+        red[3 + d] = -INFINITY;
+        red[7 + d] = 0.0;
+      }
+      red[6] = 0.0;
+      f->red_bad[t] = UINT64_MAX;
     }
-    red[6] += q[6];
-    if (f->red_bad[t] < bad) bad = f->red_bad[t];
+    struct pack_job pj = {.p = p, .origin = f->origin, .out = pos4, .red = f->red, .red_bad = f->red_bad};
+    hy_pool_for(f->pool, n, 16384, pack_body, &pj);
+    double red[10] = {INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.0, 0.0, 0.0, 0.0};
+    for (int t = 0; t < nt; t++) {
+      const double *q = f->red + PACK_RED * t;
+      for (int d = 0; d < 3; d++) {
+        red[d] = fmin(red[d], q[d]);
+        red[3 + d] = fmax(red[3 + d], q[3 + d]);
+        red[7 + d] += q[7 + d];
+      }
+      red[6] += q[6];
+      if (f->red_bad[t] < bad) bad = f->red_bad[t];
+    }
+    if (pass == 1) break;
+    /* escapers shrank the key cube: pack again relative to the bulk's centre */
+    if (!key_cube(n, red, f->origin, sample, s, centre, &half)) break;
+    memcpy(f->origin, centre, sizeof f->origin);
   }
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
-  return build_packed(f, n, pos4, red, hy_wtime() - t0, refit, err);
+  return build_packed(f, n, pos4, centre, half, hy_wtime() - t0, refit, err);
 }
 
 /* ------------------------------------------------- device-resident state */
@@ -356,13 +372,17 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   if (pot_invalid(mode, want_pot)) return hy_err_set(err, "internal error: potential requested from a hard walk");
   double t0 = hy_wtime(), red[11], tk = 0.0;
   /* the frame: this build's centre of mass, from a first pass in the
-   * absolute frame (so it depends on the positions only) */
+   * absolute frame (so it depends on the positions only), or the bulk's
+   * centre when escapers shrink the key cube (a sample of the positions) */
   const double zero[3] = {0.0, 0.0, 0.0};
-  if (hy_cl_state_pack(f->cl, zero, red, &tk, err) != 0) return -1;
+  double sample[3 * HY_TREE_SAMPLE], centre[3], half;
+  const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
+  if (hy_cl_state_pack(f->cl, zero, red, &tk, err) != 0 || hy_cl_state_sample(f->cl, s, sample, err) != 0) return -1;
   for (int d = 0; d < 3; d++) f->origin[d] = red[6] > 0.0 ? red[7 + d] / red[6] : 0.0;
+  if (key_cube(p->n, red, zero, sample, s, centre, &half)) memcpy(f->origin, centre, sizeof f->origin);
   if (hy_cl_state_pack(f->cl, f->origin, red, &tk, err) != 0) return -1;
   if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
-  if (build_packed(f, p->n, NULL, red, hy_wtime() - t0, refit && can_refit(f, p->n), err) != 0) return -1;
+  if (build_packed(f, p->n, NULL, centre, half, hy_wtime() - t0, refit && can_refit(f, p->n), err) != 0) return -1;
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
   struct walk_job *lj = &f->job[0];
@@ -422,10 +442,11 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
     f->node = hy_malloc("tree node records", hy_size_mul_or_die(cap, 8, "tree node records"), sizeof(float));
     f->node_cap = cap;
   }
-  /* the records' frame: the centre of mass (see device_build) */
+  /* the records' frame: the centre of mass, or the bulk's centre when
+   * escapers shrank the key cube (see device_build) */
   const struct hy_tree *t = &f->tree;
   const double *cm = t->n_cell ? t->cm + 3 * (size_t)(t->root - (int32_t)t->n_part) : p->pos;
-  for (int d = 0; d < 3; d++) f->frame[d] = isfinite(cm[d]) ? cm[d] : t->centre[d];
+  for (int d = 0; d < 3; d++) f->frame[d] = isfinite(cm[d]) && !t->shrunk ? cm[d] : t->centre[d];
   hy_tree_export_at(&f->tree, p, f->frame, f->node, f->pool);
   ensure_sinks(f, p->n);
   f->sinks_packed = 0; /* packed on demand: the local walk reads them from the node records */
@@ -750,7 +771,7 @@ int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, do
   double t0 = hy_wtime();
   size_t n = p->n;
   ensure_sinks(f, n);
-  /* sources and sinks relative to the centre of the (global) bounding box, in float */
+  /* sources and sinks relative to the centre of the (global) bounding box, in float, or of its bulk */
   double lo[3], hi[3];
   for (int d = 0; d < 3; d++) {
     lo[d] = INFINITY;
@@ -771,8 +792,28 @@ int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, do
       hi[d] = -g[3 + d];
     }
   }
-  double c[3];
-  for (int d = 0; d < 3; d++) c[d] = lo[d] <= hi[d] ? 0.5 * (lo[d] + hi[d]) : 0.0;
+  double c[3], h = 0.0;
+  for (int d = 0; d < 3; d++) {
+    c[d] = lo[d] <= hi[d] ? 0.5 * (lo[d] + hi[d]) : 0.0;
+    if (lo[d] <= hi[d] && 0.5 * (hi[d] - lo[d]) > h) h = 0.5 * (hi[d] - lo[d]);
+  }
+  /* escapers: the float frame is centred on the bulk, not on the box (tree.h);
+   * on several ranks the rank with the most particles decides for all */
+  if (f->nranks > 1) {
+    struct {
+      double n;
+      int rank;
+    } mine = {(double)n, 0}, top;
+    if (hy_mpi_check(MPI_Comm_rank(f->comm, &mine.rank), "direct sum: MPI_Comm_rank", err) ||
+        hy_mpi_check(MPI_Allreduce(&mine, &top, 1, MPI_DOUBLE_INT, MPI_MAXLOC, f->comm),
+                     "direct sum: MPI_Allreduce (largest rank)", err))
+      return -1;
+    if (mine.rank == top.rank) hy_tree_robust_cube(p->pos, n, c, &h);
+    if (hy_mpi_check(MPI_Bcast(c, 3, MPI_DOUBLE, top.rank, f->comm), "direct sum: MPI_Bcast (frame)", err))
+      return -1;
+  } else {
+    hy_tree_robust_cube(p->pos, n, c, &h);
+  }
   float *src = f->out1; /* the soft output buffer is free during a direct sum */
   for (size_t i = 0; i < n; i++) {
     for (int d = 0; d < 3; d++) f->sink[4 * i + d] = src[4 * i + d] = (float)(p->pos[3 * i + d] - c[d]);

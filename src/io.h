@@ -62,8 +62,9 @@ int hy_io_detect_format(const char *path, enum hy_ic_format *out, struct hy_err 
  *  Particles are stored type by type (0..5) in file order; IDs are kept
  *  (HDF5 files without ParticleIDs get 1..N). Masses come from the mass table
  *  or the per-particle mass block/dataset. *time is the header time.
- *  Validates: N > 0, finite positions, velocities and masses, masses > 0;
- *  the message names the file and, for bad particles, the particle ID and index.
+ *  Validates: N > 0, finite positions, velocities and masses, masses > 0,
+ *  no ID used twice; the message names the file and, for bad particles, the
+ *  particle ID and index.
  *  Returns 0, or -1 with err set (p is then left empty). */
 int hy_io_read_ic(const char *path, enum hy_ic_format fmt, struct hy_part *p, double *time,
                   struct hy_err *err);
@@ -90,6 +91,12 @@ struct hy_gadget_opts {
 };
 int hy_io_write_gadget(const char *path, const struct hy_part *p, double time,
                        const struct hy_gadget_opts *opts, struct hy_err *err);
+
+/** Call hy_io_hdf5_init first thing in main (before any HDF5 call) and
+ *  hy_io_hdf5_close at the end instead of HDF5's own atexit handler, which
+ *  HDF5 1.10 crashes in after a file failed to close (a full disk). */
+void hy_io_hdf5_init(void);
+void hy_io_hdf5_close(void);
 
 /** Durable atomic publication helpers (also used for params-used.txt):
  *  hy_io_tmpname builds "<path>.tmp.<pid>"; hy_io_publish fsyncs the temporary

@@ -2,8 +2,8 @@
  * io_common.c: the format-independent half of io.h. Owns format names and
  * detection from a file's first bytes, the dispatch of hy_io_read_ic to the
  * HDF5 and Gadget readers plus the checks every set of initial conditions
- * must pass (N > 0, finite values, positive masses), and durable atomic
- * publication (temporary name, fsync, rename, fsync of the directory). It
+ * must pass (N > 0, finite values, positive masses, unique IDs), and durable
+ * atomic publication (temporary name, fsync, rename, fsync of the directory). It
  * parses no format itself and must never exit: every failure is a -1 with a
  * one-line message in struct hy_err. */
 #include "config.h"
@@ -92,6 +92,45 @@ int hy_io_detect_format(const char *path, enum hy_ic_format *out, struct hy_err 
 
 /* ------------------------------------------------------ reading + checking */
 
+/* The first ID that p holds twice, with both indices: 0 if all differ.
+ * IDs are sorted by an LSD radix sort (8-bit digits, digits in which all IDs
+ * agree skipped: IDs 1..N take log256(N) passes); the indices are looked up
+ * only when a duplicate exists. */
+static int find_duplicate_id(const struct hy_part *p, uint64_t *dup, size_t *first, size_t *second) {
+  size_t n = p->n;
+  if (n < 2) return 0;
+  uint64_t *a = hy_malloc("ID check", n, sizeof(uint64_t)), *b = hy_malloc("ID check", n, sizeof(uint64_t));
+  memcpy(a, p->id, n * sizeof(uint64_t));
+  uint64_t and_ = ~(uint64_t)0, or_ = 0;
+  for (size_t i = 0; i < n; i++) {
+    and_ &= a[i];
+    or_ |= a[i];
+  }
+  for (int shift = 0; shift < 64; shift += 8) {
+    if ((((and_ ^ or_) >> shift) & 0xff) == 0) continue;
+    size_t cnt[257] = {0};
+    for (size_t i = 0; i < n; i++) cnt[((a[i] >> shift) & 0xff) + 1]++;
+    for (int d = 0; d < 256; d++) cnt[d + 1] += cnt[d];
+    for (size_t i = 0; i < n; i++) b[cnt[(a[i] >> shift) & 0xff]++] = a[i];
+    uint64_t *t = a;
+    a = b;
+    b = t;
+  }
+  int found = 0;
+  for (size_t i = 1; i < n && !found; i++)
+    if (a[i] == a[i - 1]) {
+      *dup = a[i];
+      found = 1;
+    }
+  hy_free(a);
+  hy_free(b);
+  if (!found) return 0;
+  int k = 0;
+  for (size_t i = 0; i < n && k < 2; i++)
+    if (p->id[i] == *dup) *(k++ == 0 ? first : second) = i;
+  return 1;
+}
+
 /* Physical sanity of freshly read initial conditions; message names the file,
  * the particle index in p and its ID. */
 static int validate(const char *path, const struct hy_part *p, double time, struct hy_err *err) {
@@ -115,6 +154,13 @@ static int validate(const char *path, const struct hy_part *p, double time, stru
     if (!(p->mass[i] > 0.0))
       return hy_err_set(err, "%s: particle ID %llu (index %zu): zero mass", path, id, i);
   }
+  /* IDs name particles in snapshots, in messages and in analysis tools that
+   * follow them between snapshots (Gadget also refuses repeated IDs) */
+  uint64_t dup = 0;
+  size_t i1 = 0, i2 = 0;
+  if (find_duplicate_id(p, &dup, &i1, &i2))
+    return hy_err_set(err, "%s: particle ID %llu is used twice (indices %zu and %zu); IDs must be unique", path,
+                      (unsigned long long)dup, i1, i2);
   return 0;
 }
 

@@ -30,10 +30,32 @@ struct wctx {
   int failed;
 };
 
-static int wfail(struct wctx *w, const char *what, const char *obj) {
-  if (!w->failed) hy_err_set(w->err, "%s: HDF5 error: cannot %s %s", w->path, what, obj);
+static int wfail_errno(struct wctx *w, const char *what, const char *obj, int e) {
+  if (!w->failed)
+    hy_err_set(w->err, "%s: HDF5 error: cannot %s %s%s%s", w->path, what, obj, e ? ": " : "", e ? strerror(e) : "");
   w->failed = 1;
   return -1;
+}
+
+static int wfail(struct wctx *w, const char *what, const char *obj) { return wfail_errno(w, what, obj, 0); }
+
+/* HDF5 1.10 frees a file's state when H5Fclose fails (a write error while
+ * flushing, e.g. a full disk) but keeps its ID, and then crashes on that ID
+ * when it closes itself at exit (HDFFV-11052, fixed in 1.14). So HDF5 gets no
+ * atexit handler (hy_io_hdf5_init) and is closed only if no file failed to
+ * close (hy_io_hdf5_close). */
+static int hdf5_poisoned = 0;
+
+void hy_io_hdf5_init(void) {
+  herr_t rc = H5dont_atexit(); /* fails only after HDF5 is already in use: then nothing changes */
+  (void)rc;
+}
+
+void hy_io_hdf5_close(void) {
+  if (!hdf5_poisoned) {
+    herr_t rc = H5close(); /* the end of the process: nothing is left to report to */
+    (void)rc;
+  }
 }
 
 /* Attribute of rank 0 (n == 0) or rank 1 with n elements. */
@@ -52,8 +74,17 @@ static void attr_write(struct wctx *w, hid_t loc, const char *name, hid_t file_t
     wfail(w, "create attribute", name);
     return;
   }
+  errno = 0;
   herr_t rc = H5Awrite(a, mem_type, data);
-  if (H5Aclose(a) < 0 || rc < 0) wfail(w, "write attribute", name);
+  int e = errno;
+  if (rc >= 0) {
+    errno = 0;
+    rc = H5Aclose(a);
+    e = errno;
+  } else {
+    H5Aclose(a);
+  }
+  if (rc < 0) wfail_errno(w, "write attribute", name, e);
   if (H5Sclose(space) < 0) wfail(w, "close dataspace of attribute", name);
 }
 
@@ -109,8 +140,17 @@ static void dset_write(struct wctx *w, hid_t loc, const char *obj, const char *n
     wfail(w, "create dataset", obj);
     return;
   }
+  errno = 0;
   herr_t rc = n > 0 ? H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : 0;
-  if (H5Dclose(d) < 0 || rc < 0) wfail(w, "write dataset", obj);
+  int e = errno;
+  if (rc >= 0) {
+    errno = 0;
+    rc = H5Dclose(d);
+    e = errno;
+  } else {
+    H5Dclose(d);
+  }
+  if (rc < 0) wfail_errno(w, "write dataset", obj, e);
   if (H5Sclose(space) < 0) wfail(w, "close dataspace of", obj);
 }
 
@@ -291,7 +331,13 @@ int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_
   hy_free(bufid);
   hy_free(order);
 
-  if (file >= 0 && H5Fclose(file) < 0) wfail(&w, "close file", tmp);
+  if (file >= 0) {
+    errno = 0;
+    if (H5Fclose(file) < 0) {
+      hdf5_poisoned = 1;
+      wfail_errno(&w, "write and close", tmp, errno);
+    }
+  }
   int rc = -1;
   if (w.failed)
     hy_io_discard_tmp(tmp);

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "log.h"
+#include "lsan.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -90,7 +91,10 @@ void hy_die(const char *fmt, ...) {
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
   if (inited && !finalized && log_size > 1) MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE);
-  if (inited && !finalized) MPI_Finalize();
+  if (inited && !finalized) {
+    HY_LSAN_CHECK(); /* before MPI unloads its plugins (lsan.h) */
+    MPI_Finalize();
+  }
   exit(EXIT_FAILURE);
 }
 

@@ -5,12 +5,15 @@
 #include "config.h"
 
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cl_engine.h"
 #include "ic.h"
+#include "io.h"
 #include "log.h"
+#include "lsan.h"
 #include "bench.h"
 #include "run.h"
 
@@ -31,7 +34,20 @@ static void usage(FILE *out) {
 
 int main(int argc, char **argv) {
   int provided = 0, rank = 0, size = 1;
-  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+  hy_io_hdf5_init();
+  /* a file-size limit (ulimit -f) fails a write with EFBIG, reported like a
+   * full disk, instead of killing the process in the middle of a file */
+  struct sigaction ign;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  if (sigemptyset(&ign.sa_mask) != 0 || sigaction(SIGXFSZ, &ign, NULL) != 0) {
+    fputs("hytree: error: cannot ignore SIGXFSZ\n", stderr);
+    return 1;
+  }
+  HY_LSAN_DISABLE(); /* what MPI_Init allocates is MPI's (lsan.h) */
+  int mpi_rc = MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  HY_LSAN_ENABLE();
+  if (mpi_rc != MPI_SUCCESS) {
     fputs("hytree: error: MPI_Init_thread failed\n", stderr);
     return 1;
   }
@@ -66,6 +82,8 @@ int main(int argc, char **argv) {
     status = 2;
   }
   fflush(stdout);
+  hy_io_hdf5_close();
+  HY_LSAN_CHECK(); /* before MPI unloads its plugins (lsan.h) */
   MPI_Finalize();
   return status;
 }

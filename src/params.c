@@ -178,6 +178,7 @@ struct hy_params {
   const struct hy_param_def *schema;
   size_t n;
   struct pval *v;
+  char *name; /**< the parameter file's name (or the name given for a text) */
 };
 
 /* Order keys of messages: file lines use their number; overrides come after
@@ -621,6 +622,7 @@ static struct hy_params *params_new(void) {
 static struct hy_params *parse_buffer(const char *name, const char *text, size_t len,
                                       char *const *overrides, int n_overrides, char **errors) {
   struct hy_params *p = params_new();
+  p->name = hy_strdup("params name", name);
   struct errlist e = {0};
   scan_text(p, name, text, len, &e);
   for (int i = 0; i < n_overrides; i++) apply_override(p, overrides[i], i, &e);
@@ -717,6 +719,12 @@ static size_t key_index(const struct hy_params *p, const char *key) {
   long k = find_key(p->schema, p->n, key, strlen(key));
   if (k < 0) hy_die("params: unknown parameter '%s' requested", key);
   return (size_t)k;
+}
+
+const char *hy_params_where(const struct hy_params *p, const char *key) {
+  long k = find_key(p->schema, p->n, key, strlen(key));
+  if (k < 0) hy_die("params: unknown key '%s'", key);
+  return p->v[k].origin ? p->v[k].origin : p->name;
 }
 
 const char *hy_params_get_str(const struct hy_params *p, const char *key) {
@@ -881,5 +889,6 @@ void hy_params_free(struct hy_params *p) {
     hy_free(p->v[k].origin);
   }
   hy_free(p->v);
+  hy_free(p->name);
   hy_free(p);
 }

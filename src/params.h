@@ -56,6 +56,12 @@ struct hy_params *hy_params_parse_file(const char *path, char *const *overrides,
 struct hy_params *hy_params_parse_text(const char *name, const char *text, char *const *overrides,
                                        int n_overrides, char **errors);
 
+/** Where the key's value comes from, as a message prefix: "FILE:LINE" for a
+ *  line of the parameter file, "-P Key=Value" for an override, "FILE" for a
+ *  default. Valid as long as the table. For checks made after parsing (a
+ *  device that does not exist, a bad generator string) to name the place. */
+const char *hy_params_where(const struct hy_params *p, const char *key);
+
 /** Text of any key's value as given (or its default). */
 const char *hy_params_get_str(const struct hy_params *p, const char *key);
 /** Value of a NUMBER key, or of a NUMBER_AUTO key that is not `auto` or whose

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -212,13 +213,21 @@ static int any_failed(struct run *r, int rc, const struct hy_err *err) {
   return g;
 }
 
+/* err := "WHERE: KEY: " + err (a value that passed the parameter checks but
+ * not a later one); returns -1. */
+static int err_at_key(const struct run *r, const char *key, struct hy_err *err) {
+  char msg[sizeof err->msg];
+  snprintf(msg, sizeof msg, "%s", err->msg);
+  return hy_err_set(err, "%s: %s: %s", hy_params_where(r->par, key), key, msg);
+}
+
 static int load_ics(struct run *r, struct hy_err *err) {
   const char *spec = hy_params_get_str(r->par, "InitCondFile");
   struct hy_ic_spec gen;
   int g = hy_ic_parse_spec(spec, &gen, err);
-  if (g < 0) return -1;
+  if (g < 0) return err_at_key(r, "InitCondFile", err);
   r->t0 = 0.0;
-  if (g == 1) return hy_ic_generate(&gen, &r->p, NULL, err);
+  if (g == 1) return hy_ic_generate(&gen, &r->p, NULL, err) != 0 ? err_at_key(r, "InitCondFile", err) : 0;
   enum hy_ic_format fmt;
   if (hy_io_format_parse(hy_params_get_str(r->par, "InitCondFormat"), &fmt) != 0)
     return hy_err_set(err, "%s: bad InitCondFormat", r->pfile);
@@ -597,7 +606,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   int rc = -1;
   if (sc.state == HY_STATE_DEVICE && !hy_sim_state_on_device(sim)) {
     hy_err_set(err, "%s: ParticleState device: %s has no double precision (cl_khr_fp64); use auto or host",
-               r->pfile, hy_cl_device_name(cl));
+               hy_params_where(r->par, "ParticleState"), hy_cl_device_name(cl));
     goto out;
   }
   if (r->rank == 0 && r->scheme != HY_SCHEME_DIRECT)
@@ -899,6 +908,28 @@ static int device_table(struct run *r, const struct hy_cl *cl) {
   return 0;
 }
 
+/* Tests: HYTREE_TEST_FILE_SIZE_LIMIT=BYTES limits every file written from
+ * here on to BYTES (RLIMIT_FSIZE), so that writing a snapshot or restart set
+ * fails as on a full disk (EFBIG; main ignores SIGXFSZ). Set only now, after
+ * MPI and the OpenCL compiler have written their own files. */
+static int test_file_size_limit(struct hy_err *err) {
+  const char *e = getenv("HYTREE_TEST_FILE_SIZE_LIMIT");
+  if (!e || !*e) return 0;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(e, &end, 10);
+  if (errno != 0 || *end != '\0' || v == 0)
+    return hy_err_set(err, "HYTREE_TEST_FILE_SIZE_LIMIT='%s': must be a positive number of bytes", e);
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0)
+    return hy_err_set(err, "HYTREE_TEST_FILE_SIZE_LIMIT: getrlimit failed: %s", strerror(errno));
+  rl.rlim_cur = (rlim_t)v;
+  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max) rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+    return hy_err_set(err, "HYTREE_TEST_FILE_SIZE_LIMIT: setrlimit failed: %s", strerror(errno));
+  return 0;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int hy_cmd_run(int argc, char **argv) {
@@ -1024,14 +1055,14 @@ int hy_cmd_run(int argc, char **argv) {
   r.units.mass_g = hy_params_get_number(r.par, "UnitMass_in_g");
   r.units.velocity_cm_per_s = hy_params_get_number(r.par, "UnitVelocity_in_cm_per_s");
   if (r.snap_files > r.size) {
-    hy_err_set(&err, "%s: NumFilesPerSnapshot %d is larger than the number of MPI ranks (%d)", pfile, r.snap_files,
-               r.size);
+    hy_err_set(&err, "%s: NumFilesPerSnapshot %d is larger than the number of MPI ranks (%d)",
+               hy_params_where(r.par, "NumFilesPerSnapshot"), r.snap_files, r.size);
     report(&r, &err);
     goto out;
   }
   if (r.size > 1 && strcmp(hy_params_get_str(r.par, "TreeBuild"), "device") == 0) {
     hy_err_set(&err, "%s: TreeBuild device needs one MPI rank (%d ranks: the LET selection walks the host tree); "
-                     "use auto or host", pfile, r.size);
+                     "use auto or host", hy_params_where(r.par, "TreeBuild"), r.size);
     report(&r, &err);
     goto out;
   }
@@ -1041,13 +1072,17 @@ int hy_cmd_run(int argc, char **argv) {
                       : r.scheme == HY_SCHEME_DIRECT                                 ? "Scheme hybrid or tree"
                                                                                      : NULL;
     if (why) {
-      hy_err_set(&err, "%s: ParticleState device needs %s; use auto or host", pfile, why);
+      hy_err_set(&err, "%s: ParticleState device needs %s; use auto or host",
+                 hy_params_where(r.par, "ParticleState"), why);
       report(&r, &err);
       goto out;
     }
   }
   int grid[3];
   if (hy_decomp_parse_grid(hy_params_get_str(r.par, "DomainGrid"), r.size, grid, &err) != 0) {
+    char msg[sizeof err.msg];
+    snprintf(msg, sizeof msg, "%s", err.msg);
+    hy_err_set(&err, "%s: %s", hy_params_where(r.par, "DomainGrid"), msg);
     report(&r, &err);
     goto out;
   }
@@ -1135,6 +1170,7 @@ int hy_cmd_run(int argc, char **argv) {
     o.kind = kind == 1 ? HY_CL_GPU : kind == 2 ? HY_CL_CPU : kind == 3 ? HY_CL_EXPLICIT : HY_CL_ANY;
     o.platform = pl;
     o.device = dv;
+    o.origin = hy_params_where(r.par, "OpenCLDevice");
     rc = hy_cl_create(&cl, &o, &err);
     if (any_failed(&r, rc, &err)) goto out;
     if (!hy_log_quiet() && r.rank == 0) hy_cl_print_devices(stdout, cl);
@@ -1145,7 +1181,8 @@ int hy_cmd_run(int argc, char **argv) {
     hy_msg("kernels built in %.2f s", hy_wtime() - t0);
   }
   /* 4. outputs (nothing was written before this point) */
-  rc = 0;
+  rc = test_file_size_limit(&err);
+  if (any_failed(&r, rc, &err)) goto out;
   r.params_text = hy_params_dump(r.par);
   if (r.rank == 0) {
     rc = make_dirs(r.outdir, &err);

@@ -94,10 +94,62 @@ static void range_of(const double *pos, size_t b, size_t e, double lo[3], double
     }
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+size_t hy_tree_sample(const double *pos, size_t n, double *sample) {
+  const size_t s = n < HY_TREE_SAMPLE ? n : HY_TREE_SAMPLE;
+  for (size_t j = 0; j < s; j++) { /* every (n/s)-th particle: independent of threads and chunks */
+    const size_t i = (size_t)(((uint64_t)j * n) / s);
+    for (int d = 0; d < 3; d++) sample[3 * j + d] = pos[3 * i + d];
+  }
+  return s;
+}
+
+int hy_tree_robust_cube_sampled(const double *sample, size_t s, size_t n, double centre[3], double *half) {
+  if (n < 2 || s < 2 || s > HY_TREE_SAMPLE || !(*half > 0.0) || !isfinite(*half)) return 0;
+  /* k values cut from each end: 1% of the sample, and at least the extreme
+   * one of a small set (a few particles and one escaper) */
+  const size_t k = s >= 400 ? s / 100 : s >= 4 ? 1 : 0;
+  double q[HY_TREE_SAMPLE], mid[3], r = 0.0;
+  for (int d = 0; d < 3; d++) {
+    size_t m = 0;
+    for (size_t j = 0; j < s; j++) {
+      double x = sample[3 * j + d];
+      if (isfinite(x)) q[m++] = x;
+    }
+    if (m < 2) return 0;
+    qsort(q, m, sizeof q[0], cmp_double);
+    size_t kk = k < m / 2 ? k : 0;
+    double lo = q[kk], hi = q[m - 1 - kk];
+    mid[d] = 0.5 * (lo + hi);
+    if (0.5 * (hi - lo) > r) r = 0.5 * (hi - lo);
+  }
+  /* the bulk is spread (r > 0) and the cube is much wider than it: shrink */
+  if (!(r > 0.0) || *half <= HY_TREE_OUTLIER_FACTOR * r) return 0;
+  double mag = fmax(fmax(fabs(mid[0]), fabs(mid[1])), fabs(mid[2]));
+  double h = HY_TREE_OUTLIER_FACTOR * r;
+  h = h * (1.0 + 1e-6) + 1e-12 * (mag + h) + 1e-300;
+  if (h >= *half) return 0;
+  for (int d = 0; d < 3; d++) centre[d] = mid[d];
+  *half = h;
+  return 1;
+}
+
+int hy_tree_robust_cube(const double *pos, size_t n, double centre[3], double *half) {
+  if (n < 2 || !(*half > 0.0) || !isfinite(*half)) return 0;
+  double sample[3 * HY_TREE_SAMPLE];
+  size_t s = hy_tree_sample(pos, n, sample);
+  return hy_tree_robust_cube_sampled(sample, s, n, centre, half);
+}
+
 void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half) {
   double lo[3], hi[3];
   range_of(p->pos, 0, p->n, lo, hi);
   hy_tree_cube(p->n, lo, hi, centre, half);
+  hy_tree_robust_cube(p->pos, p->n, centre, half);
 }
 
 /* Scratch kept between builds, so that a build allocates nothing once the
@@ -343,6 +395,7 @@ void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
       if (w->red[6 * c + 3 + d] > hi[d]) hi[d] = w->red[6 * c + 3 + d];
     }
   hy_tree_cube(n, lo, hi, t->centre, &t->half);
+  t->shrunk = hy_tree_robust_cube(p->pos, n, t->centre, &t->half);
   kj.centre = t->centre;
   kj.half = t->half;
   for (int c = 0; c < nt; c++) {

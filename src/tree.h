@@ -41,11 +41,12 @@ struct hy_tree {
   size_t n_cell_alloc; /**< capacity of per-cell arrays */
   size_t n_node_alloc; /**< capacity of per-node arrays (next, more) */
   int32_t root;        /**< root node (n_part if there are cells, else 0) */
-  double centre[3];    /**< centre of the bounding cube [length] */
-  double half;         /**< half side of the bounding cube [length] */
+  double centre[3];    /**< centre of the key cube [length]; also the origin of the device's float frame */
+  double half;         /**< half side of the key cube [length] (hy_tree_robust_cube: far particles may lie outside) */
   double a_err;        /**< absolute MAC accuracy parameter used for r_b [acceleration / G] */
   int depth;           /**< deepest cell level below the root */
   uint64_t *key;       /**< Morton key per particle, ascending */
+  int shrunk;            /**< last sort: the key cube follows the bulk, not escapers (hy_tree_robust_cube) */
   uint64_t nonfinite_id; /**< last sort: lowest ID with a non-finite position (its key is clamped), else UINT64_MAX */
   int32_t *next;       /**< per node */
   int32_t *more;       /**< per node */
@@ -77,7 +78,37 @@ uint64_t hy_tree_key(const double x[3], const double centre[3], double half);
  *  and hi are set to 0 when n is 0). */
 void hy_tree_cube(size_t n, double lo[3], double hi[3], double centre[3], double *half);
 
-/** Bounding cube of the particles, enlarged slightly so every key is valid. */
+/** Particles sampled (every (n/HY_TREE_SAMPLE)-th) to find the bulk's extent. */
+#define HY_TREE_SAMPLE 1024
+/** The key cube is shrunk to this many times the bulk's half-extent when the
+ *  bounding cube is wider still (see hy_tree_robust_cube). */
+#define HY_TREE_OUTLIER_FACTOR 256.0
+
+/** Escapers: keys resolve 2^21 cells per axis of the cube, and the device
+ *  works in float relative to a point in the key cube (src/force.c), so a few particles very far from
+ *  the rest (one at 1e12 from a Plummer sphere of radius 1) would put the
+ *  whole bulk into one key and round its positions away. Given the bounding
+ *  cube (centre, half) of the n positions, this takes the 1st and 99th
+ *  percentiles (below 400 particles: the 2nd smallest and 2nd largest
+ *  values) of a strided sample per axis; when half exceeds
+ *  HY_TREE_OUTLIER_FACTOR times the largest of their half-ranges r, the cube
+ *  becomes the one of half-side HY_TREE_OUTLIER_FACTOR r centred on their
+ *  midpoints. Particles outside it get keys clamped to its faces, which is
+ *  harmless: cell moments, b_max and the MAC use the true positions. A cube
+ *  that is not that much wider is left exactly as it is. Returns 1 if the cube
+ *  was shrunk, else 0. */
+int hy_tree_robust_cube(const double *pos, size_t n, double centre[3], double *half);
+
+/** The strided sample of hy_tree_robust_cube: s = min(n, HY_TREE_SAMPLE)
+ *  positions (xyz), the j-th being particle floor(j n / s). Returns s. */
+size_t hy_tree_sample(const double *pos, size_t n, double *sample);
+
+/** hy_tree_robust_cube from a sample taken elsewhere (the device state):
+ *  returns 1 if the cube was shrunk, else 0. */
+int hy_tree_robust_cube_sampled(const double *sample, size_t s, size_t n, double centre[3], double *half);
+
+/** Bounding cube of the particles, enlarged slightly so every key is valid,
+ *  then made robust against escapers (hy_tree_robust_cube). */
 void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half);
 
 /** Compute the bounding cube and the keys, sort the keys and reorder the

@@ -60,6 +60,10 @@ int main(int argc, char **argv) {
     return 99;
   }
   double G = attr_double(f, "/Header", "GravityConstant"), eps = attr_double(f, "/Header", "Softening");
+  if (!(eps > 0)) {
+    fputs("check_snapshot: needs a softened snapshot (Softening > 0)\n", stderr);
+    return 99;
+  }
   uint64_t counts[6];
   hid_t a = H5Aopen_by_name(f, "/Header", "NumPart_ThisFile", H5P_DEFAULT, H5P_DEFAULT);
   if (a < 0 || H5Aread(a, H5T_NATIVE_UINT64, counts) < 0) return 99;
@@ -85,10 +89,6 @@ int main(int argc, char **argv) {
   struct hy_pool *pool = hy_pool_create(hy_pool_default_threads());
   /* all sinks at once without self-pair skipping: with eps > 0 a particle's
    * own contribution is zero in the acceleration and -m/eps in the potential */
-  if (!(eps > 0)) {
-    fputs("check_snapshot: needs a softened snapshot (Softening > 0)\n", stderr);
-    return 99;
-  }
   for (size_t j = 0; j < ns; j++)
     for (int k = 0; k < 3; k++) spos[3 * j + k] = pos[3 * j * stride + k];
   hy_cpu_direct(pos, mass, n, spos, ns, -1, eps, 0, 0, ref, NULL, pref, pool);
@@ -113,5 +113,14 @@ int main(int argc, char **argv) {
   int ok = med <= 3e-3 && p99 <= 2e-2 && pmed <= 1e-3;
   if (!ok) printf("FAIL: errors above the bounds (median 3e-3, p99 2e-2, potential median 1e-3)\n");
   hy_pool_free(pool);
+  hy_free(pos);
+  hy_free(mass);
+  hy_free(acc);
+  hy_free(pot);
+  hy_free(spos);
+  hy_free(ref);
+  hy_free(pref);
+  hy_free(ea);
+  hy_free(ep);
   return ok ? 0 : 1;
 }

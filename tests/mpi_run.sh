@@ -110,4 +110,16 @@ if timeout 300 $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 1 "$HYTREE" run "$tmp/p.txt" -P
 fi
 grep -q "hytree: error: \[rank 1\] LET: exchange of the items failed: MPI_ERR" "$tmp/mpifail.err" ||
   { echo "FAIL: no clear MPI failure message from rank 1:"; cat "$tmp/mpifail.err"; fail=1; }
+
+# the device tree and state need one rank: refused with one line, before any output
+for kv in TreeBuild=device ParticleState=device; do
+  # shellcheck disable=SC2086
+  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/one" -P "$kv" \
+       >"$tmp/one.out" 2>"$tmp/one.err"; then
+    echo "FAIL: $kv was accepted on 2 ranks"; fail=1
+  fi
+  grep -q "hytree: error: .*-P $kv: ${kv%%=*} device needs one MPI rank" "$tmp/one.err" ||
+    { echo "FAIL: no clear message for $kv on 2 ranks:"; cat "$tmp/one.err"; fail=1; }
+  [ ! -e "$tmp/one" ] || { echo "FAIL: the refused $kv run created its output directory"; fail=1; }
+done
 exit $fail

@@ -23,6 +23,7 @@
 #include "decomp.h"
 #include "hy_test.h"
 #include "log.h"
+#include "lsan.h"
 #include "part.h"
 
 static int rank, nranks;
@@ -512,7 +513,9 @@ static void test_local_errors(void) {
 }
 
 int main(int argc, char **argv) {
+  HY_LSAN_DISABLE();
   MPI_Init(&argc, &argv);
+  HY_LSAN_ENABLE();
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   hy_log_init(rank, nranks);
@@ -530,6 +533,7 @@ int main(int argc, char **argv) {
   int failures = hy_test_failures, total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) printf("test_decomp: %d rank(s): %s\n", nranks, total ? "FAILED" : "all passed");
+  HY_LSAN_CHECK();
   MPI_Finalize();
   return total ? 1 : 0;
 }

@@ -51,7 +51,7 @@ static void round_trip(int format, int dbl, int big, int id64, int mtab) {
   hy_part_init(&p);
   hy_part_init(&q);
   make_set(&p, id64);
-  char name[64];
+  char name[96]; /* room for any int in every field (gcc -fsanitize=address,undefined warns otherwise) */
   snprintf(name, sizeof name, "rt-f%d-d%d-b%d-i%d-m%d.gadget", format, dbl, big, id64, mtab);
   const char *path = hy_tmp_path(0, name);
   struct hy_gadget_opts o = {format, dbl, big, id64, mtab};

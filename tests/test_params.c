@@ -208,6 +208,10 @@ static void test_overrides(void) {
   HY_CHECK_ABS(hy_params_get_number(p, "R1"), 0.2, 0);
   HY_CHECK(!hy_params_is_default(p, "R1"));
   HY_CHECK(!hy_params_is_auto(p, "R1"));
+  /* where each value comes from: a file line, the last override, the file for a default */
+  HY_CHECK_MSG(strcmp(hy_params_where(p, "InitCondFile"), "o.txt:1") == 0, "%s", hy_params_where(p, "InitCondFile"));
+  HY_CHECK_MSG(strcmp(hy_params_where(p, "TimeEnd"), "-P TimeEnd=7") == 0, "%s", hy_params_where(p, "TimeEnd"));
+  HY_CHECK_MSG(strcmp(hy_params_where(p, "DomainGrid"), "o.txt") == 0, "%s", hy_params_where(p, "DomainGrid"));
   hy_params_free(p);
 
   /* A required key given only by -P. */

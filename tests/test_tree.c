@@ -5,7 +5,8 @@
  * their parent's particle range, moments equal direct sums over the cell's
  * particles (mass, COM, B2 exactly; b_max exact for small cells and an upper
  * bound for the largest), and r_b follows eq 5 of Watanabe & Nakasato.
- * Distributions: clustered Gaussian blobs, a uniform cube, coincident
+ * Distributions: clustered Gaussian blobs, a uniform cube, a blob with two
+ * escapers (the key cube follows the blob: hy_tree_robust_cube), coincident
  * particles, N = 1 and N = 2. */
 #include "config.h"
 
@@ -113,8 +114,10 @@ static void check_structure(const struct hy_tree *t, const struct hy_part *p, co
       b2 += p->mass[i] * r2;
       if (sqrt(r2) > bmax) bmax = sqrt(r2);
     }
-    /* rounding scale: positions carry ~1e-16 of the cube's offset from the origin */
-    double scale = 1e-12 * (t->half + fabs(t->centre[0]) + fabs(t->centre[1]) + fabs(t->centre[2]));
+    /* rounding scale: positions carry ~1e-16 of the cube's offset from the
+     * origin, or of their own size where they lie outside the cube (escapers) */
+    double scale = 1e-12 * (t->half + fabs(t->centre[0]) + fabs(t->centre[1]) + fabs(t->centre[2]) + bmax +
+                            fabs(cm[0]) + fabs(cm[1]) + fabs(cm[2]));
     if (fabs(t->mass[c] - m) > 1e-12 * m) {
       if (bad_m < 5) fprintf(stderr, "mass c=%zu tree=%.17g direct=%.17g\n", c, t->mass[c], m);
       bad_m++;
@@ -258,6 +261,46 @@ int main(void) {
   }
   check_thread_independence(&p, 16, "uniform threads");
   build_and_check(&p, 16, pool, "uniform 100k");
+
+  /* escapers: a Gaussian blob of radius 1 plus one particle at 1e12 and one
+   * at -1e9: the key cube follows the blob (its keys stay distinct), the far
+   * particles are clamped into it and the tree is still valid; a blob
+   * without them keeps its exact bounding cube */
+  n = 20000;
+  hy_part_resize(&p, n);
+  for (size_t i = 0; i < n; i++) {
+    for (int d = 0; d < 3; d++) p.pos[3 * i + d] = 5.0 + gsl_ran_gaussian(r, 1.0);
+    p.mass[i] = 1.0 / (double)n;
+    p.id[i] = i + 1;
+  }
+  {
+    double c0[3], h0, c1[3], h1;
+    hy_tree_bounds(&p, c0, &h0);
+    struct hy_tree t;
+    hy_tree_init(&t);
+    hy_tree_sort(&t, &p, pool);
+    HY_CHECK_ABS(t.half, h0, 0.0); /* no escaper: the cube is the bounding cube */
+    hy_tree_free(&t);
+    p.pos[3 * 7] = 1e12;
+    p.pos[3 * 12345 + 2] = -1e9;
+    hy_tree_bounds(&p, c1, &h1);
+    HY_CHECK_MSG(h1 < 1e4, "half side %g: the cube should follow the blob", h1);
+    for (int d = 0; d < 3; d++) HY_CHECK_ABS(c1[d], 5.0, 0.5);
+    hy_tree_init(&t);
+    hy_tree_sort(&t, &p, pool);
+    size_t distinct = 1;
+    for (size_t i = 1; i < n; i++) distinct += t.key[i] != t.key[i - 1];
+    HY_CHECK_MSG(distinct > n - n / 100, "only %zu distinct keys of %zu", distinct, n);
+    hy_tree_free(&t);
+    build_and_check(&p, 16, pool, "escapers");
+    check_thread_independence(&p, 16, "escapers threads");
+    /* a small set: 50 particles and one escaper */
+    hy_part_resize(&p, 51);
+    p.pos[3 * 50] = 1e12;
+    hy_tree_bounds(&p, c1, &h1);
+    HY_CHECK_MSG(h1 < 1e4, "51 particles: half side %g: the cube should follow the 50", h1);
+    build_and_check(&p, 4, pool, "small set with an escaper");
+  }
 
   /* coincident particles: 40 at one point plus a few others */
   n = 50;
