@@ -677,6 +677,11 @@ struct hy_params *hy_params_parse_text(const char *name, const char *text, char 
   return parse_buffer(name, text, strlen(text), overrides, n_overrides, errors);
 }
 
+struct hy_params *hy_params_parse_buffer(const char *name, const char *text, size_t len,
+                                         char *const *overrides, int n_overrides, char **errors) {
+  return parse_buffer(name, len ? text : "", len, overrides, n_overrides, errors);
+}
+
 struct hy_params *hy_params_parse_file(const char *path, char *const *overrides, int n_overrides,
                                        char **errors) {
   FILE *f = fopen(path, "rb");

@@ -56,6 +56,11 @@ struct hy_params *hy_params_parse_file(const char *path, char *const *overrides,
 struct hy_params *hy_params_parse_text(const char *name, const char *text, char *const *overrides,
                                        int n_overrides, char **errors);
 
+/** As hy_params_parse_text, for `len` bytes of text that need not end in a
+ *  NUL byte; a line holding a NUL byte is reported as an error. */
+struct hy_params *hy_params_parse_buffer(const char *name, const char *text, size_t len,
+                                         char *const *overrides, int n_overrides, char **errors);
+
 /** Text of any key's value as given (or its default). */
 const char *hy_params_get_str(const struct hy_params *p, const char *key);
 /** Value of a NUMBER key, or of a NUMBER_AUTO key that is not `auto` or whose
