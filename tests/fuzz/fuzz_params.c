@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
  * fuzz_params.c: libFuzzer harness for the parameter-file parser
- * (hy_params_parse_buffer). The input is a parameter file; everything after
- * a line "%%OVERRIDES" (a comment for the parser) is one `-P Key=Value`
- * override per line. A rejected input must come with a non-empty error
+ * (hy_params_parse_buffer). The input is a parameter file; what follows a
+ * line "%%OVERRIDES" (a comment for the parser) is the `-P Key=Value`
+ * overrides, each ended by a NUL byte as in argv (so they may hold line
+ * breaks). A rejected input must come with a non-empty error
  * text; an accepted one must answer every typed getter, and its
  * params-used.txt (hy_params_dump) must parse back into the same values.
  * A broken property calls abort(), which the fuzzer reports as a crash.
@@ -113,14 +114,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ovbuf = malloc(ol + 1);
     if (!ovbuf) return 0;
     memcpy(ovbuf, text + start, ol);
-    ovbuf[ol] = '\0'; /* a NUL inside ends that override early, as in argv */
-    /* One per line; the empty text after a final newline is not one. */
-    for (char *line = ovbuf; line && *line && n_ov < MAX_OVERRIDES;) {
-      char *nl = strchr(line, '\n');
-      if (nl) *nl = '\0';
-      ov[n_ov++] = line;
-      line = nl ? nl + 1 : NULL;
-    }
+    ovbuf[ol] = '\0';
+    /* NUL-ended strings; the last one may lack its NUL. */
+    for (size_t k = 0; k < ol && n_ov < MAX_OVERRIDES; k += strlen(ovbuf + k) + 1)
+      ov[n_ov++] = ovbuf + k;
     break;
   }
 
