@@ -7,7 +7,9 @@
  * atomic writer used by tests and `hytree ic`. Only the header, POS, VEL, ID
  * and MASS blocks are read; gas blocks (U, RHO, ...) are ignored. Every
  * record marker is checked and a short file is reported with the block that
- * does not fit. Multi-file snapshots are refused. */
+ * does not fit; the particle arrays are allocated only once a block of the
+ * right size shows that the header's counts fit in the file. Multi-file
+ * snapshots are refused. */
 #include "config.h"
 
 #include <errno.h>
@@ -190,33 +192,59 @@ static int block_width(struct gin *g, const char *block, size_t len, size_t n, i
                     g->path, block, len, 4 * n * (size_t)per, 8 * n * (size_t)per, n);
 }
 
-static int store_vec(struct gin *g, const char *block, const unsigned char *b, size_t len, size_t n,
-                     double *out) {
-  int w = block_width(g, block, len, n, 3);
+/* The particles being read. Their arrays are allocated only once a POS, VEL
+ * or ID block of the right size for all of them has been read, so that the
+ * header's counts cannot make the reader allocate more than the file holds. */
+struct gset {
+  const struct ghead *h;
+  size_t n, nmass;  /* particles; those whose mass comes from the MASS block */
+  struct hy_part *p;
+  int ready;        /* p holds n particles with their types and mass-table masses */
+};
+
+static void gset_ready(struct gset *s) {
+  if (s->ready) return;
+  hy_part_resize(s->p, s->n);
+  size_t off = 0;
+  for (int t = 0; t < HY_NTYPES; t++) {
+    for (int32_t i = 0; i < s->h->npart[t]; i++) {
+      s->p->type[off] = (uint8_t)t;
+      s->p->mass[off++] = s->h->mass[t];
+    }
+  }
+  s->ready = 1;
+}
+
+/* POS (vel == 0) or VEL (vel == 1). */
+static int store_vec(struct gin *g, struct gset *s, const unsigned char *b, size_t len, int vel) {
+  int w = block_width(g, vel ? "VEL" : "POS", len, s->n, 3);
   if (w < 0) return -1;
-  for (size_t i = 0; i < 3 * n; i++)
+  gset_ready(s);
+  double *out = vel ? s->p->vel : s->p->pos;
+  for (size_t i = 0; i < 3 * s->n; i++)
     out[i] = w == 4 ? get_f32(b + 4 * i, g->swap) : get_f64(b + 8 * i, g->swap);
   return 0;
 }
 
-static int store_ids(struct gin *g, const unsigned char *b, size_t len, size_t n, uint64_t *out) {
-  int w = block_width(g, "ID", len, n, 1);
+static int store_ids(struct gin *g, struct gset *s, const unsigned char *b, size_t len) {
+  int w = block_width(g, "ID", len, s->n, 1);
   if (w < 0) return -1;
-  for (size_t i = 0; i < n; i++)
-    out[i] = w == 4 ? get_u32(b + 4 * i, g->swap) : get_u64(b + 8 * i, g->swap);
+  gset_ready(s);
+  for (size_t i = 0; i < s->n; i++)
+    s->p->id[i] = w == 4 ? get_u32(b + 4 * i, g->swap) : get_u64(b + 8 * i, g->swap);
   return 0;
 }
 
-static int store_mass(struct gin *g, const unsigned char *b, size_t len, const struct ghead *h,
-                      size_t nmass, struct hy_part *p) {
-  int w = block_width(g, "MASS", len, nmass, 1);
+/* Needs s->ready (a POS, VEL or ID block read before). */
+static int store_mass(struct gin *g, struct gset *s, const unsigned char *b, size_t len) {
+  int w = block_width(g, "MASS", len, s->nmass, 1);
   if (w < 0) return -1;
   size_t k = 0, off = 0;
   for (int t = 0; t < HY_NTYPES; t++) {
-    size_t n = (size_t)h->npart[t];
-    if (h->mass[t] == 0.0)
+    size_t n = (size_t)s->h->npart[t];
+    if (s->h->mass[t] == 0.0)
       for (size_t i = 0; i < n; i++, k++)
-        p->mass[off + i] = w == 4 ? get_f32(b + 4 * k, g->swap) : get_f64(b + 8 * k, g->swap);
+        s->p->mass[off + i] = w == 4 ? get_f32(b + 4 * k, g->swap) : get_f64(b + 8 * k, g->swap);
     off += n;
   }
   return 0;
@@ -258,59 +286,70 @@ static int read_body(struct gin *g, int format, struct hy_part *p, double *time)
   if (rc != 0) return -1;
   *time = h.time;
 
-  size_t n = 0, nmass = 0;
+  struct gset s = {&h, 0, 0, p, 0};
   for (int t = 0; t < HY_NTYPES; t++) {
-    n += (size_t)h.npart[t];
-    if (h.mass[t] == 0.0) nmass += (size_t)h.npart[t];
+    s.n += (size_t)h.npart[t];
+    if (h.mass[t] == 0.0) s.nmass += (size_t)h.npart[t];
   }
-  hy_part_resize(p, n);
-  if (n == 0) return 0; /* hy_io_read_ic reports "no particles" */
-  size_t off = 0;
-  for (int t = 0; t < HY_NTYPES; t++) {
-    for (int32_t i = 0; i < h.npart[t]; i++) {
-      p->type[off] = (uint8_t)t;
-      p->mass[off++] = h.mass[t];
-    }
+  if (s.n == 0) {
+    hy_part_resize(p, 0);
+    return 0; /* hy_io_read_ic reports "no particles" */
   }
 
   if (format == 1) {
     static const char *const names[] = {"POS", "VEL", "ID", "MASS"};
-    int nblocks = nmass > 0 ? 4 : 3;
+    int nblocks = s.nmass > 0 ? 4 : 3;
     for (int k = 0; k < nblocks; k++) {
       if (read_record(g, names[k], &b, &len) != 0) return -1;
-      if (k == 0) rc = store_vec(g, "POS", b, len, n, p->pos);
-      if (k == 1) rc = store_vec(g, "VEL", b, len, n, p->vel);
-      if (k == 2) rc = store_ids(g, b, len, n, p->id);
-      if (k == 3) rc = store_mass(g, b, len, &h, nmass, p);
+      if (k == 0) rc = store_vec(g, &s, b, len, 0);
+      if (k == 1) rc = store_vec(g, &s, b, len, 1);
+      if (k == 2) rc = store_ids(g, &s, b, len);
+      if (k == 3) rc = store_mass(g, &s, b, len);
       hy_free(b);
       if (rc != 0) return -1;
     }
     return 0;
   }
 
-  /* Format 2: labelled blocks in any order; unknown labels are skipped. */
+  /* Format 2: labelled blocks in any order; unknown labels are skipped. A
+   * MASS block that comes before POS, VEL and ID waits for them. */
   int have_pos = 0, have_vel = 0, have_id = 0, have_mass = 0;
-  while (g->off < g->size) {
-    if (read_label(g, label) != 0) return -1;
-    if (read_record(g, label, &b, &len) != 0) return -1;
-    rc = 0;
+  unsigned char *mass_b = NULL;
+  size_t mass_len = 0;
+  while (g->off < g->size && rc == 0) {
+    if (read_label(g, label) != 0 || read_record(g, label, &b, &len) != 0) {
+      rc = -1;
+      break;
+    }
     if (strcmp(label, "POS") == 0 && !have_pos)
-      rc = store_vec(g, "POS", b, len, n, p->pos), have_pos = 1;
+      rc = store_vec(g, &s, b, len, 0), have_pos = 1;
     else if (strcmp(label, "VEL") == 0 && !have_vel)
-      rc = store_vec(g, "VEL", b, len, n, p->vel), have_vel = 1;
+      rc = store_vec(g, &s, b, len, 1), have_vel = 1;
     else if (strcmp(label, "ID") == 0 && !have_id)
-      rc = store_ids(g, b, len, n, p->id), have_id = 1;
-    else if (strcmp(label, "MASS") == 0 && !have_mass && nmass > 0)
-      rc = store_mass(g, b, len, &h, nmass, p), have_mass = 1;
+      rc = store_ids(g, &s, b, len), have_id = 1;
+    else if (strcmp(label, "MASS") == 0 && !have_mass && s.nmass > 0) {
+      have_mass = 1;
+      if (s.ready) {
+        rc = store_mass(g, &s, b, len);
+      } else {
+        mass_b = b, mass_len = len; /* kept for later */
+        b = NULL;
+      }
+    }
     hy_free(b);
-    if (rc != 0) return -1;
+  }
+  if (rc != 0) {
+    hy_free(mass_b);
+    return -1;
   }
   const char *missing = !have_pos ? "POS" : !have_vel ? "VEL" : !have_id ? "ID"
-                        : (nmass > 0 && !have_mass) ? "MASS" : NULL;
+                        : (s.nmass > 0 && !have_mass) ? "MASS" : NULL;
+  if (!missing && mass_b) rc = store_mass(g, &s, mass_b, mass_len);
+  hy_free(mass_b);
   if (missing)
     return hy_err_set(g->err, "%s: truncated file: no %s block (end of file at byte %lld)", g->path,
                       missing, g->size);
-  return 0;
+  return rc;
 }
 
 int hy_io_read_gadget(const char *path, int format, struct hy_part *p, double *time,

@@ -382,10 +382,47 @@ static int attr_read(struct rctx *r, hid_t g, const char *name, hid_t mem_type, 
   return 1;
 }
 
-/* Read dataset name of group g (an [n] or [n, 3] array) into out as mem_type.
- * Returns 1 if read, 0 if the dataset does not exist, -1 on error. */
-static int dset_read(struct rctx *r, hid_t g, const char *gname, const char *name, size_t n,
-                     int cols, hid_t mem_type, void *out) {
+/* 1 when every element of dataset d (of the given rank and dims) has data
+ * stored in the file, 0 when some has not (it would read as the fill value),
+ * -1 on error. Chunked: all chunks are written (HDF5 >= 1.10.5; before,
+ * at least one); contiguous and compact: the storage is allocated. Virtual
+ * datasets are left to HDF5. */
+static int dset_stored(hid_t d, int rank, const hsize_t dims[2]) {
+  hid_t dcpl = H5Dget_create_plist(d);
+  if (dcpl < 0) return -1;
+  H5D_layout_t layout = H5Pget_layout(dcpl);
+  hsize_t cdims[2] = {1, 1};
+  int crank = layout == H5D_CHUNKED ? H5Pget_chunk(dcpl, 2, cdims) : 0;
+  H5Pclose(dcpl);
+  if (layout < 0 || crank < 0) return -1;
+  if (layout == H5D_VIRTUAL) return 1;
+#if H5_VERSION_GE(1, 10, 5)
+  if (layout == H5D_CHUNKED) {
+    if (crank != rank) return -1;
+    hsize_t want = 1, have = 0;
+    for (int i = 0; i < rank; i++) {
+      if (cdims[i] == 0) return -1;
+      want *= (dims[i] + cdims[i] - 1) / cdims[i];
+    }
+    hid_t space = H5Dget_space(d);
+    herr_t rc = space >= 0 ? H5Dget_num_chunks(d, space, &have) : -1;
+    if (space >= 0) H5Sclose(space);
+    if (rc < 0) return -1;
+    return have == want;
+  }
+#endif
+  H5D_space_status_t status;
+  if (H5Dget_space_status(d, &status) < 0) return -1;
+  return status != H5D_SPACE_STATUS_NOT_ALLOCATED;
+}
+
+/* Open dataset name of group g and check that it is an [n] or [n, 3] array
+ * (cols == 3) whose storage holds data for all its elements (a dataset that
+ * was created but never, or only partly, written is refused: it would read
+ * as fill values). Returns 1 with *out open, 0 if the dataset does not
+ * exist, -1 on error. */
+static int dset_open(struct rctx *r, hid_t g, const char *gname, const char *name, size_t n,
+                     int cols, hid_t *out) {
   htri_t ex = H5Lexists(g, name, H5P_DEFAULT);
   if (ex < 0)
     return hy_err_set(r->err, "%s: HDF5 error: cannot query /%s/%s", r->path, gname, name);
@@ -413,10 +450,58 @@ static int dset_read(struct rctx *r, hid_t g, const char *gname, const char *nam
                       gname, name, (unsigned long long)dims[0],
                       (unsigned long long)(rank == 2 ? dims[1] : 0), n, cols);
   }
-  herr_t rc = n > 0 ? H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) : 0;
-  if (H5Dclose(d) < 0 || rc < 0)
+  int stored = n > 0 ? dset_stored(d, rank, dims) : 1;
+  if (stored <= 0) {
+    H5Dclose(d);
+    if (stored < 0)
+      return hy_err_set(r->err, "%s: HDF5 error: cannot query the storage of /%s/%s", r->path,
+                        gname, name);
+    return hy_err_set(r->err,
+                      "%s: /%s/%s has no data stored for some or all of its %zu rows (never written)",
+                      r->path, gname, name, n);
+  }
+  *out = d;
+  return 1;
+}
+
+/* Read dataset name of group g (checked by dset_open) into out as mem_type.
+ * Returns 1 if read, 0 if the dataset does not exist, -1 on error. */
+static int dset_read(struct rctx *r, hid_t g, const char *gname, const char *name, size_t n,
+                     int cols, hid_t mem_type, void *out) {
+  hid_t d;
+  int rc = dset_open(r, g, gname, name, n, cols, &d);
+  if (rc <= 0) return rc;
+  herr_t hrc = n > 0 ? H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) : 0;
+  if (H5Dclose(d) < 0 || hrc < 0)
     return hy_err_set(r->err, "%s: HDF5 error: cannot read /%s/%s", r->path, gname, name);
   return 1;
+}
+
+/* Before anything is allocated for the header's counts: every type with
+ * particles has its group and a Coordinates dataset of that many rows with
+ * its data stored. */
+static int check_types(struct rctx *r, hid_t file, const uint64_t counts[HY_NTYPES]) {
+  for (int t = 0; t < HY_NTYPES; t++) {
+    size_t n = (size_t)counts[t];
+    if (n == 0) continue;
+    char gname[32];
+    snprintf(gname, sizeof gname, "PartType%d", t);
+    htri_t ex = H5Lexists(file, gname, H5P_DEFAULT);
+    if (ex <= 0)
+      return hy_err_set(r->err, "%s: /Header announces %zu particles of type %d but there is no /%s",
+                        r->path, n, t, gname);
+    hid_t g = H5Gopen2(file, gname, H5P_DEFAULT);
+    if (g < 0) return hy_err_set(r->err, "%s: HDF5 error: cannot open /%s", r->path, gname);
+    hid_t d;
+    int rc = dset_open(r, g, gname, "Coordinates", n, 3, &d);
+    if (rc == 0) rc = hy_err_set(r->err, "%s: /%s has no Coordinates dataset", r->path, gname);
+    if (rc > 0 && H5Dclose(d) < 0)
+      rc = hy_err_set(r->err, "%s: HDF5 error: cannot close /%s/Coordinates", r->path, gname);
+    if (H5Gclose(g) < 0 && rc > 0)
+      rc = hy_err_set(r->err, "%s: HDF5 error: cannot close /%s", r->path, gname);
+    if (rc < 0) return -1;
+  }
+  return 0;
 }
 
 static int read_file(struct rctx *r, hid_t file, struct hy_part *p, double *time) {
@@ -470,6 +555,7 @@ static int read_file(struct rctx *r, hid_t file, struct hy_part *p, double *time
       return hy_err_set(err, "%s: particle counts in /Header are too large", path);
     ntot += (size_t)counts[t];
   }
+  if (check_types(r, file, counts) != 0) return -1;
   hy_part_resize(p, ntot);
   size_t off = 0;
   for (int t = 0; t < HY_NTYPES; t++) {

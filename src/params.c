@@ -556,6 +556,16 @@ static void scan_text(struct hy_params *p, const char *name, const char *text, s
 /** Apply one `Key=Value` override. */
 static void apply_override(struct hy_params *p, const char *ov, int idx, struct errlist *e) {
   long order = ORDER_OVERRIDE(idx);
+  if (strchr(ov, '\n')) {
+    /* Such a value could not be written back into a parameter file (and the
+     * message itself must stay on one line). */
+    struct sbuf w = {0};
+    sb_add(&w, "-P ");
+    for (const char *c = ov; *c; c++) sb_add(&w, *c == '\n' ? "\\n" : (char[2]){*c, '\0'});
+    err_add(e, order, w.s, "a line break cannot be part of an override");
+    hy_free(w.s);
+    return;
+  }
   char *where = str_printf("-P %s", ov);
   const char *eq = strchr(ov, '=');
   if (!eq) {
@@ -677,6 +687,11 @@ static struct hy_params *parse_buffer(const char *name, const char *text, size_t
 struct hy_params *hy_params_parse_text(const char *name, const char *text, char *const *overrides,
                                        int n_overrides, char **errors) {
   return parse_buffer(name, text, strlen(text), overrides, n_overrides, errors);
+}
+
+struct hy_params *hy_params_parse_buffer(const char *name, const char *text, size_t len,
+                                         char *const *overrides, int n_overrides, char **errors) {
+  return parse_buffer(name, len ? text : "", len, overrides, n_overrides, errors);
 }
 
 struct hy_params *hy_params_parse_file(const char *path, char *const *overrides, int n_overrides,

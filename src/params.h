@@ -56,6 +56,11 @@ struct hy_params *hy_params_parse_file(const char *path, char *const *overrides,
 struct hy_params *hy_params_parse_text(const char *name, const char *text, char *const *overrides,
                                        int n_overrides, char **errors);
 
+/** As hy_params_parse_text, for `len` bytes of text that need not end in a
+ *  NUL byte; a line holding a NUL byte is reported as an error. */
+struct hy_params *hy_params_parse_buffer(const char *name, const char *text, size_t len,
+                                         char *const *overrides, int n_overrides, char **errors);
+
 /** Where the key's value comes from, as a message prefix: "FILE:LINE" for a
  *  line of the parameter file, "-P Key=Value" for an override, "FILE" for a
  *  default. Valid as long as the table. For checks made after parsing (a

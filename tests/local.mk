@@ -34,6 +34,7 @@ HY_TESTLIBS = src/libhytree.a $(HY_LIBS)
 
 include tests/io.mk
 include tests/params.mk
+include tests/fuzz.mk
 
 check_PROGRAMS += tests/test_tree tests/test_dll
 TESTS += tests/test_tree tests/test_dll

@@ -188,6 +188,21 @@ static void damaged_files(void) {
   }
   read_expect_fail(path, HY_FMT_AUTO, "multi-file snapshots are not supported");
 
+  /* A header count far beyond the file (2^31 - 1 more particles, of type
+   * 5): the POS block shows it, before anything is allocated for them. */
+  for (int format = 1; format <= 2; format++) {
+    write_or_fail(path, &p, format, 0, 1);
+    f = fopen(path, "r+b");
+    HY_CHECK(f != NULL);
+    if (f) {
+      unsigned char m[4] = {0xff, 0xff, 0xff, 0x7f};
+      HY_CHECK(fseek(f, (format == 2 ? 16 : 0) + 4 + 4 * 5, SEEK_SET) == 0);
+      HY_CHECK(fwrite(m, 1, 4, f) == 4);
+      HY_CHECK(fclose(f) == 0);
+    }
+    read_expect_fail(path, HY_FMT_AUTO, "POS block has 3600 bytes; expected 25769807364 or 51539614728 for 2147483947 particles");
+  }
+
   /* Missing file. */
   read_expect_fail(hy_tmp_path(2, "no-such-file.dat"), HY_FMT_GADGET1, "cannot open: No such file");
   read_expect_fail(hy_tmp_path(2, "no-such-file.dat"), HY_FMT_AUTO, "cannot open: No such file");

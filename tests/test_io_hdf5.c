@@ -272,14 +272,19 @@ static void put_dset(hid_t loc, const char *name, hid_t ftype, hid_t mtype, size
 /* Gadget-2 style: int32 counts, MassTable for type 1, float32 coordinates and
  * velocities, no ParticleIDs. variant 1: NumFilesPerSnapshot = 2; variant 2:
  * Velocities with a wrong number of rows; variant 3: no MassTable entry and no
- * Masses. */
+ * Masses; variant 4: Coordinates created but never written; variant 5: a
+ * header count of 2^40 (refused before anything is allocated for it). */
 static void foreign_file(const char *path, int variant, size_t n) {
   hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   HY_CHECK(f >= 0);
   hid_t h = H5Gcreate2(f, "Header", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   int np[6] = {0, (int)n, 0, 0, 0, 0}, nf = variant == 1 ? 2 : 1;
   double mt[6] = {0, variant == 3 ? 0.0 : 0.125, 0, 0, 0, 0}, t = 2.0;
-  put_attr(h, "NumPart_ThisFile", H5T_STD_I32LE, H5T_NATIVE_INT, 6, np);
+  uint64_t np64[6] = {0, (uint64_t)1 << 40, 0, 0, 0, 0};
+  if (variant == 5)
+    put_attr(h, "NumPart_ThisFile", H5T_STD_U64LE, H5T_NATIVE_UINT64, 6, np64);
+  else
+    put_attr(h, "NumPart_ThisFile", H5T_STD_I32LE, H5T_NATIVE_INT, 6, np);
   put_attr(h, "MassTable", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 6, mt);
   put_attr(h, "Time", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, &t);
   put_attr(h, "NumFilesPerSnapshot", H5T_STD_I32LE, H5T_NATIVE_INT, 0, &nf);
@@ -287,7 +292,16 @@ static void foreign_file(const char *path, int variant, size_t n) {
   hid_t g = H5Gcreate2(f, "PartType1", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   float x[3 * 64];
   for (size_t i = 0; i < 3 * n; i++) x[i] = (float)i / 7.0f;
-  put_dset(g, "Coordinates", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, n, 3, x);
+  if (variant == 4) {
+    hsize_t d[2] = {n, 3};
+    hid_t s = H5Screate_simple(2, d, NULL);
+    hid_t ds = H5Dcreate2(g, "Coordinates", H5T_IEEE_F32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    HY_CHECK(ds >= 0);
+    H5Dclose(ds);
+    H5Sclose(s);
+  } else {
+    put_dset(g, "Coordinates", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, n, 3, x);
+  }
   put_dset(g, "Velocities", H5T_IEEE_F32BE, H5T_NATIVE_FLOAT, variant == 2 ? n - 1 : n, 3, x);
   H5Gclose(g);
   HY_CHECK(H5Fclose(f) >= 0);
@@ -317,8 +331,10 @@ static void foreign(void) {
 
   static const char *const needles[] = {"", "NumFilesPerSnapshot = 2: this file is one part of a multi-file",
                                         "/PartType1/Velocities has shape [63, 3], expected [64, 3]",
-                                        "no Masses dataset and MassTable[1] is 0"};
-  for (int v = 1; v <= 3; v++) {
+                                        "no Masses dataset and MassTable[1] is 0",
+                                        "/PartType1/Coordinates has no data stored for some or all of its 64 rows",
+                                        "/PartType1/Coordinates has shape [64, 3], expected [1099511627776, 3]"};
+  for (int v = 1; v <= 5; v++) {
     foreign_file(path, v, n);
     rc = hy_io_read_ic(path, HY_FMT_AUTO, &q, &t, &err);
     HY_CHECK_INT(rc, -1);
