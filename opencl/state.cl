@@ -27,9 +27,15 @@ __kernel void hy_st_axpy(__global double *x, __global const double *v, const uin
 
 /* The tree build's input: (x - o, m) in float per particle, and per
  * work-group the ranges (relative to o), mass and first moment of the finite
- * positions and the lowest index of a non-finite one. */
+ * positions and the lowest index of a non-finite one. With s > 0 also a
+ * sample of s absolute positions after the work-groups' results, the j-th
+ * being particle floor(j n / s) (the host's hy_tree_sample), for the
+ * estimate of the bulk's extent that keeps escapers from widening the key
+ * cube (src/tree.h). */
 __kernel void hy_st_pack(__global const double *pos, __global const double *mass, const uint n, const double ox,
-                         const double oy, const double oz, __global float4 *out, __global double *red) {
+                         const double oy, const double oz, __global float4 *out, __global double *red,
+                         const uint s) {
+  __global double *smp = red + HY_PACK_RED * get_num_groups(0);
   __local double l[HY_WG];
   __local uint lb[HY_WG];
   const uint lid = (uint)get_local_id(0);
@@ -42,6 +48,11 @@ __kernel void hy_st_pack(__global const double *pos, __global const double *mass
   r[6] = 0.0;
   uint bad = 0xffffffffu;
   for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
+    if (s > 0u) { /* the first j with floor(j n / s) >= i is ceil(i s / n) */
+      const ulong j = ((ulong)i * s + n - 1u) / n;
+      if (j < s && (j * n) / s == i)
+        for (int d = 0; d < 3; d++) smp[3 * j + d] = pos[3 * i + d];
+    }
     const double x = pos[3 * i] - ox, y = pos[3 * i + 1] - oy, z = pos[3 * i + 2] - oz, m = mass[i];
     out[i] = (float4)((float)x, (float)y, (float)z, (float)m);
     if (isfinite(x) && isfinite(y) && isfinite(z)) {
@@ -101,16 +112,6 @@ __kernel void hy_st_unpack(__global const float4 *o0, __global const float4 *o1,
       for (int d = 0; d < 3; d++) acc_w[3 * i + d] = h[d];
     }
     if (want_pot) pot[i] = G * (double)a.w;
-  }
-}
-
-/* s of the n positions, the j-th being particle floor(j n / s) (the host's
- * hy_tree_sample), for the estimate of the bulk's extent that keeps
- * escapers from widening the key cube (src/tree.h). */
-__kernel void hy_st_sample(__global const double *pos, const uint n, const uint s, __global double *out) {
-  for (uint j = (uint)get_global_id(0); j < s; j += (uint)get_global_size(0)) {
-    const ulong i = ((ulong)j * n) / s;
-    for (int d = 0; d < 3; d++) out[3 * j + d] = pos[3 * i + d];
   }
 }
 

@@ -154,8 +154,11 @@ int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err);
  *  (hy_cl_tree_build with pos NULL). red receives the coordinate ranges
  *  relative to origin (lo[3], hi[3]), the mass and first moment (relative to
  *  origin) of the finite positions, and the lowest index of a non-finite
- *  position (-1: none). */
-int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], double *seconds, struct hy_err *err);
+ *  position (-1: none); with s > 0 (at most the state's n and
+ *  HY_TREE_SAMPLE) sample receives the positions of hy_tree_sample (3 s
+ *  doubles, absolute), read back with the reductions. */
+int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], size_t s, double *sample,
+                     double *seconds, struct hy_err *err);
 /** Walk results left on the device (hy_cl_walk, unsort, out0 NULL) into the
  *  state: split 0: acc_w = G out0; split 1: acc_w = G (out0 + n out1), acc =
  *  G (out0 + out1); want_pot: pot = G out0.w. */
@@ -164,8 +167,5 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
 /** Particles with a non-finite position, velocity or kick acceleration:
  *  their number and the lowest index (-1: none). */
 int hy_cl_state_finite(struct hy_cl *cl, size_t *n_bad, long *first, struct hy_err *err);
-/** s (<= the state's n and HY_TREE_SAMPLE) positions of the device state,
- *  the j-th being particle floor(j n / s), into out (3 s doubles). */
-int hy_cl_state_sample(struct hy_cl *cl, size_t s, double *out, struct hy_err *err);
 
 #endif

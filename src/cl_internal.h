@@ -70,7 +70,7 @@ struct hy_cl {
   struct cl_pinned host[HY_CL_HOST_N];
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
-  cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_sample;
+  cl_kernel k_axpy, k_pack, k_unpack, k_finite;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
   size_t state_n;  /* particles in the state buffers (0: none) */
   int has_fp64;    /* 0 not asked yet, 1 no, 2 yes */

@@ -8,12 +8,14 @@
 
 #include "alloc.h"
 #include "cl_internal.h"
+#include "tree.h"
 
 extern const char hy_cl_source_state[];
 extern const unsigned long hy_cl_source_state_len;
 
 #define STATE_GROUPS 1024 /* work-groups of the state kernels (grid-stride loops) */
 #define PACK_RED 11
+#define RED_DOUBLES (STATE_GROUPS * PACK_RED + 3 * HY_TREE_SAMPLE) /* the pack's results and sample */
 
 int hy_cl_has_fp64(struct hy_cl *cl) {
   if (cl->has_fp64 == 0) { /* 0: not asked yet, 1: no, 2: yes */
@@ -51,14 +53,13 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
   snprintf(defs, sizeof defs, "-D HY_WG=%zu", cl->build_wg);
   if (hy_cl_build_program(cl, "state.cl", hy_cl_source_state, defs, &cl->state_prog, err) != 0) return -1;
   if (state_kernel(cl, "hy_st_axpy", &cl->k_axpy, err) || state_kernel(cl, "hy_st_pack", &cl->k_pack, err) ||
-      state_kernel(cl, "hy_st_unpack", &cl->k_unpack, err) || state_kernel(cl, "hy_st_finite", &cl->k_finite, err) ||
-      state_kernel(cl, "hy_st_sample", &cl->k_sample, err))
+      state_kernel(cl, "hy_st_unpack", &cl->k_unpack, err) || state_kernel(cl, "hy_st_finite", &cl->k_finite, err))
     return -1;
   return 0;
 }
 
 void hy_cl_state_free(struct hy_cl *cl) {
-  cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_sample};
+  cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
@@ -104,7 +105,7 @@ int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, c
       hy_cl_ensure_buf(cl, &cl->s_vel, b3, "velocities (double)", err) ||
       hy_cl_ensure_buf(cl, &cl->s_mass, n * sizeof(double), "masses (double)", err) ||
       hy_cl_ensure_buf(cl, &cl->s_accw, b3, "kick accelerations (double)", err) ||
-      hy_cl_ensure_buf(cl, &cl->s_red, STATE_GROUPS * PACK_RED * sizeof(double), "reductions", err))
+      hy_cl_ensure_buf(cl, &cl->s_red, RED_DOUBLES * sizeof(double), "reductions", err))
     return -1;
   cl->state_n = 0;
   cl_int e;
@@ -152,9 +153,13 @@ int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err) 
   return run_grid(cl, cl->k_axpy, kick ? "the device kick" : "the device drift", NULL, err);
 }
 
-int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], double *seconds, struct hy_err *err) {
+int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], size_t s, double *sample,
+                     double *seconds, struct hy_err *err) {
   if (need_state(cl, "pack", err)) return -1;
   size_t n = cl->state_n;
+  if (s > n || s > HY_TREE_SAMPLE)
+    return hy_err_set(err, "internal error: a sample of %zu of %zu positions", s, n);
+  cl_uint us = (cl_uint)s;
   if (hy_cl_ensure_buf(cl, &cl->pos, hy_size_mul_or_die(n, 16, "positions"), "particle positions", err)) return -1;
   cl_uint un = (cl_uint)n;
   const char *nm = "hy_st_pack";
@@ -166,12 +171,15 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], d
       set_arg(cl, cl->k_pack, 5, sizeof(double), &origin[2], nm, err) ||
       set_arg(cl, cl->k_pack, 6, sizeof(cl_mem), &cl->pos.mem, nm, err) ||
       set_arg(cl, cl->k_pack, 7, sizeof(cl_mem), &cl->s_red.mem, nm, err) ||
+      set_arg(cl, cl->k_pack, 8, sizeof us, &us, nm, err) ||
       run_grid(cl, cl->k_pack, "packing the positions on the device", seconds, err))
     return -1;
-  double part[STATE_GROUPS * PACK_RED];
-  cl_int e = clEnqueueReadBuffer(cl->q, cl->s_red.mem, CL_TRUE, 0, sizeof part, part, 0, NULL, NULL);
+  double part[RED_DOUBLES]; /* one read for the reductions and the sample */
+  cl_int e = clEnqueueReadBuffer(cl->q, cl->s_red.mem, CL_TRUE, 0, (STATE_GROUPS * PACK_RED + 3 * s) * sizeof(double),
+                                 part, 0, NULL, NULL);
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: reading the pack reductions failed on %s: %s", cl->name, hy_cl_errname(e));
+  if (s) memcpy(sample, part + STATE_GROUPS * PACK_RED, 3 * s * sizeof(double));
   for (int d = 0; d < 3; d++) {
     red[d] = INFINITY;
     red[3 + d] = -INFINITY;
@@ -241,23 +249,5 @@ int hy_cl_state_finite(struct hy_cl *cl, size_t *n_bad, long *first, struct hy_e
   }
   *n_bad = (size_t)cnt;
   *first = (long)low;
-  return 0;
-}
-
-int hy_cl_state_sample(struct hy_cl *cl, size_t s, double *out, struct hy_err *err) {
-  if (need_state(cl, "position sample", err)) return -1;
-  if (s > cl->state_n || 3 * s > (size_t)PACK_RED * STATE_GROUPS)
-    return hy_err_set(err, "internal error: a sample of %zu of %zu positions", s, cl->state_n);
-  if (s == 0) return 0;
-  cl_uint un = (cl_uint)cl->state_n, us = (cl_uint)s;
-  const char *nm = "hy_st_sample";
-  if (set_arg(cl, cl->k_sample, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
-      set_arg(cl, cl->k_sample, 1, sizeof un, &un, nm, err) || set_arg(cl, cl->k_sample, 2, sizeof us, &us, nm, err) ||
-      set_arg(cl, cl->k_sample, 3, sizeof(cl_mem), &cl->s_red.mem, nm, err) ||
-      run_grid(cl, cl->k_sample, "sampling the positions on the device", NULL, err))
-    return -1;
-  cl_int e = clEnqueueReadBuffer(cl->q, cl->s_red.mem, CL_TRUE, 0, 3 * s * sizeof(double), out, 0, NULL, NULL);
-  if (e != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: reading the position sample failed on %s: %s", cl->name, hy_cl_errname(e));
   return 0;
 }

@@ -377,10 +377,10 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   const double zero[3] = {0.0, 0.0, 0.0};
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
-  if (hy_cl_state_pack(f->cl, zero, red, &tk, err) != 0 || hy_cl_state_sample(f->cl, s, sample, err) != 0) return -1;
+  if (hy_cl_state_pack(f->cl, zero, red, s, sample, &tk, err) != 0) return -1;
   for (int d = 0; d < 3; d++) f->origin[d] = red[6] > 0.0 ? red[7 + d] / red[6] : 0.0;
   if (key_cube(p->n, red, zero, sample, s, centre, &half)) memcpy(f->origin, centre, sizeof f->origin);
-  if (hy_cl_state_pack(f->cl, f->origin, red, &tk, err) != 0) return -1;
+  if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
   if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
   if (build_packed(f, p->n, NULL, centre, half, hy_wtime() - t0, refit && can_refit(f, p->n), err) != 0) return -1;
   if (mode < 0) return 0; /* the tree only */
