@@ -94,9 +94,29 @@ static void range_of(const double *pos, size_t b, size_t e, double lo[3], double
     }
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
+/* The k-th smallest of q[0..m) (k < m), partly reordering q: Hoare's
+ * selection with the middle element as pivot, O(m) on average; it runs at
+ * every tree build, where a full sort of the sample cost 0.15 ms. */
+static double select_kth(double *q, size_t m, size_t k) {
+  size_t lo = 0, hi = m - 1;
+  while (lo < hi) {
+    const double pivot = q[lo + (hi - lo) / 2];
+    size_t i = lo, j = hi;
+    for (;;) {
+      while (q[i] < pivot) i++;
+      while (q[j] > pivot) j--;
+      if (i >= j) break;
+      double t = q[i];
+      q[i] = q[j];
+      q[j] = t;
+      i++;
+      j--;
+    }
+    /* q[lo..j] <= pivot <= q[j+1..hi] */
+    if (k <= j) hi = j;
+    else lo = j + 1;
+  }
+  return q[k];
 }
 
 size_t hy_tree_sample(const double *pos, size_t n, double *sample) {
@@ -121,9 +141,8 @@ int hy_tree_robust_cube_sampled(const double *sample, size_t s, size_t n, double
       if (isfinite(x)) q[m++] = x;
     }
     if (m < 2) return 0;
-    qsort(q, m, sizeof q[0], cmp_double);
     size_t kk = k < m / 2 ? k : 0;
-    double lo = q[kk], hi = q[m - 1 - kk];
+    double lo = select_kth(q, m, kk), hi = select_kth(q, m, m - 1 - kk);
     mid[d] = 0.5 * (lo + hi);
     if (0.5 * (hi - lo) > r) r = 0.5 * (hi - lo);
   }

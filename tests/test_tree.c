@@ -32,6 +32,43 @@ static uint64_t naive_key(uint64_t ix, uint64_t iy, uint64_t iz) {
   return k;
 }
 
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* hy_tree_robust_cube_sampled selects its percentiles without sorting: it
+ * must give the cube that a full sort of the sample gives, on samples with
+ * ties, runs of equal values and far outliers, for every sample size. */
+static void test_robust_select(gsl_rng *r) {
+  static double smp[3 * HY_TREE_SAMPLE], q[HY_TREE_SAMPLE];
+  for (int t = 0; t < 300; t++) {
+    size_t s = 2 + gsl_rng_uniform_int(r, HY_TREE_SAMPLE - 1);
+    for (size_t j = 0; j < 3 * s; j++) {
+      double x = gsl_ran_gaussian(r, 1.0);
+      if (t % 3 == 1) x = floor(4.0 * x); /* many ties */
+      if (gsl_rng_uniform(r) < 0.02) x = (gsl_rng_uniform(r) < 0.5 ? -1.0 : 1.0) * 1e12; /* outliers */
+      smp[j] = x;
+    }
+    /* the reference: sorted per axis, k values cut from each end */
+    const size_t k = s >= 400 ? s / 100 : s >= 4 ? 1 : 0;
+    double mid[3], rr = 0.0;
+    for (int d = 0; d < 3; d++) {
+      for (size_t j = 0; j < s; j++) q[j] = smp[3 * j + d];
+      qsort(q, s, sizeof q[0], cmp_dbl);
+      size_t kk = k < s / 2 ? k : 0;
+      mid[d] = 0.5 * (q[kk] + q[s - 1 - kk]);
+      rr = fmax(rr, 0.5 * (q[s - 1 - kk] - q[kk]));
+    }
+    double c[3] = {0.0, 0.0, 0.0}, half = 2e12;
+    int shrunk = hy_tree_robust_cube_sampled(smp, s, s, c, &half);
+    int want = rr > 0.0 && 2e12 > HY_TREE_OUTLIER_FACTOR * rr;
+    HY_CHECK_MSG(shrunk == want, "sample of %zu: shrunk %d, expected %d", s, shrunk, want);
+    if (shrunk && want)
+      for (int d = 0; d < 3; d++) HY_CHECK_MSG(c[d] == mid[d], "sample of %zu, axis %d: centre %.17g != %.17g", s, d, c[d], mid[d]);
+  }
+}
+
 static void test_keys(gsl_rng *r) {
   double c[3] = {0.5, 0.5, 0.5};
   double half = 0.5;
@@ -231,6 +268,7 @@ int main(void) {
   if (!r) return 99;
   gsl_rng_set(r, 12345);
   struct hy_pool *pool = hy_pool_create(2);
+  test_robust_select(r);
   test_keys(r);
 
   struct hy_part p;
