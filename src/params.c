@@ -566,7 +566,10 @@ static void apply_override(struct hy_params *p, const char *ov, int idx, struct 
     hy_free(w.s);
     return;
   }
-  char *where = str_printf("-P %s", ov);
+  struct sbuf wb = {0}; /* not str_printf("-P %s"): gcc 12 with -fsanitize=address takes ov for NULL there */
+  sb_add(&wb, "-P ");
+  sb_add(&wb, ov);
+  char *where = wb.s;
   const char *eq = strchr(ov, '=');
   if (!eq) {
     err_add(e, order, where, "expected Key=Value");
