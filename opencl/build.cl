@@ -300,6 +300,31 @@ __kernel void hy_gather(__global const float4 *pos, __global const uint *idx, co
  * skips cells beyond R2 + b_max) */
 inline float hy_bmax_safe(float b) { return b * (1.0f + 4.0f * FLT_EPSILON); }
 
+/* B2 and b_max of particle node x (key order) as a group: zero for a true
+ * particle; a LET item of a merged tree carries those of the particles it
+ * stands for (grp in the host's order, idx: key order -> host order). */
+inline float2 hy_group(__global const uint *idx, __global const float2 *grp, const int has_grp, const int x) {
+  return has_grp ? grp[idx[x]] : (float2)(0.0f);
+}
+
+/* max over particles lo + k step < hi of |x_i - cm| (+ the item's own b_max) */
+inline float hy_extent(__global const float4 *node, const uint lo, const uint hi, const uint step, const float3 cm,
+                       __global const uint *idx, __global const float2 *grp, const int has_grp) {
+  float m2 = 0.0f, m1 = 0.0f;
+  if (has_grp) {
+    for (uint i = lo; i < hi; i += step) {
+      const float3 d = node[2u * i].xyz - cm;
+      m1 = fmax(m1, sqrt(dot(d, d)) + grp[idx[i]].y);
+    }
+    return m1;
+  }
+  for (uint i = lo; i < hi; i += step) {
+    const float3 d = node[2u * i].xyz - cm;
+    m2 = fmax(m2, dot(d, d));
+  }
+  return sqrt(m2);
+}
+
 /* r_b^2 of the absolute MAC: r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)) */
 inline float hy_mac_rb2(float bmax, float b2, float a_err) {
   const float rb = 0.5f * bmax + sqrt(0.25f * bmax * bmax + sqrt(3.0f * b2 / a_err));
@@ -313,7 +338,8 @@ inline float hy_mac_rb2(float bmax, float b2, float a_err) {
 __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __global const uint *c_lo,
                          __global const uint *c_hi, __global const int *nxt, __global const int *mor,
                          __global float *c_b2, const float a_err, __global float4 *node,
-                         __global uint *big, __global uint *n_big) {
+                         __global uint *big, __global uint *n_big, __global const uint *idx,
+                         __global const float2 *grp, const int has_grp) {
   const uint g = (uint)get_global_id(0);
   if (g >= n_gen) return;
   const uint c = gen0 + g;
@@ -333,18 +359,14 @@ __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __
     const float3 d = p.xyz - cm;
     const float r2 = dot(d, d);
     const int is_cell = x >= n_part;
-    b2 += (is_cell ? c_b2[x - n_part] : 0.0f) + p.w * r2;
-    bound = fmax(bound, (is_cell ? node[2 * x + 1].y : 0.0f) + sqrt(r2));
+    const float2 g = is_cell ? (float2)(c_b2[x - n_part], node[2 * x + 1].y) : hy_group(idx, grp, has_grp, x);
+    b2 += g.x + p.w * r2;
+    bound = fmax(bound, g.y + sqrt(r2));
   }
   const uint lo = c_lo[c], hi = c_hi[c];
   float bmax = bound;
   if (hi - lo <= (uint)HY_BMAX_SERIAL) {
-    float m2 = 0.0f;
-    for (uint i = lo; i < hi; i++) {
-      const float3 d = node[2u * i].xyz - cm;
-      m2 = fmax(m2, dot(d, d));
-    }
-    bmax = hy_bmax_safe(sqrt(m2));
+    bmax = hy_bmax_safe(hy_extent(node, lo, hi, 1u, cm, idx, grp, has_grp));
   } else if (hi - lo <= (uint)HY_BMAX_EXACT) {
     big[atomic_inc(n_big)] = c; /* exact b_max by hy_bmax_big, a work-group per cell */
   }
@@ -359,7 +381,8 @@ __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __
  * in a fixed grid of work-groups that loop over the list. */
 __kernel void hy_bmax_big(const int n_part, __global const uint *c_lo, __global const uint *c_hi,
                           __global const float *c_b2, __global const uint *big, __global const uint *n_big,
-                          const float a_err, __global float4 *node) {
+                          const float a_err, __global float4 *node, __global const uint *idx,
+                          __global const float2 *grp, const int has_grp) {
   __local float red[HY_WG];
   const uint lid = (uint)get_local_id(0);
   const uint nb = n_big[0];
@@ -367,19 +390,14 @@ __kernel void hy_bmax_big(const int n_part, __global const uint *c_lo, __global 
     const uint c = big[b];
     const int self = n_part + (int)c;
     const float3 cm = node[2 * self].xyz;
-    float m2 = 0.0f;
-    for (uint i = c_lo[c] + lid; i < c_hi[c]; i += HY_WG) {
-      const float3 d = node[2u * i].xyz - cm;
-      m2 = fmax(m2, dot(d, d));
-    }
-    red[lid] = m2;
+    red[lid] = hy_extent(node, c_lo[c] + lid, c_hi[c], HY_WG, cm, idx, grp, has_grp);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
       if (lid < off) red[lid] = fmax(red[lid], red[lid + off]);
       barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) {
-      const float bmax = hy_bmax_safe(sqrt(red[0]));
+      const float bmax = hy_bmax_safe(red[0]);
       float4 q = node[2 * self + 1];
       q.x = hy_mac_rb2(bmax, c_b2[c], a_err);
       q.y = bmax;

@@ -117,7 +117,7 @@ void hy_cl_build_free(struct hy_cl *cl) {
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
   struct cl_buf *bs[] = {&cl->pos, &cl->key[0], &cl->key[1], &cl->idx[0], &cl->idx[1], &cl->c_lo,  &cl->c_hi,
                          &cl->nxt, &cl->mor,    &cl->c_b2,   &cl->n_child, &cl->hist,  &cl->uout0, &cl->uout1,
-                         &cl->big, &cl->n_big};
+                         &cl->big, &cl->n_big, &cl->grp};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int i = 0; i < HY_CL_SCAN_LEVELS; i++) hy_cl_buf_release(&cl->scan[i]);
   for (int i = 0; i < HY_CL_HOST_N; i++) pinned_release(cl, &cl->host[i]);
@@ -251,6 +251,15 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     return hy_err_set(err, "internal error: device tree build from a device state of %zu particles, not %zu",
                       cl->state_n, n);
   }
+  cl->has_grp = a->grp != NULL;
+  if (a->grp) {
+    if (hy_cl_ensure_buf(cl, &cl->grp, hy_size_mul_or_die(n, 8, "particle groups"), "LET item moments", err) != 0)
+      return -1;
+    e = clEnqueueWriteBuffer(cl->q, cl->grp.mem, CL_FALSE, 0, n * 8, a->grp, 0, NULL, ev_new(ev, PH_UPLOAD));
+    if (e != CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: uploading %zu LET item moments failed on %s: %s", n, cl->name,
+                        hy_cl_errname(e));
+  }
 
   /* keys and the sort */
   cl_uint un = (cl_uint)n;
@@ -341,6 +350,9 @@ static int enqueue_moments(struct hy_cl *cl, size_t n, double a_err_d, struct ev
   const cl_uint *gen_first = cl->gen_first, *gen_count = cl->gen_count;
   cl_int e;
   cl_float a_err = (cl_float)a_err_d;
+  /* without item moments the kernels get a valid buffer they do not read */
+  const cl_int has_grp = cl->has_grp;
+  const struct cl_buf *grp = has_grp ? &cl->grp : &cl->pos;
   if (set_args(cl, cl->k_gather, "hy_gather", err, M(cl->pos), M(cl->idx[0]), V(un), M(cl->nxt), M(cl->node[0]),
                END) ||
       launch(cl, cl->k_gather, "hy_gather", n, ev_new(ev, PH_MOMENTS), err))
@@ -353,13 +365,13 @@ static int enqueue_moments(struct hy_cl *cl, size_t n, double a_err_d, struct ev
       return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
     if (set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(cl->c_lo),
                  M(cl->c_hi), M(cl->nxt), M(cl->mor), M(cl->c_b2), V(a_err), M(cl->node[0]), M(cl->big),
-                 M(cl->n_big), END) ||
+                 M(cl->n_big), M(cl->idx[0]), M(*grp), V(has_grp), END) ||
         launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
       return -1;
     /* cells of more than BMAX_SERIAL particles (each holds that many, so
      * there are fewer than n / BMAX_SERIAL of them) */
     if (set_args(cl, cl->k_bmax_big, "hy_bmax_big", err, V(n_part), M(cl->c_lo), M(cl->c_hi), M(cl->c_b2),
-                 M(cl->big), M(cl->n_big), V(a_err), M(cl->node[0]), END) ||
+                 M(cl->big), M(cl->n_big), V(a_err), M(cl->node[0]), M(cl->idx[0]), M(*grp), V(has_grp), END) ||
         launch(cl, cl->k_bmax_big, "hy_bmax_big", BMAX_GROUPS * cl->build_wg, ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
@@ -427,4 +439,31 @@ int hy_cl_unsort(struct hy_cl *cl, cl_mem src, cl_mem dst, size_t n, cl_event *e
                sizeof(cl_mem), (const void *)&dst, END))
     return -1;
   return launch(cl, cl->k_unsort, "hy_unsort", n, ev, err);
+}
+
+int hy_cl_tree_download(struct hy_cl *cl, size_t n, size_t n_cell, float *cells, int32_t *next, float *b2,
+                        uint32_t *idx, double *seconds, struct hy_err *err) {
+  if (n != cl->sorted_n || n_cell != cl->n_cell || cl->n_gen == 0)
+    return hy_err_set(err, "internal error: download of a tree of %zu particles and %zu cells without it", n,
+                      n_cell);
+  struct evlist ev = {0};
+  cl_int e;
+  if ((e = clEnqueueReadBuffer(cl->q, cl->node[0].mem, CL_FALSE, hy_size_mul_or_die(n, 32, "tree nodes"),
+                               n_cell * 32, cells, 0, NULL, ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
+      (e = clEnqueueReadBuffer(cl->q, cl->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
+          CL_SUCCESS ||
+      (e = clEnqueueReadBuffer(cl->q, cl->c_b2.mem, CL_FALSE, 0, n_cell * 4, b2, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
+          CL_SUCCESS ||
+      (e = clEnqueueReadBuffer(cl->q, cl->idx[0].mem, CL_FALSE, 0, n * 4, idx, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
+          CL_SUCCESS ||
+      (e = clFinish(cl->q)) != CL_SUCCESS) {
+    clFinish(cl->q);
+    ev_finish(&ev, NULL);
+    return hy_err_set(err, "OpenCL: reading the device-built tree (%zu particles, %zu cells) failed on %s: %s", n,
+                      n_cell, cl->name, hy_cl_errname(e));
+  }
+  double t[PH_N] = {0};
+  ev_finish(&ev, t);
+  *seconds = t[PH_UPLOAD];
+  return 0;
 }

@@ -62,7 +62,14 @@ struct hy_cl_walk_args {
 
 /** Host staging memory for the device-built tree's transfers (page-locked
  *  where the implementation supports it). */
-enum { HY_CL_HOST_POS = 0, HY_CL_HOST_OUT0 = 1, HY_CL_HOST_OUT1 = 2, HY_CL_HOST_N = 3 };
+enum {
+  HY_CL_HOST_POS = 0,
+  HY_CL_HOST_OUT0 = 1,
+  HY_CL_HOST_OUT1 = 2,
+  HY_CL_HOST_GRP = 3,  /* merged trees: item moments */
+  HY_CL_HOST_TREE = 4, /* the device-built tree for the host (hy_cl_tree_download) */
+  HY_CL_HOST_N = 5
+};
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its
  *  contents are lost when it grows). Returns NULL with err set on failure. */
@@ -72,6 +79,8 @@ void *hy_cl_host_buffer(struct hy_cl *cl, int which, size_t bytes, struct hy_err
  *  records as the host build (tree.h). */
 struct hy_cl_build_args {
   const float *pos;   /**< 4 floats per particle (x, y, z in the tree's frame, m), host order */
+  const float *grp;   /**< NULL, or 2 floats per particle (B2, b_max: LET items of a merged tree that
+                           stand for several particles), host order */
   size_t n;           /**< particles, at least 2 */
   double lo[3];       /**< lower corner of the key cube, in the same frame */
   double side;        /**< side of the key cube */
@@ -126,6 +135,14 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
  *  source self_base + j when self_base >= 0. */
 int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *sink, size_t n_sink,
                  long self_base, double eps, float *out, struct hy_cl_times *times, struct hy_err *err);
+
+/** The last device-built tree, for the host (LET selection in distributed
+ *  runs): cells receives 8 floats per cell (the node records of nodes n ..
+ *  n + n_cell - 1, hy_shared.h), next the next link of particle nodes
+ *  0 .. n - 1, b2 the B2 of every cell, idx the host index of every
+ *  particle node (key order -> host order). seconds: transfer time. */
+int hy_cl_tree_download(struct hy_cl *cl, size_t n, size_t n_cell, float *cells, int32_t *next, float *b2,
+                        uint32_t *idx, double *seconds, struct hy_err *err);
 
 /** Refit the last device-built tree to new positions of the same particles
  *  (pos as for hy_cl_tree_build, NULL: the device state's packed

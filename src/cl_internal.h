@@ -62,6 +62,8 @@ struct hy_cl {
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_buf pos, key[2], idx[2]; /* positions (host order), keys and indices (sort ping-pong) */
   struct cl_buf c_lo, c_hi, nxt, mor, c_b2, n_child, hist, uout0, uout1, big, n_big;
+  struct cl_buf grp;                /* merged trees: B2 and b_max per particle (float2, host order) */
+  int has_grp;                     /* the last build's particles carry grp */
   struct cl_buf scan[HY_CL_SCAN_LEVELS];
   size_t sorted_n;                 /* particles of the last device build (idx[0] is their key order) */
   size_t n_cell;                   /* its cells */

@@ -57,6 +57,8 @@ struct hy_force {
   struct hy_force_stats st;
   /* device build (one rank): positions packed in p's order, results back in it */
   int dev_build;            /* the last build ran on the device */
+  int dev_merged;           /* distributed: the device holds the merged tree of the last soft walk, not
+                               the local tree of the last build (the next walk rebuilds it) */
   double origin[3];         /* device build: this build's centre of mass (its records' frame) */
   double frame[3];          /* positions in the device records are relative to this point */
   float *dout0, *dout1;     /* walk results (engine's host staging memory) */
@@ -178,6 +180,7 @@ struct pack_job {
   const struct hy_part *p;
   const double *origin;
   float *out;
+  float *grp;        /* NULL, or B2 and b_max per particle (p->grp in float) */
   double *red;       /* per thread: lo[3], hi[3], sum m, sum m x[3] of the finite positions */
   uint64_t *red_bad; /* per thread: lowest ID with a non-finite position */
 };
@@ -196,6 +199,10 @@ static void pack_body(void *arg, size_t b, size_t e, int tid) {
     q[1] = (float)x[1];
     q[2] = (float)x[2];
     q[3] = (float)mi;
+    if (j->grp) {
+      j->grp[2 * i] = (float)j->p->grp[2 * i];
+      j->grp[2 * i + 1] = (float)j->p->grp[2 * i + 1];
+    }
     if (isfinite(x[0]) & isfinite(x[1]) & isfinite(x[2])) { /* plain compares: fmin/fmax are calls */
       for (int d = 0; d < 3; d++) {
         lo[d] = x[d] < lo[d] ? x[d] : lo[d];
@@ -243,11 +250,12 @@ static int key_cube(size_t n, const double red[6], const double origin[3], const
 /* The device build from positions packed relative to f->origin (pos4, or
  * the device state's when NULL) in the key cube (centre, half); t_host is
  * the host time spent so far. */
-static int build_packed(struct hy_force *f, size_t n, const float *pos4, const double centre[3], double half,
-                        double t_host, int refit, struct hy_err *err) {
+static int build_packed(struct hy_force *f, size_t n, const float *pos4, const float *grp, const double centre[3],
+                        double half, double t_host, int refit, struct hy_err *err) {
   double t1 = hy_wtime();
   f->tree_id = atomic_fetch_add(&tree_serial, 1);
   struct hy_cl_build_args a = {.pos = pos4,
+                               .grp = grp,
                                .n = n,
                                .lo = {centre[0] - half - f->origin[0], centre[1] - half - f->origin[1],
                                       centre[2] - half - f->origin[2]},
@@ -284,14 +292,39 @@ static int build_packed(struct hy_force *f, size_t n, const float *pos4, const d
 /* A refit instead of a build: the last build was on the device, of the same
  * particles, and hard steps are not to rebuild. */
 static int can_refit(const struct hy_force *f, size_t n) {
-  return !f->cfg.hard_rebuild && f->dev_build && f->have_tree && f->tree.n_part == n;
+  return !f->cfg.hard_rebuild && f->dev_build && !f->dev_merged && f->have_tree && f->tree.n_part == n;
 }
 
-static int device_build(struct hy_force *f, const struct hy_part *p, int refit, struct hy_err *err) {
+/* Distributed runs: the device-built local tree to the host (f->tree, with
+ * the particle map) for the LET selection walks, and sink buffers for the
+ * walks of the remote tree. */
+static int tree_to_host(struct hy_force *f, size_t n, struct hy_err *err) {
+  double t0 = hy_wtime(), tx = 0.0;
+  const size_t nc = f->tree.n_cell;
+  const size_t o_next = hy_size_mul_or_die(nc, 32, "tree download"), o_b2 = o_next + 4 * n, o_idx = o_b2 + 4 * nc;
+  char *buf = hy_cl_host_buffer(f->cl, HY_CL_HOST_TREE, o_idx + 4 * n, err);
+  if (!buf) return -1;
+  float *cells = (float *)buf, *b2 = (float *)(buf + o_b2);
+  int32_t *next = (int32_t *)(buf + o_next);
+  uint32_t *idx = (uint32_t *)(buf + o_idx);
+  if (hy_cl_tree_download(f->cl, n, nc, cells, next, b2, idx, &tx, err) != 0) return -1;
+  hy_tree_from_records(&f->tree, n, nc, f->frame, cells, next, b2, idx, f->pool);
+  ensure_sinks(f, n);
+  f->st.download += tx;
+  f->st.export_ += hy_wtime() - t0 - tx;
+  return 0;
+}
+
+/* merged: the tree of local particles and LET items (p->grp), which keeps
+ * neither first_bad nor the host view of the local tree */
+static int device_build(struct hy_force *f, const struct hy_part *p, int refit, int merged, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t n = p->n;
   float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(n, 16, "packed positions"), err);
   if (!pos4) return -1;
+  float *grp = NULL;
+  if (p->grp && !(grp = hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(n, 8, "item moments"), err)))
+    return -1;
   hy_part_com_pool(p, f->pool, f->origin); /* the frame: this build's centre of mass */
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = hy_tree_sample(p->pos, n, sample);
@@ -315,7 +348,7 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
       red[6] = 0.0;
       f->red_bad[t] = UINT64_MAX;
     }
-    struct pack_job pj = {.p = p, .origin = f->origin, .out = pos4, .red = f->red, .red_bad = f->red_bad};
+    struct pack_job pj = {.p = p, .origin = f->origin, .out = pos4, .grp = grp, .red = f->red, .red_bad = f->red_bad};
     hy_pool_for(f->pool, n, 16384, pack_body, &pj);
     double red[10] = {INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.0, 0.0, 0.0, 0.0};
     for (int t = 0; t < nt; t++) {
@@ -333,8 +366,14 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
     if (!key_cube(n, red, f->origin, sample, s, centre, &half)) break;
     memcpy(f->origin, centre, sizeof f->origin);
   }
+  if (merged) {
+    f->dev_merged = 1;
+    return build_packed(f, n, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
+  }
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
-  return build_packed(f, n, pos4, centre, half, hy_wtime() - t0, refit, err);
+  f->dev_merged = 0;
+  if (build_packed(f, n, pos4, NULL, centre, half, hy_wtime() - t0, refit, err) != 0) return -1;
+  return f->let ? tree_to_host(f, n, err) : 0;
 }
 
 /* ------------------------------------------------- device-resident state */
@@ -382,7 +421,8 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   if (key_cube(p->n, red, zero, sample, s, centre, &half)) memcpy(f->origin, centre, sizeof f->origin);
   if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
   if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
-  if (build_packed(f, p->n, NULL, centre, half, hy_wtime() - t0, refit && can_refit(f, p->n), err) != 0) return -1;
+  if (build_packed(f, p->n, NULL, NULL, centre, half, hy_wtime() - t0, refit && can_refit(f, p->n), err) != 0)
+    return -1;
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
   struct walk_job *lj = &f->job[0];
@@ -415,13 +455,13 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
 }
 
 int hy_force_refit(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
-  if (can_refit(f, p->n)) return device_build(f, p, 1, err);
+  if (can_refit(f, p->n)) return device_build(f, p, 1, 0, err);
   return hy_force_build(f, p, err);
 }
 
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   f->dev_build = 0;
-  if (f->cfg.tree_build != HY_TREE_BUILD_HOST && !f->let && p->n >= 2) return device_build(f, p, 0, err);
+  if (f->cfg.tree_build != HY_TREE_BUILD_HOST && p->n >= 2) return device_build(f, p, 0, 0, err);
   if (p->n == 0) { /* a rank without particles (distributed runs): nothing to build */
     f->tree.n_part = f->tree.n_cell = 0;
     f->tree_id = atomic_fetch_add(&tree_serial, 1);
@@ -593,11 +633,10 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
  * sinks, each skipping its own node. Far regions are then summarised by
  * cells that hold both local and remote mass, as on one rank; the price is
  * that the walk cannot start before the exchange is done. */
-static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc, double *acc0,
-                       double *acc1, double *pot, struct hy_err *err) {
-  if (exchange_let(f, p, wc->mode, err) != 0) return -1;
+/* The local particles followed by the received LET items, with the items'
+ * group moments, IDs = indices (merged walks). */
+static struct hy_part *merged_set(struct hy_force *f, const struct hy_part *p) {
   const size_t n = p->n, m = f->remote.n;
-  if (n == 0) return 0;
   struct hy_part *q = &f->comb;
   hy_part_use_groups(q);
   hy_part_resize(q, n + m);
@@ -610,6 +649,87 @@ static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct
     memcpy(q->grp + 2 * n, f->remote.grp, 2 * m * sizeof(double));
   }
   for (size_t i = 0; i < n + m; i++) q->id[i] = i;
+  return q;
+}
+
+/* Walk job for the tree the last device build left on the device (slot 0),
+ * its particles as sinks, the results back in the order of the particle
+ * set it was built from (in the engine's staging memory: *out0, *out1). */
+static int device_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n,
+                           float **out0, float **out1, struct hy_err *err) {
+  size_t bytes = hy_size_mul_or_die(n, 16, "walk results");
+  *out0 = f->dout0 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT0, bytes, err);
+  if (!*out0) return -1;
+  if (wc->mode == HY_WALK_SPLIT) {
+    *out1 = f->dout1 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT1, bytes, err);
+    if (!*out1) return -1;
+  }
+  j->cl = f->cl;
+  j->wc = *wc;
+  j->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
+                                  .n_part = f->tree.n_part,
+                                  .root = f->tree.root,
+                                  .tree_id = f->tree_id,
+                                  .slot = 0,
+                                  .n_sink = n,
+                                  .self_base = 0,
+                                  .out0 = *out0,
+                                  .out1 = *out1,
+                                  .unsort = 1};
+  return 0;
+}
+
+/* Merged walk with the local tree built on the device: the tree of local
+ * particles and LET items is built on the device as well (the items' B2 and
+ * b_max enter the cell moments), its particles are the sinks (the items'
+ * results are dropped), each skipping its own node. The device then holds
+ * the merged tree (f->dev_merged); the local tree's host view and counts
+ * stay as they were. */
+static int merged_walk_device(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc,
+                              double *acc0, double *acc1, double *pot, struct hy_err *err) {
+  const size_t n = p->n;
+  struct hy_part *q = merged_set(f, p);
+  const struct hy_tree keep = f->tree;
+  double frame[3];
+  memcpy(frame, f->frame, sizeof frame);
+  int rc = device_build(f, q, 0, 1, err);
+  float *out0 = NULL, *out1 = NULL;
+  struct walk_job *j = &f->job[0];
+  if (rc == 0) rc = device_tree_job(f, j, wc, q->n, &out0, &out1, err);
+  if (rc == 0) {
+    hy_worker_submit(f->worker, walk_job_run, j);
+    rc = wait_job(f, j, err);
+    f->st.device_busy += hy_worker_take_busy(f->worker);
+  }
+  /* the local tree's view for hy_force_tree; its records are gone from the device */
+  struct hy_tree *t = &f->tree;
+  t->n_part = keep.n_part;
+  t->n_cell = keep.n_cell;
+  t->root = keep.root;
+  t->depth = keep.depth;
+  t->half = keep.half;
+  t->a_err = keep.a_err;
+  memcpy(t->centre, keep.centre, sizeof t->centre);
+  memcpy(f->frame, frame, sizeof frame);
+  if (rc != 0) return -1;
+  const int split = wc->mode == HY_WALK_SPLIT;
+  struct unpack_job uj = {.o0 = out0,
+                          .o1 = split ? out1 : NULL,
+                          .acc0 = acc0,
+                          .acc1 = split ? acc1 : NULL,
+                          .pot = pot,
+                          .G = f->cfg.G};
+  hy_pool_for(f->pool, n, 4096, unpack_body, &uj);
+  return 0;
+}
+
+static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc, double *acc0,
+                       double *acc1, double *pot, struct hy_err *err) {
+  if (exchange_let(f, p, wc->mode, err) != 0) return -1;
+  const size_t n = p->n, m = f->remote.n;
+  if (n == 0) return 0;
+  if (f->dev_build) return merged_walk_device(f, p, wc, acc0, acc1, pot, err);
+  struct hy_part *q = merged_set(f, p);
   if (build_second_tree(f, q, err) != 0) return -1;
   if (f->self_cap < n) {
     hy_free(f->self_node);
@@ -639,6 +759,8 @@ static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct
 
 int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double *acc0, double *acc1, double *pot,
                   struct hy_err *err) {
+  /* a second walk of the same build after a merged one: the local tree again */
+  if (f->dev_merged && f->dev_build && device_build(f, p, 0, 0, err) != 0) return -1;
   if (!f->have_tree || f->tree.n_part != p->n)
     return hy_err_set(err, "internal error: tree walk without a tree of the current particles");
   if (pot && mode == HY_WALK_HARD) return hy_err_set(err, "internal error: potential requested from a hard walk");
@@ -659,31 +781,25 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   }
   /* 1. the device thread walks the local tree */
   struct walk_job *lj = &f->job[0], *rj = &f->job[1];
-  lj->cl = f->cl;
-  lj->wc = wc;
   float *out0 = f->out0, *out1 = f->out1;
-  if (f->dev_build) { /* results in p's order, into the engine's staging memory */
-    size_t bytes = hy_size_mul_or_die(p->n, 16, "walk results");
-    out0 = f->dout0 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT0, bytes, err);
-    if (!out0) return -1;
-    if (mode == HY_WALK_SPLIT) {
-      out1 = f->dout1 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT1, bytes, err);
-      if (!out1) return -1;
-    }
+  if (f->dev_build) { /* results in p's order */
+    if (device_tree_job(f, lj, &wc, p->n, &out0, &out1, err) != 0) return -1;
+  } else {
+    lj->cl = f->cl;
+    lj->wc = wc;
+    lj->a = (struct hy_cl_walk_args){.node = f->node,
+                                     .n_nodes = hy_tree_n_nodes(&f->tree),
+                                     .n_part = f->tree.n_part,
+                                     .root = f->tree.root,
+                                     .tree_id = f->tree_id,
+                                     .slot = 0,
+                                     .sink = f->sink,
+                                     .n_sink = p->n,
+                                     .sink_id = f->tree_id,
+                                     .self_base = 0,
+                                     .out0 = out0,
+                                     .out1 = out1};
   }
-  lj->a = (struct hy_cl_walk_args){.node = f->node,
-                                   .n_nodes = hy_tree_n_nodes(&f->tree),
-                                   .n_part = f->tree.n_part,
-                                   .root = f->tree.root,
-                                   .tree_id = f->tree_id,
-                                   .slot = 0,
-                                   .sink = f->sink,
-                                   .n_sink = p->n,
-                                   .sink_id = f->tree_id,
-                                   .self_base = 0,
-                                   .out0 = out0,
-                                   .out1 = out1,
-                                   .unsort = f->dev_build};
   if (p->n) hy_worker_submit(f->worker, walk_job_run, lj);
   /* 2. meanwhile this thread exchanges the LET and builds the remote tree */
   int rc = f->let ? remote_tree(f, p, mode, err) : 0;

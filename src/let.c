@@ -36,12 +36,24 @@ struct dest_buf {
   uint64_t n_hard; /* counted hard-LET items (count_hard) */
 };
 
+/* One selection task: the part of the walk for rank r that starts at node
+ * x of the frontier and ends at next[x] (hy_let_select). */
+struct sel_task {
+  int r;
+  int32_t x;
+  struct dest_buf out;
+};
+
 struct hy_let {
   MPI_Comm comm;
   int rank, size;
   struct hy_pool *pool;
   struct hy_box *box;       /* per rank */
   struct dest_buf *dest;    /* per rank */
+  struct sel_task *task;    /* selection tasks of the last hy_let_select */
+  size_t n_task, task_cap;
+  int32_t *front[2];        /* frontier expansion scratch */
+  size_t front_cap;
   uint64_t *send_cnt;       /* 2 per rank: items, counted hard items */
   uint64_t *recv_cnt;       /* 2 per rank */
   MPI_Request *req;         /* 2 per rank */
@@ -65,6 +77,10 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
 void hy_let_free(struct hy_let *L) {
   if (!L) return;
   for (int r = 0; r < L->size; r++) hy_free(L->dest[r].item);
+  for (size_t k = 0; k < L->task_cap; k++) hy_free(L->task[k].out.item);
+  hy_free(L->task);
+  hy_free(L->front[0]);
+  hy_free(L->front[1]);
   hy_free(L->dest);
   hy_free(L->box);
   hy_free(L->send_cnt);
@@ -73,17 +89,49 @@ void hy_let_free(struct hy_let *L) {
   hy_free(L);
 }
 
-void hy_let_tight_box(const struct hy_part *p, struct hy_box *b) {
+static void box_range(const double *pos, size_t b, size_t e, struct hy_box *box) {
   for (int d = 0; d < 3; d++) {
-    b->lo[d] = INFINITY;
-    b->hi[d] = -INFINITY;
+    box->lo[d] = INFINITY;
+    box->hi[d] = -INFINITY;
   }
-  for (size_t i = 0; i < p->n; i++)
+  for (size_t i = b; i < e; i++)
     for (int d = 0; d < 3; d++) {
-      double x = p->pos[3 * i + d];
-      if (x < b->lo[d]) b->lo[d] = x;
-      if (x > b->hi[d]) b->hi[d] = x;
+      double x = pos[3 * i + d];
+      if (x < box->lo[d]) box->lo[d] = x;
+      if (x > box->hi[d]) box->hi[d] = x;
     }
+}
+
+void hy_let_tight_box(const struct hy_part *p, struct hy_box *b) { box_range(p->pos, 0, p->n, b); }
+
+struct box_job {
+  const double *pos;
+  struct hy_box *part; /* per thread */
+};
+
+static void box_body(void *arg, size_t b, size_t e, int tid) {
+  struct box_job *j = arg;
+  struct hy_box r, *acc = &j->part[tid];
+  box_range(j->pos, b, e, &r);
+  for (int d = 0; d < 3; d++) {
+    if (r.lo[d] < acc->lo[d]) acc->lo[d] = r.lo[d];
+    if (r.hi[d] > acc->hi[d]) acc->hi[d] = r.hi[d];
+  }
+}
+
+/* hy_let_tight_box over the pool's threads */
+static void tight_box_pool(const struct hy_part *p, struct hy_pool *pool, struct hy_box *b) {
+  const int nt = hy_pool_size(pool);
+  struct box_job j = {.pos = p->pos, .part = hy_malloc("LET box reductions", (size_t)nt, sizeof(struct hy_box))};
+  for (int t = 0; t < nt; t++) box_range(NULL, 0, 0, &j.part[t]);
+  hy_pool_for(pool, p->n, 65536, box_body, &j);
+  box_range(NULL, 0, 0, b);
+  for (int t = 0; t < nt; t++)
+    for (int d = 0; d < 3; d++) {
+      if (j.part[t].lo[d] < b->lo[d]) b->lo[d] = j.part[t].lo[d];
+      if (j.part[t].hi[d] > b->hi[d]) b->hi[d] = j.part[t].hi[d];
+    }
+  hy_free(j.part);
 }
 
 double hy_let_box_distance(const struct hy_box *b, const double x[3]) {
@@ -101,7 +149,7 @@ double hy_let_box_distance(const struct hy_box *b, const double x[3]) {
 int hy_let_boxes(struct hy_let *L, const struct hy_part *p, struct hy_let_stats *st, struct hy_err *err) {
   double t0 = hy_wtime();
   struct hy_box mine;
-  hy_let_tight_box(p, &mine);
+  tight_box_pool(p, L->pool, &mine);
   double buf[6];
   for (int d = 0; d < 3; d++) {
     buf[d] = mine.lo[d];
@@ -145,17 +193,19 @@ struct sel_job {
   double r2;
 };
 
-/* One selection walk against box B. emit = 0 only counts. Returns the item count. */
+/* The selection walk against box B over the nodes from x up to (excluding)
+ * stop: the whole tree from the root with stop HY_NONE, or the subtree of a
+ * frontier node x with stop next[x]. emit = 0 only counts. Returns the item count. */
 static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct hy_box *B, int hard,
-                            double r2, struct dest_buf *out) {
+                            double r2, int32_t x, int32_t stop, struct dest_buf *out) {
   const int32_t np = (int32_t)t->n_part;
   uint64_t count = 0;
-  int32_t x = t->root;
-  while (x != HY_NONE) {
+  while (x != stop) {
     if (x < np) {
-      const double *r = p->pos + 3 * (size_t)x;
+      const size_t i = t->pidx ? t->pidx[x] : (size_t)x; /* device-built trees keep p unsorted */
+      const double *r = p->pos + 3 * i;
       if (!hard || hy_let_box_distance(B, r) < r2) {
-        if (out) push_item(out, r, p->mass[x], 0.0, 0.0);
+        if (out) push_item(out, r, p->mass[i], 0.0, 0.0);
         count++;
       }
       x = t->next[x];
@@ -179,26 +229,114 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
   return count;
 }
 
+/* Split the walk for box B into subtrees: starting from the root, replace
+ * every cell the walk would open by its children, level by level, until
+ * there are at least `want` nodes or nothing opens. The walks of the
+ * returned nodes, in order, visit what the whole walk visits, in the same
+ * order (a hard-LET count over the same nodes is also the whole count: a
+ * cell the hard walk skips emits nothing from its children either, as they
+ * all lie within its b_max). Returns the count; the nodes are in L->front[0]. */
+static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct hy_box *B, int hard, double r2,
+                       size_t want) {
+  const int32_t np = (int32_t)t->n_part;
+  size_t n = 1;
+  L->front[0][0] = t->root;
+  for (;;) {
+    size_t m = 0;
+    int opened = 0;
+    for (size_t k = 0; k < n; k++) {
+      const int32_t x = L->front[0][k];
+      int open = 0;
+      if (x >= np) {
+        const size_t c = (size_t)(x - np);
+        const double d = hy_let_box_distance(B, t->cm + 3 * c);
+        open = !(hard && d >= r2 + t->bmax[c]) && d < t->rb[c];
+      }
+      /* the children of an opened cell: more[x], then next links up to next[x] */
+      const int32_t stop = t->next[x];
+      for (int32_t y = open ? t->more[x] : x; m < L->front_cap; y = t->next[y]) {
+        L->front[1][m++] = y;
+        if (!open || t->next[y] == stop) break;
+      }
+      opened |= open;
+    }
+    if (m >= L->front_cap) return n; /* no room: keep the last complete level */
+    int32_t *sw = L->front[0];
+    L->front[0] = L->front[1];
+    L->front[1] = sw;
+    n = m;
+    if (!opened || n >= want) return n;
+  }
+}
+
 static void sel_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
   struct sel_job *j = arg;
   struct hy_let *L = j->L;
-  for (size_t r = b; r < e; r++) {
-    struct dest_buf *out = &L->dest[r];
-    out->n = 0;
-    out->n_hard = 0;
-    const struct hy_box *B = &L->box[r];
-    if ((int)r == L->rank || !j->t || j->p->n == 0 || !(B->lo[0] <= B->hi[0])) continue;
-    select_walk(j->t, j->p, B, j->hard, j->r2, out);
-    if (j->count_hard) out->n_hard = select_walk(j->t, j->p, B, 1, j->r2, NULL);
+  for (size_t k = b; k < e; k++) {
+    struct sel_task *tk = &L->task[k];
+    const struct hy_box *B = &L->box[tk->r];
+    const int32_t stop = j->t->next[tk->x];
+    tk->out.n = 0;
+    select_walk(j->t, j->p, B, j->hard, j->r2, tk->x, stop, &tk->out);
+    tk->out.n_hard = j->count_hard ? select_walk(j->t, j->p, B, 1, j->r2, tk->x, stop, NULL) : 0;
   }
+}
+
+static void add_task(struct hy_let *L, int r, int32_t x) {
+  if (L->n_task == L->task_cap) {
+    size_t cap = 2 * L->task_cap + 64;
+    L->task = hy_realloc("LET selection tasks", L->task, cap, sizeof *L->task);
+    memset(L->task + L->task_cap, 0, (cap - L->task_cap) * sizeof *L->task);
+    L->task_cap = cap;
+  }
+  L->task[L->n_task].r = r;
+  L->task[L->n_task].x = x;
+  L->n_task++;
 }
 
 void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_part *p, int hard, double r2,
                    int count_hard, struct hy_let_stats *st) {
   double t0 = hy_wtime();
   struct sel_job j = {.L = L, .t = t, .p = p, .hard = hard, .count_hard = count_hard && !hard, .r2 = r2};
-  hy_pool_for(L->pool, (size_t)L->size, 1, sel_body, &j);
+  /* tasks: every destination's walk split into subtrees, so that even one
+   * destination keeps every thread busy */
+  const size_t want = 16 * (size_t)hy_pool_size(L->pool);
+  if (L->front_cap < 8 * want + 8) {
+    L->front_cap = 8 * want + 8;
+    for (int k = 0; k < 2; k++) {
+      hy_free(L->front[k]);
+      L->front[k] = hy_malloc("LET selection frontier", L->front_cap, sizeof(int32_t));
+    }
+  }
+  L->n_task = 0;
+  for (int r = 0; r < L->size; r++) {
+    const struct hy_box *B = &L->box[r];
+    if (r == L->rank || !t || p->n == 0 || !(B->lo[0] <= B->hi[0])) continue;
+    size_t n = frontier(L, t, B, hard, r2, want);
+    for (size_t k = 0; k < n; k++) add_task(L, r, L->front[0][k]);
+  }
+  hy_pool_for(L->pool, L->n_task, 1, sel_body, &j);
+  /* each destination's items: its tasks' items in walk order */
+  for (int r = 0; r < L->size; r++) {
+    L->dest[r].n = 0;
+    L->dest[r].n_hard = 0;
+  }
+  for (size_t k = 0; k < L->n_task; k++) {
+    const struct sel_task *tk = &L->task[k];
+    struct dest_buf *out = &L->dest[tk->r];
+    if (tk->out.n) {
+      if (out->n + tk->out.n > out->cap) {
+        size_t cap = out->n + tk->out.n;
+        cap += cap / 2 + 1024;
+        out->item = hy_realloc("LET items", out->item, hy_size_mul_or_die(cap, ITEM, "LET items"), sizeof(double));
+        out->cap = cap;
+      }
+      memcpy(out->item + ITEM * out->n, tk->out.item, tk->out.n * ITEM * sizeof(double));
+      out->n += tk->out.n;
+    }
+    out->n_hard += tk->out.n_hard;
+  }
   st->t_select += hy_wtime() - t0;
 }
 

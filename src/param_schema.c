@@ -45,9 +45,10 @@ static const struct hy_param_def schema[] = {
   {"NVec", HY_PT_INT, "4", 1.0, 16.0, 0, 0, NULL, "",
    "Sinks per OpenCL work-item in the tree walks, between 1 and 16"},
   {"TreeBuild", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host,device", "",
-   "Where the local tree is built: device (keys, sort, cells and moments in OpenCL kernels; the tree never "
-   "leaves the device; one MPI rank only), host (threads; node records uploaded), auto (device on one rank "
-   "unless the OpenCL device is a CPU; host on several ranks, where the LET selection walks the host tree)"},
+   "Where the local tree is built: device (keys, sort, cells and moments in OpenCL kernels; on several MPI "
+   "ranks the tree is copied to the host for the LET selection and the soft step's merged tree of local "
+   "particles and LET items is built on the device too), host (threads; node records uploaded), auto (device "
+   "unless the OpenCL device is a CPU)"},
   {"HardStepTree", HY_PT_CHOICE, "refit", NOMIN, NOMAX, 0, 0, "refit,rebuild", "",
    "Hybrid hard steps with a device-built tree: refit (keep the soft step's cells and key order, recompute every "
    "moment from the drifted positions) or rebuild (keys, sort and cells again)"},

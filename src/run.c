@@ -611,7 +611,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   }
   if (r->rank == 0 && r->scheme != HY_SCHEME_DIRECT)
     hy_msg("tree built on the %s, particle state kept on the %s",
-           r->size == 1 && hy_force_config(f)->tree_build == HY_TREE_BUILD_DEVICE ? "device" : "host",
+           hy_force_config(f)->tree_build == HY_TREE_BUILD_DEVICE ? "device" : "host",
            hy_sim_state_on_device(sim) ? "device" : "host");
   unsigned snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
   struct hy_diag d0, d;
@@ -1057,12 +1057,6 @@ int hy_cmd_run(int argc, char **argv) {
   if (r.snap_files > r.size) {
     hy_err_set(&err, "%s: NumFilesPerSnapshot %d is larger than the number of MPI ranks (%d)",
                hy_params_where(r.par, "NumFilesPerSnapshot"), r.snap_files, r.size);
-    report(&r, &err);
-    goto out;
-  }
-  if (r.size > 1 && strcmp(hy_params_get_str(r.par, "TreeBuild"), "device") == 0) {
-    hy_err_set(&err, "%s: TreeBuild device needs one MPI rank (%d ranks: the LET selection walks the host tree); "
-                     "use auto or host", hy_params_where(r.par, "TreeBuild"), r.size);
     report(&r, &err);
     goto out;
   }

@@ -968,6 +968,7 @@ int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double
   if (p->n != t->n_part) return hy_err_set(err, "tree: particle set changed since the key sort");
   if (n_crit < 1) n_crit = 1;
   t->a_err = a_err;
+  t->pidx = NULL;
   struct hy_tree_work *w = work_of(t, hy_pool_size(pool));
   struct links_job job = {.t = t, .p = p, .w = w, .n_crit = n_crit, .a_err = a_err};
   atomic_init(&job.next_task, 0);
@@ -1061,4 +1062,56 @@ void hy_tree_export_at(struct hy_tree *t, const struct hy_part *p, const double 
 
 void hy_tree_export(struct hy_tree *t, const struct hy_part *p, float *node, struct hy_pool *pool) {
   hy_tree_export_at(t, p, t->centre, node, pool);
+}
+
+/* ------------------------------------------------ device-built trees */
+
+struct records_job {
+  struct hy_tree *t;
+  const double *frame;
+  const float *cells;
+  const int32_t *next;
+  const float *b2;
+};
+
+static int32_t int_of_bits(float f) {
+  int32_t v;
+  memcpy(&v, &f, sizeof v);
+  return v;
+}
+
+static void records_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct records_job *j = arg;
+  struct hy_tree *t = j->t;
+  const size_t n = t->n_part;
+  for (size_t x = b; x < e; x++) {
+    if (x < n) {
+      t->next[x] = j->next[x];
+      t->more[x] = HY_NONE;
+      continue;
+    }
+    const size_t c = x - n;
+    const float *o = j->cells + 8 * c;
+    for (int d = 0; d < 3; d++) t->cm[3 * c + d] = (double)o[d] + j->frame[d];
+    t->mass[c] = o[3];
+    t->rb[c] = sqrt((double)o[4]);
+    t->bmax[c] = o[5];
+    t->b2[c] = j->b2[c];
+    t->next[x] = int_of_bits(o[6]);
+    t->more[x] = int_of_bits(o[7]);
+  }
+}
+
+void hy_tree_from_records(struct hy_tree *t, size_t n_part, size_t n_cell, const double frame[3],
+                          const float *cells, const int32_t *next, const float *b2, const uint32_t *pidx,
+                          struct hy_pool *pool) {
+  t->n_part = n_part;
+  t->n_cell = 0;
+  reserve_cells(t, n_cell);
+  t->n_cell = n_cell;
+  t->root = n_cell ? (int32_t)n_part : 0;
+  t->pidx = pidx;
+  struct records_job j = {.t = t, .frame = frame, .cells = cells, .next = next, .b2 = b2};
+  hy_pool_for(pool, n_part + n_cell, 65536, records_body, &j);
 }

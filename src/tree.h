@@ -57,6 +57,8 @@ struct hy_tree {
   double *rb;          /**< per cell: MAC radius r_b (Watanabe & Nakasato eq 5) */
   size_t *first;       /**< per cell: first particle */
   size_t *count;       /**< per cell: number of particles */
+  const uint32_t *pidx; /**< NULL, or (device-built trees, hy_tree_from_records) particle node x is
+                            particle pidx[x] of the unsorted set; borrowed from the caller */
   struct hy_tree_times times; /**< accumulated phase times (never reset by the tree) */
   struct hy_tree_work *work;  /**< scratch kept between builds (private to tree.c) */
 };
@@ -120,6 +122,17 @@ void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool);
  *  Returns 0, or -1 with err set (too many particles for 32-bit node indices). */
 int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double a_err,
                   struct hy_pool *pool, struct hy_err *err);
+
+/** Make t the host view of a tree built on the device (hy_cl_tree_download)
+ *  for LET selection: n_part particle nodes and n_cell cells, root n_part;
+ *  cells holds their node records (8 floats each, centres relative to
+ *  frame), next the particle nodes' next links, b2 the cells' B2, pidx the
+ *  particle each particle node stands for (kept by reference). Sets next,
+ *  more, cm (absolute), mass, b2, b_max and r_b (from the records' r_b^2);
+ *  not first, count, key or depth. */
+void hy_tree_from_records(struct hy_tree *t, size_t n_part, size_t n_cell, const double frame[3],
+                          const float *cells, const int32_t *next, const float *b2, const uint32_t *pidx,
+                          struct hy_pool *pool);
 
 /** Absolute-MAC radius r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)). */
 double hy_tree_mac_radius(double bmax, double b2, double a_err);

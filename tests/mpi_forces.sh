@@ -11,6 +11,10 @@
 # Also, with a_err so small that every cell is opened, every rank count must
 # reproduce the direct sum to float rounding: the LETs miss no particle, even
 # one that drifted into R2 of another domain.
+# The same checks run with the local trees built by the OpenCL kernels
+# (TreeBuild device: the LET selection walks the tree downloaded from the
+# device, the soft step's merged tree of local particles and LET items is
+# built on the device too), against that build's own 1-rank run.
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -64,4 +68,16 @@ for np in 1 2 3 4; do
   # shellcheck disable=SC2086
   run exact "$np" $ex && exact exact "$np"
 done
+
+# the device-built trees (test_mpi_forces -b device), fewer rank counts
+for np in 1 2 4; do
+  # shellcheck disable=SC2086
+  run plummer-dev "$np" $pl -b device && [ "$np" -gt 1 ] && compare plummer-dev "$np"
+done
+for np in 1 3; do
+  # shellcheck disable=SC2086
+  run galaxy-dev "$np" $gal -b device && [ "$np" -gt 1 ] && compare galaxy-dev "$np"
+done
+# shellcheck disable=SC2086
+run exact-dev 3 $ex -b device && exact exact-dev 3
 exit $fail

@@ -11,6 +11,9 @@
 #    and the MPI columns of timings.csv, conserves the particle count, writes
 #    its snapshots as 2 files each (NumFilesPerSnapshot 2), and its energy
 #    error stays within 2x (+1e-6) of the 1-rank run's.
+#  - 2 ranks, TreeBuild device: the same run with the trees built by the
+#    OpenCL kernels completes, says so, and keeps the same bounds.
+#  - 2 ranks, ParticleState device: refused with one line, no output.
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
 #    a one-line error and a non-zero status, and no output is written.
 #  - 2 ranks where only rank 1 runs out of device memory (a device memory
@@ -83,6 +86,23 @@ else
   echo "FAIL: 2-rank run:"; cat "$tmp/mpi2.log"; fail=1
 fi
 
+# 2 ranks, the trees built by the OpenCL kernels (TreeBuild device: the LET
+# selection walks the downloaded device tree, soft steps build the merged tree
+# on the device)
+if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi2d" -P TreeBuild=device >"$tmp/mpi2d.log" 2>&1; then
+  grep -q "tree built on the device" "$tmp/mpi2d.log" ||
+    { echo "FAIL: 2-rank TreeBuild device run does not say it built on the device"; fail=1; }
+  tail -n 1 "$tmp/mpi2d/energy.csv"
+  e1=$(tail -n 1 "$tmp/mpi1/energy.csv" | cut -d, -f5)
+  e2=$(tail -n 1 "$tmp/mpi2d/energy.csv" | cut -d, -f5)
+  awk "BEGIN { exit !($e2 <= 2 * $e1 + 1e-6) }" ||
+    { echo "FAIL: 2-rank device-tree |dE/E| $e2 is more than 2 x the 1-rank $e1 (+1e-6)"; fail=1; }
+  awk -F, 'NR > 1 && $4 * 2 != 2048 { printf "FAIL: device-tree let.csv step %s: mean n_local %s x 2 != 2048\n", $1, $4; bad = 1 }
+           END { exit bad }' "$tmp/mpi2d/let.csv" || fail=1
+else
+  echo "FAIL: 2-rank TreeBuild device run:"; cat "$tmp/mpi2d.log"; fail=1
+fi
+
 # 2 ranks, a device that does not exist
 if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/bad" -P OpenCLDevice=9:9 >"$tmp/bad.out" 2>"$tmp/bad.err"; then
   echo "FAIL: a run with OpenCLDevice 9:9 succeeded"; fail=1
@@ -111,8 +131,8 @@ fi
 grep -q "hytree: error: \[rank 1\] LET: exchange of the items failed: MPI_ERR" "$tmp/mpifail.err" ||
   { echo "FAIL: no clear MPI failure message from rank 1:"; cat "$tmp/mpifail.err"; fail=1; }
 
-# the device tree and state need one rank: refused with one line, before any output
-for kv in TreeBuild=device ParticleState=device; do
+# the device-resident state needs one rank: refused with one line, before any output
+for kv in ParticleState=device; do
   # shellcheck disable=SC2086
   if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/one" -P "$kv" \
        >"$tmp/one.out" 2>"$tmp/one.err"; then

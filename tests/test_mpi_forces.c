@@ -16,7 +16,8 @@
  * (tests/mpi_forces.sh) compares the lines of different rank counts.
  *
  * usage: test_mpi_forces -i ICS -G G -e EPS -1 R1 -2 R2 -a AERR -d DRIFT -s S
- *                        [-w auto|separate|merged] -o OUT */
+ *                        [-w auto|separate|merged] [-b auto|host|device] -o OUT
+ * (-b: where the local trees are built, hy_force_cfg.tree_build) */
 #include "config.h"
 
 #include <math.h>
@@ -116,8 +117,8 @@ int main(int argc, char **argv) {
   const char *ics = NULL, *out = NULL;
   double G = 1, eps = 0, r1 = 0, r2 = 0, a_err = 0, drift = 0;
   long max_sinks = 4096;
-  int opt, let_walk = HY_LET_AUTO;
-  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:o:")) != -1) {
+  int opt, let_walk = HY_LET_AUTO, tree_build = HY_TREE_BUILD_AUTO;
+  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:o:")) != -1) {
     switch (opt) {
       case 'i': ics = optarg; break;
       case 'G': G = atof(optarg); break;
@@ -130,6 +131,11 @@ int main(int argc, char **argv) {
       case 'w':
         let_walk = strcmp(optarg, "merged") == 0 ? HY_LET_MERGED : strcmp(optarg, "separate") == 0 ? HY_LET_SEPARATE
                                                                                                      : HY_LET_AUTO;
+        break;
+      case 'b':
+        tree_build = strcmp(optarg, "device") == 0 ? HY_TREE_BUILD_DEVICE
+                     : strcmp(optarg, "host") == 0 ? HY_TREE_BUILD_HOST
+                                                   : HY_TREE_BUILD_AUTO;
         break;
       case 'o': out = optarg; break;
       default: die("bad option", NULL);
@@ -176,7 +182,7 @@ int main(int argc, char **argv) {
   struct hy_cl *cl;
   if (hy_cl_create(&cl, &o, &err) != 0) die("OpenCL", &err);
   struct hy_force_cfg fc = {.G = G, .eps = eps, .r1 = r1, .r2 = r2, .a_err = a_err, .n_crit = 16, .nvec = 4,
-                            .n_ratio = 4};
+                            .n_ratio = 4, .tree_build = tree_build};
   struct hy_force *f = hy_force_create(cl, pool, &fc);
   hy_force_set_comm(f, comm, 1, let_walk);
 
