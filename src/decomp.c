@@ -337,34 +337,35 @@ static void unpack(const unsigned char *b, struct hy_part *p, size_t i) {
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
-/* Move the particles keep[0 .. n_keep) (ascending indices) of p, in order,
- * to [off, off + n_keep) of p resized to n_new particles. */
-static void move_range(struct hy_part *p, const size_t *keep, size_t n_keep, size_t n_new, size_t off) {
-  for (size_t j = 0; j < n_keep; j++) { /* compact: keep[j] >= j, so forward copies are safe */
-    size_t i = keep[j];
-    if (i == j) continue;
-    memcpy(p->pos + 3 * j, p->pos + 3 * i, 24);
-    memcpy(p->vel + 3 * j, p->vel + 3 * i, 24);
-    memcpy(p->acc + 3 * j, p->acc + 3 * i, 24);
-    memcpy(p->acc_w + 3 * j, p->acc_w + 3 * i, 24);
-    p->mass[j] = p->mass[i];
-    p->pot[j] = p->pot[i];
-    p->id[j] = p->id[i];
-    p->type[j] = p->type[i];
-    if (p->grp) memcpy(p->grp + 2 * j, p->grp + 2 * i, 16);
+static void copy_particle(struct hy_part *p, size_t j, size_t i) {
+  memcpy(p->pos + 3 * j, p->pos + 3 * i, 24);
+  memcpy(p->vel + 3 * j, p->vel + 3 * i, 24);
+  memcpy(p->acc + 3 * j, p->acc + 3 * i, 24);
+  memcpy(p->acc_w + 3 * j, p->acc_w + 3 * i, 24);
+  p->mass[j] = p->mass[i];
+  p->pot[j] = p->pot[i];
+  p->id[j] = p->id[i];
+  p->type[j] = p->type[i];
+  if (p->grp) memcpy(p->grp + 2 * j, p->grp + 2 * i, 16);
+}
+
+/* Gather the n_keep particles that stay (dest[i] == me) into [0, n_keep):
+ * each one at or beyond n_keep takes the place of a leaver below n_keep
+ * (both in ascending order; there are as many of one as of the other), so
+ * only those move, not every particle after the first leaver. Then p holds
+ * n_new particles, the ones received to follow from n_keep on. */
+static void keep_stayers(struct hy_part *p, const int *dest, int me, size_t n, size_t n_keep, size_t n_new) {
+  size_t hole = 0, src = n_keep;
+  for (;;) {
+    while (hole < n_keep && dest[hole] == me) hole++;
+    while (src < n && dest[src] != me) src++;
+    if (hole >= n_keep || src >= n) break;
+    copy_particle(p, hole++, src++);
   }
-  hy_part_reserve(p, n_new);
+  /* a little room, so that a count that grows by a few particles at the
+   * next decomposition does not reallocate every array */
+  if (n_new > p->n_alloc) hy_part_reserve(p, n_new + n_new / 64);
   p->n = n_new;
-  if (off == 0 || n_keep == 0) return;
-  memmove(p->pos + 3 * off, p->pos, 24 * n_keep);
-  memmove(p->vel + 3 * off, p->vel, 24 * n_keep);
-  memmove(p->acc + 3 * off, p->acc, 24 * n_keep);
-  memmove(p->acc_w + 3 * off, p->acc_w, 24 * n_keep);
-  memmove(p->mass + off, p->mass, 8 * n_keep);
-  memmove(p->pot + off, p->pot, 8 * n_keep);
-  memmove(p->id + off, p->id, 8 * n_keep);
-  memmove(p->type + off, p->type, n_keep);
-  if (p->grp) memmove(p->grp + 2 * off, p->grp, 16 * n_keep);
 }
 
 int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, struct hy_decomp_stats *st,
@@ -483,7 +484,8 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   {
     size_t *fill = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
     memcpy(fill, send_off, (size_t)P * sizeof(size_t));
-    for (size_t i = 0; i < n; i++) order[fill[dest[i]]++] = i;
+    for (size_t i = 0; i < n; i++) /* the leavers only: the others stay where they are or fill holes */
+      if (dest[i] != d->rank) order[fill[dest[i]]++] = i;
     hy_free(fill);
   }
   MPI_TRY(MPI_Alltoall(send_n, 1, MPI_UINT64_T, recv_n, 1, MPI_UINT64_T, d->comm), "MPI_Alltoall of counts");
@@ -499,9 +501,8 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   const size_t n_keep = (size_t)send_n[d->rank];
 
   /* Only the particles that leave are packed and sent: pack them all first
-   * (they are overwritten next), then compact the ones that stay, in their
-   * order, to their place in the new order (after the particles of lower
-   * source ranks), and receive the others around them. */
+   * (they are overwritten next), then gather the ones that stay at the
+   * front, and receive the others after them, by source rank. */
   const size_t n_out = n - n_keep, n_in = n_new - n_keep;
   sbuf = hy_malloc("decomposition send buffer", n_out + 1, REC_BYTES);
   {
@@ -511,7 +512,15 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
       for (size_t j = send_off[r]; j < send_off[r + 1]; j++) pack(sbuf + (k++) * REC_BYTES, p, order[j]);
     }
   }
-  move_range(p, order + send_off[d->rank], n_keep, n_new, (size_t)recv_off[d->rank]);
+  keep_stayers(p, dest, d->rank, n, n_keep, n_new);
+  /* where each source rank's particles go: after the kept ones */
+  {
+    size_t at = n_keep;
+    for (int r = 0; r < P; r++) {
+      recv_off[r] = at;
+      if (r != d->rank) at += (size_t)recv_n[r];
+    }
+  }
   s.n_sent = n_out;
   s.n_recv = n_in;
   s.bytes_sent = (uint64_t)n_out * REC_BYTES;

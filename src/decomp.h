@@ -74,8 +74,11 @@ void hy_decomp_free(struct hy_decomp *d);
  * samples without replacement, gather them on rank 0, cut the domains at
  * equal sample counts (x slabs, then y columns, then z cuboids), broadcast
  * the boundaries and move every particle (all fields of struct hy_part) to
- * the rank whose cuboid holds it. Afterwards p holds this rank's particles,
- * ordered by source rank, then by their order on the source rank.
+ * the rank whose cuboid holds it. Afterwards p holds this rank's particles:
+ * first the n_after - n_recv that stayed (in their order, except that the
+ * ones from beyond that count fill the places of leavers, so that only they
+ * move), then the received ones, ordered by source rank, then by their order
+ * on the source rank.
  * weight_extra >= 0: extra work of this rank, in particles (the hard-LET
  * items received at the last hard step; 0 the first time); a rank with more
  * work sends more samples and so gets a smaller domain.

@@ -168,10 +168,11 @@ static double balance_tol(double rs, size_t n_total, int P) {
 }
 
 /* Every check after an exchange. `g` is the reference (global) set;
- * ascending: the local IDs must ascend (order by source, then source order,
- * when every source rank held an ascending block of lower IDs than the next). */
+ * st non-NULL: the received particles, which follow the kept ones, must
+ * have ascending IDs (order by source, then source order, when every source
+ * rank held an ascending block of lower IDs than the next). */
 static void check_all(const char *what, struct hy_decomp *d, const struct hy_part *p, const struct hy_part *g,
-                      int ascending) {
+                      const struct hy_decomp_stats *st) {
   int f0 = hy_test_failures;
   size_t n = p->n;
   /* ownership: inside the owner's cuboid, which is this rank */
@@ -189,8 +190,9 @@ static void check_all(const char *what, struct hy_decomp *d, const struct hy_par
   }
   HY_CHECK_MSG(wrong_owner == 0 && outside == 0, "%s: rank %d: %zu particles owned elsewhere, %zu outside its box",
                what, rank, wrong_owner, outside);
-  if (ascending)
-    for (size_t i = 1; i < n; i++)
+  HY_CHECK(!st || st->n_recv <= n);
+  if (st && st->n_recv <= n)
+    for (size_t i = n - st->n_recv + 1; i < n; i++)
       if (!(p->id[i - 1] < p->id[i])) {
         HY_CHECK_MSG(0, "%s: rank %d: IDs not ascending at %zu (%llu, %llu)", what, rank, i,
                      (unsigned long long)p->id[i - 1], (unsigned long long)p->id[i]);
@@ -370,7 +372,7 @@ static void scenario_all_on_root(void) {
   exchange(d, &p, 0, &st);
   check_stats(&st, &p, 0, rs);
   HY_CHECK_INT(st.n_samples_total, (unsigned long long)llround(rs * N_MAIN));
-  check_all("all on rank 0 -> exchange 1", d, &p, &g, 1);
+  check_all("all on rank 0 -> exchange 1", d, &p, &g, &st);
   check_balance("all on rank 0 -> exchange 1", &st, rs, g.n);
   for (int step = 2; step <= 3; step++) {
     drift(&p, 0.05);
@@ -379,7 +381,7 @@ static void scenario_all_on_root(void) {
     check_stats(&st, &p, 0, rs);
     char what[64];
     snprintf(what, sizeof what, "drift + exchange %d", step);
-    check_all(what, d, &p, &g, 0);
+    check_all(what, d, &p, &g, NULL);
     check_balance(what, &st, rs, g.n);
   }
   /* weight_extra: rank 0 reports 3 N_local of extra work, so it asks for
@@ -392,7 +394,7 @@ static void scenario_all_on_root(void) {
     double w = rank == 0 ? 3.0 * (double)p.n : 0.0;
     exchange(d, &p, w, &st);
     check_stats(&st, &p, w, rs);
-    check_all("weight_extra 3 N_local on rank 0", d, &p, &g, 0);
+    check_all("weight_extra 3 N_local on rank 0", d, &p, &g, NULL);
     double mean = st.n_after_mean;
     if (rank == 0) {
       printf("%-46s rank 0: N_local %zu -> %zu, mean %.1f, ratio %.3f\n", "weight_extra 3 N_local on rank 0",
@@ -402,7 +404,7 @@ static void scenario_all_on_root(void) {
     }
     /* Equal weights again: back to balance. */
     exchange(d, &p, 0, &st);
-    check_all("weight_extra 0 again", d, &p, &g, 0);
+    check_all("weight_extra 0 again", d, &p, &g, NULL);
     check_balance("weight_extra 0 again", &st, rs, g.n);
   }
   hy_decomp_free(d);
@@ -414,7 +416,7 @@ static void scenario_all_on_root(void) {
     drift(&p, 0.05);
     drift(&g, 0.05);
     exchange(d, &p, 0, &st);
-    check_all(k ? "smoothing 0.5, exchange 2" : "smoothing 0.5, exchange 1", d, &p, &g, 0);
+    check_all(k ? "smoothing 0.5, exchange 2" : "smoothing 0.5, exchange 1", d, &p, &g, NULL);
   }
   hy_decomp_free(d);
   hy_part_free(&p);
@@ -451,12 +453,12 @@ static void scenario_skewed(const int grid[3]) {
   check_stats(&st, &p, 0, rs);
   if (rank == 0) printf("%-46s %d MPI_Alltoallv rounds\n", what, st.rounds);
   HY_CHECK(nranks == 1 ? st.rounds == 0 : st.rounds > 1); /* one rank: nothing leaves, nothing is sent */
-  check_all(what, d, &p, &g, 1);
+  check_all(what, d, &p, &g, &st);
   check_balance(what, &st, rs, g.n);
   drift(&p, 0.05);
   drift(&g, 0.05);
   exchange(d, &p, 0, &st);
-  check_all("  drift + exchange 2", d, &p, &g, 0);
+  check_all("  drift + exchange 2", d, &p, &g, NULL);
   check_balance("  drift + exchange 2", &st, rs, g.n);
   hy_decomp_free(d);
   hy_part_free(&p);
@@ -480,7 +482,7 @@ static void scenario_tiny(void) {
     for (int k = 0; k < 2; k++) {
       exchange(d, &p, 0, &st);
       check_stats(&st, &p, 0, 0.00390625);
-      check_all(n ? "3 particles (fewer samples than ranks)" : "no particles", d, &p, &g, k == 0);
+      check_all(n ? "3 particles (fewer samples than ranks)" : "no particles", d, &p, &g, k == 0 ? &st : NULL);
     }
     hy_decomp_free(d);
     hy_part_free(&p);
