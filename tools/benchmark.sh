@@ -5,8 +5,9 @@
 # dt_s = SoftStepRatio * dt_h (1 soft + n-1 hard steps for hybrid, n steps
 # for tree). The first step of each run is a warm-up and is not counted.
 #
-# usage: tools/benchmark.sh [-N N] [-s SOFT_STEPS] [-d DEVICE] [-n RANKS] [-o DIR] [-x HYTREE]
+# usage: tools/benchmark.sh [-N N] [-s SOFT_STEPS] [-d DEVICE] [-n RANKS] [-S SCHEMES] [-o DIR] [-x HYTREE]
 #   -N N          particles (default 1048576)
+#   -S SCHEMES    hybrid,tree (default), hybrid or tree
 #   -n RANKS      MPI ranks, started with ${MPIEXEC:-mpirun} (default 1: no launcher)
 #   -s S          measured soft steps (default 3; one more is run as warm-up)
 #   -d DEVICE     OpenCLDevice value: gpu, cpu, any or P:D (default any)
@@ -14,11 +15,12 @@
 #   -x HYTREE     the hytree program (default ./hytree)
 # Prints one Markdown table row per scheme and writes DIR/summary.md.
 set -euo pipefail
-N=1048576 S=3 DEV=any DIR= HY=./hytree NP=1
-while getopts "N:s:d:n:o:x:h" o; do
+N=1048576 S=3 DEV=any DIR= HY=./hytree NP=1 SCHEMES=hybrid,tree
+while getopts "N:s:d:n:S:o:x:h" o; do
   case $o in
     N) N=$OPTARG ;; s) S=$OPTARG ;; d) DEV=$OPTARG ;; n) NP=$OPTARG ;; o) DIR=$OPTARG ;; x) HY=$OPTARG ;;
-    *) sed -n '3,16p' "$0"; exit 2 ;;
+    S) SCHEMES=$OPTARG ;;
+    *) sed -n '3,17p' "$0"; exit 2 ;;
   esac
 done
 DIR=${DIR:-bench-$N}
@@ -59,14 +61,18 @@ summary() { # scheme dir
 } >"$DIR/summary.md"
 launch=
 [ "$NP" -gt 1 ] && launch="${MPIEXEC:-mpirun} -n $NP"
-for scheme in hybrid tree; do
+for scheme in ${SCHEMES//,/ }; do
+  case $scheme in hybrid | tree) ;; *) echo "benchmark: unknown scheme $scheme" >&2; exit 2 ;; esac
   # shellcheck disable=SC2086
   $launch "$HY" run "$DIR/params.txt" -P "OutputDir=$DIR/$scheme" -P "Scheme=$scheme" >"$DIR/$scheme.log" 2>&1 ||
     { echo "benchmark: $scheme run failed, see $DIR/$scheme.log" >&2; tail -n 5 "$DIR/$scheme.log" >&2; exit 1; }
   summary "$scheme" "$DIR/$scheme" >>"$DIR/summary.md"
 done
-th=$(awk -F'|' 'NR == 3 { print $5 }' "$DIR/summary.md")
-tt=$(awk -F'|' 'NR == 4 { print $5 }' "$DIR/summary.md")
-grep -E '^device:|^  rank [0-9]+:|^G = ' "$DIR/hybrid.log" | sed 's/^/    /' >>"$DIR/summary.md"
-awk -v h="$th" -v t="$tt" 'BEGIN { printf "R_hybrid = T_hybrid / T_tree = %.3f\n", h / t }' >>"$DIR/summary.md"
+first=${SCHEMES%%,*}
+grep -E '^device:|^  rank [0-9]+:|^G = ' "$DIR/$first.log" | sed 's/^/    /' >>"$DIR/summary.md"
+if [ "$SCHEMES" = hybrid,tree ]; then
+  th=$(awk -F'|' 'NR == 3 { print $5 }' "$DIR/summary.md")
+  tt=$(awk -F'|' 'NR == 4 { print $5 }' "$DIR/summary.md")
+  awk -v h="$th" -v t="$tt" 'BEGIN { printf "R_hybrid = T_hybrid / T_tree = %.3f\n", h / t }' >>"$DIR/summary.md"
+fi
 cat "$DIR/summary.md"

@@ -33,7 +33,7 @@ for n in ${NS//,/ }; do
   t1=
   for p in ${PS//,/ }; do
     d="$DIR/N$n-P$p"
-    "$here/benchmark.sh" -N "$n" -s "$S" -d "$DEV" -n "$p" -o "$d" >"$d.txt" 2>&1 ||
+    "$here/benchmark.sh" -N "$n" -s "$S" -d "$DEV" -n "$p" -S hybrid -o "$d" >"$d.txt" 2>&1 ||
       { echo "scaling: N = $n, P = $p failed, see $d.txt" >&2; tail -n 5 "$d.txt" >&2; exit 1; }
     # the hybrid row of benchmark.sh's summary
     row=$(awk -F'|' '$2 ~ /hybrid/ { print; exit }' "$d/summary.md")
