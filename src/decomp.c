@@ -40,6 +40,43 @@ struct hy_decomp {
   double *new_bounds;   /**< scratch for rank 0 (n_bounds) */
   gsl_rng *rng;         /**< sampling RNG, seeded with seed + rank */
   size_t max_msg_bytes; /**< cap on one MPI_Alltoallv, INT_MAX by default */
+  struct hy_pool *pool; /**< threads for the per-particle passes (NULL: the calling thread) */
+};
+
+void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool) { d->pool = pool; }
+
+static int n_threads(const struct hy_decomp *d) { return d->pool ? hy_pool_size(d->pool) : 1; }
+
+/* body over [0, n) on the pool's threads, or on this one */
+static void for_all(const struct hy_decomp *d, size_t n, void (*body)(void *, size_t, size_t, int), void *arg) {
+  if (d->pool)
+    hy_pool_for(d->pool, n, 65536, body, arg);
+  else if (n)
+    body(arg, 0, n, 0);
+}
+
+/* The lowest ID with a non-finite position, per thread. */
+struct finite_job {
+  const struct hy_part *p;
+  uint64_t *bad;
+};
+
+static void finite_body(void *arg, size_t b, size_t e, int tid) {
+  struct finite_job *j = arg;
+  uint64_t bad = j->bad[tid];
+  for (size_t i = b; i < e; i++) {
+    const double *x = j->p->pos + 3 * i;
+    if (!(isfinite(x[0]) && isfinite(x[1]) && isfinite(x[2])) && j->p->id[i] < bad) bad = j->p->id[i];
+  }
+  j->bad[tid] = bad;
+}
+
+/* Destination ranks and per-thread counts per destination. */
+struct owner_job {
+  const struct hy_decomp *d;
+  const double *pos;
+  int *dest;
+  uint64_t *count; /* P per thread */
 };
 
 /* Bounds of slab ix: y bounds start at yb(ix), Py + 1 values. */
@@ -244,6 +281,15 @@ int hy_decomp_box(const struct hy_decomp *d, int rank, double lo[3], double hi[3
 
 /* ------------------------------------------------------- multisection */
 
+static void owner_body(void *arg, size_t b, size_t e, int tid) {
+  struct owner_job *j = arg;
+  uint64_t *count = j->count + (size_t)tid * (size_t)j->d->size;
+  for (size_t i = b; i < e; i++) {
+    j->dest[i] = hy_decomp_owner(j->d, j->pos + 3 * i);
+    count[j->dest[i]]++;
+  }
+}
+
 static int cmp_x(const void *a, const void *b) {
   double u = ((const double *)a)[0], v = ((const double *)b)[0];
   return (u > v) - (u < v);
@@ -391,11 +437,14 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   {
     /* a non-finite position has no domain: the ranks agree on it and move
      * nothing (HY_DECOMP_NONFINITE), so the caller can end the step */
+    const int nt = n_threads(d);
+    struct finite_job fj = {.p = p, .bad = hy_malloc("decomposition checks", (size_t)nt, sizeof(uint64_t))};
+    for (int t = 0; t < nt; t++) fj.bad[t] = UINT64_MAX;
+    for_all(d, n, finite_body, &fj);
     uint64_t bad = UINT64_MAX;
-    for (size_t i = 0; i < n; i++) {
-      const double *x = p->pos + 3 * i;
-      if (!(isfinite(x[0]) && isfinite(x[1]) && isfinite(x[2])) && p->id[i] < bad) bad = p->id[i];
-    }
+    for (int t = 0; t < nt; t++)
+      if (fj.bad[t] < bad) bad = fj.bad[t];
+    hy_free(fj.bad);
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_UINT64_T, MPI_MIN, d->comm), "MPI_Allreduce (finite check)");
     if (bad != UINT64_MAX) {
       hy_err_set(err, "domain decomposition: particle ID %llu has a non-finite position; no particle was moved",
@@ -407,24 +456,22 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   s.n_before = n;
 
   /* (1) N_samp = R_samp (N_local + N_hard) (W&N eq 12-13), at least 1 if
-   * there are particles, at most N_local; uniform without replacement by a
-   * partial Fisher-Yates shuffle of the indices. */
+   * there are particles, at most N_local; uniform without replacement by
+   * Floyd's algorithm (a bit per particle marks the ones taken: O(N_samp)
+   * draws, no index array of N_local). */
   size_t ns = 0;
   if (n > 0) {
     double want = round(d->sample_rate * ((double)n + weight_extra));
     ns = want < 1 ? 1 : want >= (double)n ? n : (size_t)want;
-    idx = hy_malloc("decomposition sample indices", n, sizeof(size_t));
-    for (size_t i = 0; i < n; i++) idx[i] = i;
+    uint64_t *taken = hy_calloc("decomposition sample marks", n / 64 + 1, sizeof(uint64_t));
     samp = hy_malloc("decomposition samples", hy_size_mul_or_die(ns, 3, "decomposition samples"), sizeof(double));
-    for (size_t i = 0; i < ns; i++) {
-      size_t j = i + rng_below(d->rng, n - i);
-      size_t t = idx[i];
-      idx[i] = idx[j];
-      idx[j] = t;
-      memcpy(samp + 3 * i, p->pos + 3 * idx[i], 3 * sizeof(double));
+    for (size_t k = 0, j = n - ns; j < n; j++, k++) {
+      size_t t = rng_below(d->rng, j + 1);
+      if (taken[t / 64] >> (t % 64) & 1) t = j; /* j itself cannot be taken yet */
+      taken[t / 64] |= (uint64_t)1 << (t % 64);
+      memcpy(samp + 3 * k, p->pos + 3 * t, 3 * sizeof(double));
     }
-    hy_free(idx);
-    idx = NULL;
+    hy_free(taken);
   }
   s.n_samples_local = ns;
 
@@ -474,9 +521,14 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   recv_n = hy_calloc("decomposition counts", (size_t)P, sizeof(uint64_t));
   send_off = hy_malloc("decomposition offsets", (size_t)P + 1, sizeof(size_t));
   recv_off = hy_malloc("decomposition offsets", (size_t)P + 1, sizeof(size_t));
-  for (size_t i = 0; i < n; i++) {
-    dest[i] = hy_decomp_owner(d, p->pos + 3 * i);
-    send_n[dest[i]]++;
+  {
+    const int nt = n_threads(d);
+    struct owner_job oj = {.d = d, .pos = p->pos, .dest = dest,
+                           .count = hy_calloc("decomposition counts", (size_t)nt * (size_t)P, sizeof(uint64_t))};
+    for_all(d, n, owner_body, &oj);
+    for (int t = 0; t < nt; t++)
+      for (int r = 0; r < P; r++) send_n[r] += oj.count[(size_t)t * (size_t)P + (size_t)r];
+    hy_free(oj.count);
   }
   send_off[0] = 0;
   for (int r = 0; r < P; r++) send_off[r + 1] = send_off[r] + (size_t)send_n[r];

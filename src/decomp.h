@@ -19,6 +19,7 @@
 
 #include "log.h"
 #include "part.h"
+#include "threads.h"
 
 struct hy_decomp;
 
@@ -68,6 +69,10 @@ void hy_decomp_free(struct hy_decomp *d);
 /** Returned by hy_decomp_exchange on every rank when some rank holds a
  *  non-finite position: nothing was moved, err names the lowest such ID. */
 #define HY_DECOMP_NONFINITE 1
+
+/** Run the per-particle passes of hy_decomp_exchange (finite check,
+ *  owners) on pool's threads (borrowed; NULL: the calling thread only). */
+void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool);
 
 /** Collective. Decompose and exchange: draw
  * N_samp = min(N_local, max(1 if N_local > 0, round(R_samp (N_local + weight_extra))))

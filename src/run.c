@@ -1151,6 +1151,7 @@ int hy_cmd_run(int argc, char **argv) {
       report(&r, &err);
       goto out;
     }
+    hy_decomp_set_pool(r.dd, pool);
     if (restart_dir && any_failed(&r, hy_decomp_state_load(r.dd, blob, blob_bytes, &err), &err)) goto out;
     hy_msg("domain grid %dx%dx%d, sample rate %g", grid[0], grid[1], grid[2],
            hy_params_get_number(r.par, "SampleRate"));

@@ -449,6 +449,8 @@ static void scenario_skewed(const int grid[3]) {
   HY_CHECK(d != NULL);
   if (!d) MPI_Abort(MPI_COMM_WORLD, 1);
   hy_decomp_set_max_msg_bytes(d, (size_t)nranks * 121 * 500); /* 500 particles per pair and round */
+  struct hy_pool *pool = hy_pool_create(3); /* the per-particle passes on threads */
+  hy_decomp_set_pool(d, pool);
   exchange(d, &p, 0, &st);
   check_stats(&st, &p, 0, rs);
   if (rank == 0) printf("%-46s %d MPI_Alltoallv rounds\n", what, st.rounds);
@@ -461,6 +463,7 @@ static void scenario_skewed(const int grid[3]) {
   check_all("  drift + exchange 2", d, &p, &g, NULL);
   check_balance("  drift + exchange 2", &st, rs, g.n);
   hy_decomp_free(d);
+  hy_pool_free(pool);
   hy_part_free(&p);
   hy_part_free(&g);
 }
