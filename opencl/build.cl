@@ -407,6 +407,12 @@ __kernel void hy_bmax_big(const int n_part, __global const uint *c_lo, __global 
   }
 }
 
+/* acc[i] += x[i]: a second walk's results added to the first's. */
+__kernel void hy_add4(__global float4 *acc, __global const float4 *x, const uint n) {
+  const uint i = (uint)get_global_id(0);
+  if (i < n) acc[i] += x[i];
+}
+
 /* out[idx[i]] = in[i]: results from key order to the host's order. */
 __kernel void hy_unsort(__global const uint *idx, const uint n, __global const float4 *in,
                         __global float4 *out) {

@@ -93,7 +93,7 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_split_count", &cl->k_split_count, err) ||
       make_kernel(cl, "hy_split_emit", &cl->k_split_emit, err) || make_kernel(cl, "hy_gather", &cl->k_gather, err) ||
       make_kernel(cl, "hy_moments", &cl->k_moments, err) || make_kernel(cl, "hy_bmax_big", &cl->k_bmax_big, err) ||
-      make_kernel(cl, "hy_unsort", &cl->k_unsort, err))
+      make_kernel(cl, "hy_unsort", &cl->k_unsort, err) || make_kernel(cl, "hy_add4", &cl->k_add, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
   cl_kernel need[] = {cl->k_scan_block, cl->k_count, cl->k_scatter, cl->k_bmax_big};
@@ -111,7 +111,7 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
 void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,        cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_split_count, cl->k_split_emit, cl->k_gather,   cl->k_moments, cl->k_bmax_big,
-                    cl->k_unsort};
+                    cl->k_unsort, cl->k_add};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
@@ -466,4 +466,13 @@ int hy_cl_tree_download(struct hy_cl *cl, size_t n, size_t n_cell, float *cells,
   ev_finish(&ev, t);
   *seconds = t[PH_UPLOAD];
   return 0;
+}
+
+int hy_cl_add4(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, cl_event *ev, struct hy_err *err) {
+  if (!cl->k_add) return hy_err_set(err, "internal error: adding walk results before the build kernels exist");
+  cl_uint un = (cl_uint)n;
+  if (set_args(cl, cl->k_add, "hy_add4", err, sizeof(cl_mem), (const void *)&acc, sizeof(cl_mem), (const void *)&x,
+               V(un), END))
+    return -1;
+  return launch(cl, cl->k_add, "hy_add4", n, ev, err);
 }

@@ -451,6 +451,9 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
                     cl->node_id[0] != a->tree_id))
     return hy_err_set(err, "internal error: walk of a device-built tree that is not resident");
   if (!a->out0 && !a->unsort) return hy_err_set(err, "internal error: walk results with nowhere to go");
+  if ((a->sinks_resident || a->add_unsorted) &&
+      (a->n_sink != cl->sorted_n || a->self_base >= 0 || a->unsort || (a->add_unsorted && !a->sinks_resident)))
+    return hy_err_set(err, "internal error: walk with resident sinks that do not match the last device build");
   cl_kernel k;
   if (get_walk_kernel(cl, cfg->mode, cfg->want_pot, &k, err) != 0) return -1;
   const int split = cfg->mode == HY_WALK_SPLIT;
@@ -485,7 +488,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   }
   /* with self_base >= 0 the kernel reads the sink positions from the node
    * records: nothing to upload */
-  if (a->self_base < 0 && (a->sink_id == 0 || cl->sink_id != a->sink_id)) {
+  if (a->self_base < 0 && !a->sinks_resident && (a->sink_id == 0 || cl->sink_id != a->sink_id)) {
     cl->sink_id = 0;
     e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, a->sink, 0, NULL, &ev[EV_SINK]);
     if (e != CL_SUCCESS) goto fail_write;
@@ -502,7 +505,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     cl_uint i = 0;
     if ((e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->node[a->slot].mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_part, &n_part)) || (e = clSetKernelArg(k, i++, sizeof root, &root)) ||
-        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->sink.mem)) ||
+        (e = clSetKernelArg(k, i++, sizeof(cl_mem), a->sinks_resident ? &cl->pos.mem : &cl->sink.mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_sink, &n_sink)) ||
         (e = clSetKernelArg(k, i++, sizeof self_base, &self_base)) ||
         (e = clSetKernelArg(k, i++, sizeof eps2, &eps2)) || (e = clSetKernelArg(k, i++, sizeof r1, &r1)) ||
@@ -527,6 +530,15 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if (a->unsort) { /* results back into the host's particle order */
     if (hy_cl_unsort(cl, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err) != 0 ||
         (split && hy_cl_unsort(cl, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err) != 0)) {
+      clFinish(cl->q);
+      hy_cl_release_events(ev, EV_N);
+      return -1;
+    }
+    res0 = cl->uout0.mem;
+    res1 = cl->uout1.mem;
+  } else if (a->add_unsorted) { /* onto the unsort walk's results, already in the host's order */
+    if (hy_cl_add4(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, &ev[EV_UNSORT0], err) != 0 ||
+        (split && hy_cl_add4(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, &ev[EV_UNSORT1], err) != 0)) {
       clFinish(cl->q);
       hy_cl_release_events(ev, EV_N);
       return -1;
@@ -644,5 +656,27 @@ int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *
     times->download = hy_cl_event_seconds(ev[3]);
   }
   hy_cl_release_events(ev, 4);
+  return 0;
+}
+
+int hy_cl_unsorted_read(struct hy_cl *cl, size_t n, int split, float *out0, float *out1, struct hy_cl_times *times,
+                        struct hy_err *err) {
+  if (times) memset(times, 0, sizeof *times);
+  if (n == 0) return 0;
+  size_t bytes = hy_size_mul_or_die(n, 4 * sizeof(float), "walk results");
+  if (n != cl->sorted_n || cl->uout0.size < bytes || (split && cl->uout1.size < bytes))
+    return hy_err_set(err, "internal error: reading %zu walk results that are not on the device", n);
+  cl_event ev[2] = {0};
+  cl_int e;
+  if ((e = clEnqueueReadBuffer(cl->q, cl->uout0.mem, CL_FALSE, 0, bytes, out0, 0, NULL, &ev[0])) != CL_SUCCESS ||
+      (split && (e = clEnqueueReadBuffer(cl->q, cl->uout1.mem, CL_FALSE, 0, bytes, out1, 0, NULL, &ev[1])) !=
+                    CL_SUCCESS) ||
+      (e = clFinish(cl->q)) != CL_SUCCESS) {
+    clFinish(cl->q);
+    hy_cl_release_events(ev, 2);
+    return hy_err_set(err, "OpenCL: reading walk results failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  if (times) times->download = hy_cl_event_seconds(ev[0]) + hy_cl_event_seconds(ev[1]);
+  hy_cl_release_events(ev, 2);
   return 0;
 }

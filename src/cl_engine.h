@@ -57,8 +57,19 @@ struct hy_cl_walk_args {
   int unsort;          /**< the tree is the last hy_cl_tree_build's (slot 0, node may be NULL): the
                             sinks are its particles (self_base 0) and the results come back in the
                             host's particle order instead of key order; with out0 NULL they stay on
-                            the device for hy_cl_state_unpack */
+                            the device for hy_cl_state_unpack, hy_cl_unsorted_read or add_unsorted */
+  int sinks_resident;  /**< the sinks are the particles of the last hy_cl_tree_build, in the host's
+                            order, as packed for it (same frame): nothing uploaded (walks of another
+                            tree with the local particles as sinks; sink is not read) */
+  int add_unsorted;    /**< the results are added on the device to those a previous unsort walk of
+                            the same particles left there (out0 NULL), and the sums come back in
+                            out0 / out1 (sinks_resident needed) */
 };
+
+/** Read the results an unsort walk left on the device (out0 NULL) into
+ *  out0 (and out1 when split): n sinks, 4 floats each. */
+int hy_cl_unsorted_read(struct hy_cl *cl, size_t n, int split, float *out0, float *out1, struct hy_cl_times *times,
+                        struct hy_err *err);
 
 /** Host staging memory for the device-built tree's transfers (page-locked
  *  where the implementation supports it). */

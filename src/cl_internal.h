@@ -58,7 +58,7 @@ struct hy_cl {
   /* device tree build (cl_build.c) */
   cl_program build_prog;
   cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_split_count, k_split_emit, k_gather,
-      k_moments, k_bmax_big, k_unsort;
+      k_moments, k_bmax_big, k_unsort, k_add;
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_buf pos, key[2], idx[2]; /* positions (host order), keys and indices (sort ping-pong) */
   struct cl_buf c_lo, c_hi, nxt, mor, c_b2, n_child, hist, uout0, uout1, big, n_big;
@@ -109,5 +109,7 @@ void hy_cl_build_free(struct hy_cl *cl);
 /** cl_build.c: permute n float4 results from key order (device build) into
  *  the host's order, from src into dst; ev receives the event. */
 int hy_cl_unsort(struct hy_cl *cl, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err);
+/* acc += x, n float4 (hy_add4). */
+int hy_cl_add4(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, cl_event *ev, struct hy_err *err);
 
 #endif

@@ -22,6 +22,7 @@ struct walk_job {
   uint64_t counts[2];
   struct hy_cl_times tm;
   struct hy_err err;
+  int fetch; /* no walk: read the results an unsort walk left on the device into a.out0 / a.out1 */
 };
 
 struct hy_force {
@@ -296,8 +297,7 @@ static int can_refit(const struct hy_force *f, size_t n) {
 }
 
 /* Distributed runs: the device-built local tree to the host (f->tree, with
- * the particle map) for the LET selection walks, and sink buffers for the
- * walks of the remote tree. */
+ * the particle map) for the LET selection walks. */
 static int tree_to_host(struct hy_force *f, size_t n, struct hy_err *err) {
   double t0 = hy_wtime(), tx = 0.0;
   const size_t nc = f->tree.n_cell;
@@ -309,7 +309,6 @@ static int tree_to_host(struct hy_force *f, size_t n, struct hy_err *err) {
   uint32_t *idx = (uint32_t *)(buf + o_idx);
   if (hy_cl_tree_download(f->cl, n, nc, cells, next, b2, idx, &tx, err) != 0) return -1;
   hy_tree_from_records(&f->tree, n, nc, f->frame, cells, next, b2, idx, f->pool);
-  ensure_sinks(f, n);
   f->st.download += tx;
   f->st.export_ += hy_wtime() - t0 - tx;
   return 0;
@@ -536,6 +535,10 @@ static void pack_sinks(struct hy_force *f, const struct hy_part *p) {
 
 static int walk_job_run(void *arg) {
   struct walk_job *j = arg;
+  if (j->fetch) {
+    j->counts[0] = j->counts[1] = 0;
+    return hy_cl_unsorted_read(j->cl, j->a.n_sink, j->wc.mode == HY_WALK_SPLIT, j->a.out0, j->a.out1, &j->tm, &j->err);
+  }
   return hy_cl_walk(j->cl, &j->a, &j->wc, j->counts, &j->tm, &j->err);
 }
 
@@ -613,6 +616,7 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
                             uint64_t sink_id, long self_base, float *out0, float *out1) {
   j->cl = f->cl;
   j->wc = *wc;
+  j->fetch = 0;
   j->a = (struct hy_cl_walk_args){.node = f->rnode,
                                   .n_nodes = hy_tree_n_nodes(&f->rtree),
                                   .n_part = f->rtree.n_part,
@@ -666,6 +670,7 @@ static int device_tree_job(struct hy_force *f, struct walk_job *j, const struct 
   }
   j->cl = f->cl;
   j->wc = *wc;
+  j->fetch = 0;
   j->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
                                   .n_part = f->tree.n_part,
                                   .root = f->tree.root,
@@ -784,9 +789,12 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   float *out0 = f->out0, *out1 = f->out1;
   if (f->dev_build) { /* results in p's order */
     if (device_tree_job(f, lj, &wc, p->n, &out0, &out1, err) != 0) return -1;
+    /* distributed: they stay on the device, where the remote walk's are added */
+    if (f->let) lj->a.out0 = lj->a.out1 = NULL;
   } else {
     lj->cl = f->cl;
     lj->wc = wc;
+    lj->fetch = 0;
     lj->a = (struct hy_cl_walk_args){.node = f->node,
                                      .n_nodes = hy_tree_n_nodes(&f->tree),
                                      .n_part = f->tree.n_part,
@@ -807,9 +815,25 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   if (p->n && wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
   if (rc != 0) return -1;
   int have_remote = f->let && f->remote.n > 0 && p->n > 0;
-  if (have_remote) {
+  if (have_remote && f->dev_build) {
+    /* the sinks are the device build's particles, already there; the sums
+     * of both walks come back in one transfer */
+    second_tree_job(f, rj, &wc, p->n, 0, -1, out0, out1);
+    rj->a.sinks_resident = 1;
+    rj->a.add_unsorted = 1;
+    hy_worker_submit(f->worker, walk_job_run, rj);
+    if (wait_job(f, rj, err) != 0) return -1;
+    have_remote = 0; /* nothing left to add on the host */
+  } else if (have_remote) {
     pack_sinks(f, p);
     second_tree_job(f, rj, &wc, p->n, f->tree_id, -1, f->rout0, f->rout1);
+    hy_worker_submit(f->worker, walk_job_run, rj);
+    if (wait_job(f, rj, err) != 0) return -1;
+  } else if (f->dev_build && f->let && p->n) {
+    *rj = *lj;
+    rj->fetch = 1;
+    rj->a.out0 = out0;
+    rj->a.out1 = out1;
     hy_worker_submit(f->worker, walk_job_run, rj);
     if (wait_job(f, rj, err) != 0) return -1;
   }
