@@ -3,13 +3,15 @@
 # benchmark.sh: time hytree's hybrid and tree schemes on a Plummer sphere
 # with P4's default parameters (all `auto`), and summarise timings.csv per
 # dt_s = SoftStepRatio * dt_h (1 soft + n-1 hard steps for hybrid, n steps
-# for tree). The first step of each run is a warm-up and is not counted.
+# for tree). The first step of each run is a warm-up and the last one, which
+# also writes the final snapshot (with device-resident state, a download of
+# every particle), is run but not counted.
 #
 # usage: tools/benchmark.sh [-N N] [-s SOFT_STEPS] [-d DEVICE] [-n RANKS] [-S SCHEMES] [-o DIR] [-x HYTREE]
 #   -N N          particles (default 1048576)
 #   -S SCHEMES    hybrid,tree (default), hybrid or tree
 #   -n RANKS      MPI ranks, started with ${MPIEXEC:-mpirun} (default 1: no launcher)
-#   -s S          measured soft steps (default 3; one more is run as warm-up)
+#   -s S          measured soft steps (default 3; two more are run: warm-up and final output)
 #   -d DEVICE     OpenCLDevice value: gpu, cpu, any or P:D (default any)
 #   -o DIR        work directory (default bench-N)
 #   -x HYTREE     the hytree program (default ./hytree)
@@ -26,9 +28,9 @@ done
 DIR=${DIR:-bench-$N}
 mkdir -p "$DIR"
 # dt_s of the auto parameters: eps = 0.1 N^-0.26 r_v, dt_h = eps / sigma_v,
-# with r_v ~ 1 and sigma_v ~ 0.649 for the Plummer ICs; TimeEnd covers S + 1
+# with r_v ~ 1 and sigma_v ~ 0.649 for the Plummer ICs; TimeEnd covers S + 2
 # soft steps (hytree shortens dt_h by < 1/S so that TimeEnd is a step boundary).
-tend=$(awk -v n="$N" -v s="$S" 'BEGIN { printf "%.9g", (s + 0.9) * 4 * 0.1 * n ^ -0.26 / 0.649 }')
+tend=$(awk -v n="$N" -v s="$S" 'BEGIN { printf "%.9g", (s + 1.9) * 4 * 0.1 * n ^ -0.26 / 0.649 }')
 cat >"$DIR/params.txt" <<EOP
 InitCondFile      plummer:$N:1
 OutputDir         $DIR/hybrid
@@ -37,9 +39,10 @@ EnergyInterval    1000
 OpenCLDevice      $DEV
 EOP
 summary() { # scheme dir
-  awk -F, -v scheme="$1" -v n="$N" -v np="$NP" '
+  awk -F, -v scheme="$1" -v n="$N" -v np="$NP" -v ns="$(($(wc -l <"$2/timings.csv") - 3))" '
     NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
     NR == 2 { next }   # warm-up
+    NR > 2 + ns { next }   # the last step, which writes the final snapshot
     { k++; step += $col["t_step"]; soft += $col["t_soft"]; tree += $col["t_tree"]; kern += $col["t_kernel"];
       xfer += $col["t_transfer"]; inter += $col["n_pp_hard"] + $col["n_pc_hard"] + $col["n_pp_soft"] + $col["n_pc_soft"];
       dd += $col["t_dd"]; let += $col["t_let_select"] + $col["t_let_comm"]; lb += $col["load_balance"];
