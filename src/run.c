@@ -662,6 +662,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   struct {
     long steps, n_hard;
     double wall, soft, hard, kernel, inter, max_de;
+    double part[9]; /* rank 0's costs: host sort, build, export, remote tree, upload, download, LET, DD, walls */
   } sum;
   memset(&sum, 0, sizeof sum);
   struct hy_step_times tm;
@@ -706,6 +707,13 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
     sum.n_hard += tm.n_hard;
     sum.kernel += tm.kernel;
     sum.inter += (double)(tm.pp_hard + tm.pc_hard + tm.pp_soft + tm.pc_soft);
+    for (int k = 0; k < 2; k++) {
+      const struct hy_force_stats *q = k ? &tm.st_soft : &tm.st_hard;
+      const double v[9] = {q->sort,   q->build,    q->export_, q->remote_build, q->upload, q->download,
+                           q->let_boxes + q->let_select + q->let_comm, 0.0, q->walk_wall};
+      for (int i = 0; i < 9; i++) sum.part[i] += v[i];
+    }
+    sum.part[7] += tm.dd;
     /* progress: every step when stdout is not a terminal (a log file), at
      * most once a second on a terminal */
     double el = hy_wtime() - wall0;
@@ -759,6 +767,12 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
     if (sum.n_hard > 0)
       hy_msg("summary: T_soft %.4f s, T_hard %.4f s (means per soft and per hard sub-step), T_hard/T_soft = %.3f", sum.soft / (double)sum.steps,
              sum.hard / (double)sum.n_hard, (sum.hard / (double)sum.n_hard) / (sum.soft / (double)sum.steps));
+    const double *q = sum.part, ns = (double)sum.steps;
+    hy_msg("summary: per %sstep on rank 0: sort %.4f s, tree links and moments %.4f s, node records and tree "
+           "copies %.4f s, remote tree %.4f s, upload %.4f s, download %.4f s, LET %.4f s, decomposition %.4f s, "
+           "walk calls %.4f s",
+           r->scheme == HY_SCHEME_HYBRID ? "soft " : "", q[0] / ns, q[1] / ns, q[2] / ns, q[3] / ns, q[4] / ns,
+           q[5] / ns, q[6] / ns, q[7] / ns, q[8] / ns);
     hy_msg("summary: %.3e interactions, %.3e per second of kernel time; max |dE/E| %.3e; %d snapshots, %d "
            "restart sets written",
            sum.inter, sum.kernel > 0 ? sum.inter / sum.kernel : 0.0, sum.max_de, r->snap_count,
