@@ -639,20 +639,39 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
  * that the walk cannot start before the exchange is done. */
 /* The local particles followed by the received LET items, with the items'
  * group moments, IDs = indices (merged walks). */
+struct merged_job {
+  const struct hy_part *p;     /* local particles: nodes [0, n) */
+  const struct hy_part *items; /* LET items: nodes [n, n + m) */
+  struct hy_part *q;
+};
+
+static void merged_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct merged_job *j = arg;
+  struct hy_part *q = j->q;
+  const size_t n = j->p->n;
+  for (size_t i = b; i < e; i++) {
+    const struct hy_part *src = i < n ? j->p : j->items;
+    const size_t k = i < n ? i : i - n;
+    memcpy(q->pos + 3 * i, src->pos + 3 * k, 3 * sizeof(double));
+    q->mass[i] = src->mass[k];
+    q->grp[2 * i] = i < n ? 0.0 : src->grp[2 * k];
+    q->grp[2 * i + 1] = i < n ? 0.0 : src->grp[2 * k + 1];
+    q->id[i] = i;
+  }
+}
+
+/* The soft step's merged set: the local particles, then the LET items (with
+ * their B2 and b_max), copied on the pool's threads; room for 1/16 more, so
+ * that the item count's changes do not reallocate at every soft step. */
 static struct hy_part *merged_set(struct hy_force *f, const struct hy_part *p) {
-  const size_t n = p->n, m = f->remote.n;
+  const size_t n = p->n, m = f->remote.n, nm = n + m;
   struct hy_part *q = &f->comb;
   hy_part_use_groups(q);
-  hy_part_resize(q, n + m);
-  memcpy(q->pos, p->pos, 3 * n * sizeof(double));
-  memcpy(q->mass, p->mass, n * sizeof(double));
-  memset(q->grp, 0, 2 * n * sizeof(double));
-  if (m) {
-    memcpy(q->pos + 3 * n, f->remote.pos, 3 * m * sizeof(double));
-    memcpy(q->mass + n, f->remote.mass, m * sizeof(double));
-    memcpy(q->grp + 2 * n, f->remote.grp, 2 * m * sizeof(double));
-  }
-  for (size_t i = 0; i < n + m; i++) q->id[i] = i;
+  if (nm > q->n_alloc) hy_part_reserve(q, nm + nm / 16);
+  q->n = nm;
+  struct merged_job j = {.p = p, .items = &f->remote, .q = q};
+  hy_pool_for(f->pool, nm, 16384, merged_body, &j);
   return q;
 }
 
