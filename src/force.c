@@ -518,6 +518,21 @@ static void unpack_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
+/* Walk results (float, G = 1) of n sinks into acc0 (acc1 when split) and
+ * pot, with the remote walk's r0 / r1 added when not NULL. */
+static void unpack_results(struct hy_force *f, size_t n, int split, const float *o0, const float *o1, const float *r0,
+                           const float *r1, double *acc0, double *acc1, double *pot) {
+  struct unpack_job uj = {.o0 = o0,
+                          .o1 = split ? o1 : NULL,
+                          .r0 = r0,
+                          .r1 = split ? r1 : NULL,
+                          .acc0 = acc0,
+                          .acc1 = split ? acc1 : NULL,
+                          .pot = pot,
+                          .G = f->cfg.G};
+  hy_pool_for(f->pool, n, 4096, unpack_body, &uj);
+}
+
 static void add_times(struct hy_force *f, const struct hy_cl_times *tm) {
   f->st.upload += tm->upload;
   f->st.kernel += tm->kernel;
@@ -736,14 +751,7 @@ static int merged_walk_device(struct hy_force *f, const struct hy_part *p, const
   memcpy(t->centre, keep.centre, sizeof t->centre);
   memcpy(f->frame, frame, sizeof frame);
   if (rc != 0) return -1;
-  const int split = wc->mode == HY_WALK_SPLIT;
-  struct unpack_job uj = {.o0 = out0,
-                          .o1 = split ? out1 : NULL,
-                          .acc0 = acc0,
-                          .acc1 = split ? acc1 : NULL,
-                          .pot = pot,
-                          .G = f->cfg.G};
-  hy_pool_for(f->pool, n, 4096, unpack_body, &uj);
+  unpack_results(f, n, wc->mode == HY_WALK_SPLIT, out0, out1, NULL, NULL, acc0, acc1, pot);
   return 0;
 }
 
@@ -770,14 +778,7 @@ static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct
   hy_worker_submit(f->worker, walk_job_run, j);
   if (wait_job(f, j, err) != 0) return -1;
   f->st.device_busy += hy_worker_take_busy(f->worker);
-  const int split = wc->mode == HY_WALK_SPLIT;
-  struct unpack_job uj = {.o0 = f->out0,
-                          .o1 = split ? f->out1 : NULL,
-                          .acc0 = acc0,
-                          .acc1 = split ? acc1 : NULL,
-                          .pot = pot,
-                          .G = f->cfg.G};
-  hy_pool_for(f->pool, n, 4096, unpack_body, &uj);
+  unpack_results(f, n, wc->mode == HY_WALK_SPLIT, f->out0, f->out1, NULL, NULL, acc0, acc1, pot);
   return 0;
 }
 
@@ -857,16 +858,8 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
     if (wait_job(f, rj, err) != 0) return -1;
   }
   f->st.device_busy += hy_worker_take_busy(f->worker);
-  const int split = mode == HY_WALK_SPLIT;
-  struct unpack_job uj = {.o0 = out0,
-                          .o1 = split ? out1 : NULL,
-                          .r0 = have_remote ? f->rout0 : NULL,
-                          .r1 = have_remote && split ? f->rout1 : NULL,
-                          .acc0 = acc0,
-                          .acc1 = split ? acc1 : NULL,
-                          .pot = pot,
-                          .G = f->cfg.G};
-  hy_pool_for(f->pool, p->n, 4096, unpack_body, &uj);
+  unpack_results(f, p->n, mode == HY_WALK_SPLIT, out0, out1, have_remote ? f->rout0 : NULL,
+                 have_remote ? f->rout1 : NULL, acc0, acc1, pot);
   f->st.n_walks++;
   f->st.walk_wall += hy_wtime() - t0;
   return 0;
@@ -1004,8 +997,7 @@ int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, do
     *err = dj.err;
     return -1;
   }
-  struct unpack_job uj = {.o0 = f->out0, .acc0 = acc, .pot = pot, .G = f->cfg.G};
-  hy_pool_for(f->pool, n, 4096, unpack_body, &uj);
+  unpack_results(f, n, 0, f->out0, NULL, NULL, NULL, acc, NULL, pot);
   add_times(f, &dj.tm);
   f->st.n_pp += (uint64_t)n * (dj.n_src ? dj.n_src - 1 : 0);
   f->st.walk_wall += hy_wtime() - t0;
