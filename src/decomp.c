@@ -72,12 +72,27 @@ static void finite_body(void *arg, size_t b, size_t e, int tid) {
 }
 
 /* Destination ranks and per-thread counts per destination. */
+/* The owner pass and the leaver lists run over nb fixed blocks of the
+ * particles (block k: [k n / nb, (k+1) n / nb)), so that each block's
+ * leavers, in ascending order, go to places the counts of the blocks
+ * before it fix: the same lists on any number of threads. */
 struct owner_job {
   const struct hy_decomp *d;
   const double *pos;
   int *dest;
-  uint64_t *count; /* P per thread */
+  size_t n, nb;
+  size_t stride;   /* counts per block: P, padded so that blocks share no cache line */
+  uint64_t *count; /* per block: particles per destination */
+  size_t *at;      /* per block: next place of its leavers per destination in `order` (fill pass) */
+  size_t *leave_at; /* per block: next place of its leavers in `leave` (fill pass) */
+  size_t *order;   /* leavers by destination, ascending within each */
+  size_t *leave;   /* all leavers, ascending */
 };
+
+static size_t block_start(size_t n, size_t nb, size_t k) {
+  const size_t q = n / nb, rem = n % nb;
+  return k * q + (k < rem ? k : rem);
+}
 
 /* Bounds of slab ix: y bounds start at yb(ix), Py + 1 values. */
 static const double *xbounds(const struct hy_decomp *d) { return d->bounds; }
@@ -282,51 +297,108 @@ int hy_decomp_box(const struct hy_decomp *d, int rank, double lo[3], double hi[3
 /* ------------------------------------------------------- multisection */
 
 static void owner_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
   struct owner_job *j = arg;
-  uint64_t *count = j->count + (size_t)tid * (size_t)j->d->size;
-  for (size_t i = b; i < e; i++) {
-    j->dest[i] = hy_decomp_owner(j->d, j->pos + 3 * i);
-    count[j->dest[i]]++;
+  for (size_t k = b; k < e; k++) {
+    uint64_t *count = j->count + k * j->stride;
+    for (size_t i = block_start(j->n, j->nb, k), i1 = block_start(j->n, j->nb, k + 1); i < i1; i++) {
+      const int r = hy_decomp_owner(j->d, j->pos + 3 * i);
+      j->dest[i] = r;
+      count[r]++;
+    }
   }
 }
 
-static int cmp_x(const void *a, const void *b) {
-  double u = ((const double *)a)[0], v = ((const double *)b)[0];
-  return (u > v) - (u < v);
-}
-static int cmp_y(const void *a, const void *b) {
-  double u = ((const double *)a)[1], v = ((const double *)b)[1];
-  return (u > v) - (u < v);
-}
-static int cmp_z(const void *a, const void *b) {
-  double u = ((const double *)a)[2], v = ((const double *)b)[2];
-  return (u > v) - (u < v);
+static void fill_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct owner_job *j = arg;
+  const int me = j->d->rank;
+  for (size_t k = b; k < e; k++) {
+    size_t *at = j->at + k * j->stride, la = j->leave_at[k];
+    for (size_t i = block_start(j->n, j->nb, k), i1 = block_start(j->n, j->nb, k + 1); i < i1; i++) {
+      const int r = j->dest[i];
+      if (r == me) continue;
+      j->order[at[r]++] = i;
+      j->leave[la++] = i;
+    }
+  }
 }
 
 /* Start of group k of np over n samples: k n / np (k = np gives n). */
 static size_t group_start(size_t n, int k, int np) { return (size_t)((uint64_t)k * n / (uint64_t)np); }
 
-/* Sort the n samples s (3 doubles each) by `axis` and set b[0..np]: b[0] =
- * -inf, b[np] = +inf, and b[k] between group k-1 and group k: the midpoint of
- * the last sample of one and the first of the next (0.5 a + 0.5 b cannot
- * overflow). Group k starts at j = floor(k n / np) < n; when j = 0 (fewer
- * samples than groups) the groups before it are empty and their boundaries
- * are the first sample, so they get empty domains and the boundaries stay
- * ordered. No samples: the interior boundaries are 0. Never NaN, since the
- * positions are finite. */
+static void swap_rec(double *a, double *b) {
+  double t[3];
+  memcpy(t, a, sizeof t);
+  memcpy(a, b, sizeof t);
+  memcpy(b, t, sizeof t);
+}
+
+/* Reorder the n records s (3 doubles each) so that s[j] holds the j-th
+ * smallest value along `axis`, the records before it none larger and those
+ * after it none smaller (quickselect: median-of-three pivot value, three-way
+ * partition, so that equal values cannot stall it; insertion sort for short
+ * ranges). O(n) expected; the samples are random draws. */
+static void select_rec(double *s, size_t n, size_t j, int axis) {
+  size_t lo = 0, hi = n;
+  while (hi - lo > 16) {
+    const double a = s[3 * lo + (size_t)axis], b = s[3 * (lo + (hi - lo) / 2) + (size_t)axis],
+                 c = s[3 * (hi - 1) + (size_t)axis];
+    const double pv = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
+    size_t lt = lo, i = lo, gt = hi; /* [lo, lt) < pv, [lt, i) == pv, [gt, hi) > pv */
+    while (i < gt) {
+      const double v = s[3 * i + (size_t)axis];
+      if (v < pv)
+        swap_rec(s + 3 * lt++, s + 3 * i++);
+      else if (v > pv)
+        swap_rec(s + 3 * i, s + 3 * --gt);
+      else
+        i++;
+    }
+    if (j < lt)
+      hi = lt;
+    else if (j >= gt)
+      lo = gt;
+    else
+      return;
+  }
+  for (size_t i = lo + 1; i < hi; i++)
+    for (size_t k = i; k > lo && s[3 * (k - 1) + (size_t)axis] > s[3 * k + (size_t)axis]; k--)
+      swap_rec(s + 3 * (k - 1), s + 3 * k);
+}
+
+/* Split the n samples s (3 doubles each) along `axis` into np groups of
+ * equal count and set b[0..np]: b[0] = -inf, b[np] = +inf, and b[k] between
+ * group k-1 and group k: the midpoint of the largest sample of one and the
+ * smallest of the next (0.5 a + 0.5 b cannot overflow), which are the
+ * (j-1)-th and j-th smallest for j = floor(k n / np) < n. The samples are
+ * reordered so that group k holds [j_k, j_{k+1}) (order statistics by
+ * selection, not a full sort: the boundaries are those a sort gives). When
+ * j = 0 (fewer samples than groups) the groups before it are empty and their
+ * boundaries are the smallest sample, so they get empty domains and the
+ * boundaries stay ordered. No samples: the interior boundaries are 0. Never
+ * NaN, since the positions are finite. */
 static void split_axis(double *s, size_t n, int axis, int np, double *b) {
-  static int (*const cmp[3])(const void *, const void *) = {cmp_x, cmp_y, cmp_z};
-  if (n > 1) qsort(s, n, 3 * sizeof(double), cmp[axis]);
   b[0] = -INFINITY;
   b[np] = INFINITY;
+  size_t prev = 0;
+  int placed = 0;
+  double last_max = 0.0; /* largest value of [0, prev) */
   for (int k = 1; k < np; k++) {
-    size_t j = group_start(n, k, np);
-    if (n == 0)
+    const size_t j = group_start(n, k, np);
+    if (n == 0) {
       b[k] = 0.0;
-    else if (j == 0)
-      b[k] = s[axis];
-    else
-      b[k] = 0.5 * s[3 * (j - 1) + (size_t)axis] + 0.5 * s[3 * j + (size_t)axis];
+      continue;
+    }
+    if (j > prev || !placed) select_rec(s + 3 * prev, n - prev, j - prev, axis);
+    if (j > prev) {
+      double m = s[3 * prev + (size_t)axis];
+      for (size_t i = prev + 1; i < j; i++) m = s[3 * i + (size_t)axis] > m ? s[3 * i + (size_t)axis] : m;
+      last_max = m;
+    }
+    b[k] = j == 0 ? s[axis] : 0.5 * last_max + 0.5 * s[3 * j + (size_t)axis];
+    prev = j;
+    placed = 1;
   }
 }
 
@@ -398,15 +470,18 @@ static void copy_particle(struct hy_part *p, size_t j, size_t i) {
 /* Gather the n_keep particles that stay (dest[i] == me) into [0, n_keep):
  * each one at or beyond n_keep takes the place of a leaver below n_keep
  * (both in ascending order; there are as many of one as of the other), so
- * only those move, not every particle after the first leaver. Then p holds
- * n_new particles, the ones received to follow from n_keep on. */
-static void keep_stayers(struct hy_part *p, const int *dest, int me, size_t n, size_t n_keep, size_t n_new) {
-  size_t hole = 0, src = n_keep;
+ * only those move, not every particle after the first leaver. `leave` lists
+ * the n_out = n - n_keep leavers in ascending order, so the holes are its
+ * first entries and the search for stayers covers [n_keep, n) only. Then p
+ * holds n_new particles, the ones received to follow from n_keep on. */
+static void keep_stayers(struct hy_part *p, const int *dest, const size_t *leave, int me, size_t n, size_t n_keep,
+                         size_t n_new) {
+  size_t h = 0, src = n_keep;
+  const size_t n_out = n - n_keep;
   for (;;) {
-    while (hole < n_keep && dest[hole] == me) hole++;
     while (src < n && dest[src] != me) src++;
-    if (hole >= n_keep || src >= n) break;
-    copy_particle(p, hole++, src++);
+    if (h >= n_out || leave[h] >= n_keep || src >= n) break;
+    copy_particle(p, leave[h++], src++);
   }
   /* a little room, so that a count that grows by a few particles at the
    * next decomposition does not reallocate every array */
@@ -424,7 +499,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   memset(&s, 0, sizeof s);
   const int P = d->size;
   const size_t n = p->n;
-  size_t *idx = NULL, *order = NULL, *send_off = NULL, *recv_off = NULL;
+  size_t *idx = NULL, *order = NULL, *leave = NULL, *send_off = NULL, *recv_off = NULL;
   uint64_t *send_n = NULL, *recv_n = NULL, *ns_all = NULL;
   int *dest = NULL, *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
   double *samp = NULL, *all = NULL;
@@ -521,25 +596,45 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   recv_n = hy_calloc("decomposition counts", (size_t)P, sizeof(uint64_t));
   send_off = hy_malloc("decomposition offsets", (size_t)P + 1, sizeof(size_t));
   recv_off = hy_malloc("decomposition offsets", (size_t)P + 1, sizeof(size_t));
-  {
-    const int nt = n_threads(d);
-    struct owner_job oj = {.d = d, .pos = p->pos, .dest = dest,
-                           .count = hy_calloc("decomposition counts", (size_t)nt * (size_t)P, sizeof(uint64_t))};
-    for_all(d, n, owner_body, &oj);
-    for (int t = 0; t < nt; t++)
-      for (int r = 0; r < P; r++) send_n[r] += oj.count[(size_t)t * (size_t)P + (size_t)r];
-    hy_free(oj.count);
-  }
+  /* blocks: a few per thread, each at least 4096 particles */
+  const size_t nb = n == 0 ? 1 : min_size((size_t)n_threads(d) * 4, (n + 4095) / 4096);
+  struct owner_job oj = {.d = d, .pos = p->pos, .dest = dest, .n = n, .nb = nb, .stride = ((size_t)P + 15) / 8 * 8};
+  oj.count = hy_calloc("decomposition counts", hy_size_mul_or_die(nb, oj.stride, "decomposition counts"),
+                       sizeof(uint64_t));
+  if (d->pool)
+    hy_pool_for(d->pool, nb, 1, owner_body, &oj);
+  else
+    owner_body(&oj, 0, nb, 0);
+  for (size_t k = 0; k < nb; k++)
+    for (int r = 0; r < P; r++) send_n[r] += oj.count[k * oj.stride + (size_t)r];
   send_off[0] = 0;
   for (int r = 0; r < P; r++) send_off[r + 1] = send_off[r] + (size_t)send_n[r];
+  /* the leavers only: the others stay where they are or fill holes */
   order = hy_malloc("decomposition order", n + 1, sizeof(size_t));
+  leave = hy_malloc("decomposition leavers", n - (size_t)send_n[d->rank] + 1, sizeof(size_t));
+  oj.at = hy_malloc("decomposition offsets", nb * oj.stride, sizeof(size_t));
+  oj.leave_at = hy_malloc("decomposition offsets", nb, sizeof(size_t));
+  oj.order = order;
+  oj.leave = leave;
   {
-    size_t *fill = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
-    memcpy(fill, send_off, (size_t)P * sizeof(size_t));
-    for (size_t i = 0; i < n; i++) /* the leavers only: the others stay where they are or fill holes */
-      if (dest[i] != d->rank) order[fill[dest[i]]++] = i;
-    hy_free(fill);
+    size_t la = 0;
+    for (int r = 0; r < P; r++) oj.at[(size_t)r] = send_off[r];
+    for (size_t k = 0; k < nb; k++) {
+      oj.leave_at[k] = la;
+      for (int r = 0; r < P; r++) {
+        const uint64_t c = oj.count[k * oj.stride + (size_t)r];
+        if (k + 1 < nb) oj.at[(k + 1) * oj.stride + (size_t)r] = oj.at[k * oj.stride + (size_t)r] + (size_t)c;
+        if (r != d->rank) la += (size_t)c;
+      }
+    }
   }
+  if (d->pool)
+    hy_pool_for(d->pool, nb, 1, fill_body, &oj);
+  else
+    fill_body(&oj, 0, nb, 0);
+  hy_free(oj.count);
+  hy_free(oj.at);
+  hy_free(oj.leave_at);
   MPI_TRY(MPI_Alltoall(send_n, 1, MPI_UINT64_T, recv_n, 1, MPI_UINT64_T, d->comm), "MPI_Alltoall of counts");
   recv_off[0] = 0;
   for (int r = 0; r < P; r++) {
@@ -564,7 +659,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
       for (size_t j = send_off[r]; j < send_off[r + 1]; j++) pack(sbuf + (k++) * REC_BYTES, p, order[j]);
     }
   }
-  keep_stayers(p, dest, d->rank, n, n_keep, n_new);
+  keep_stayers(p, dest, leave, d->rank, n, n_keep, n_new);
   /* where each source rank's particles go: after the kept ones */
   {
     size_t at = n_keep;
@@ -675,6 +770,7 @@ done:
   if (st) *st = s;
   hy_free(idx);
   hy_free(order);
+  hy_free(leave);
   hy_free(send_off);
   hy_free(recv_off);
   hy_free(send_n);
