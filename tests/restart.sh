@@ -35,10 +35,11 @@ same() { # dir1 dir2 what: particle data and header bitwise (RunParameters names
   done
   cmp -s "$1/energy.csv" "$2/energy.csv" || { echo "FAIL: $3: energy.csv differs"; fail=1; }
 }
-for run in 1 1dev 2; do
+for run in 1 1dev 2 2dev; do
   np=${run%dev}
   dev=
   [ "$run" = 1dev ] && dev="-P TreeBuild=device -P ParticleState=device"
+  [ "$run" = 2dev ] && dev="-P TreeBuild=device"
   if [ "$np" -gt 1 ]; then
     [ -n "${MPIEXEC:-}" ] || { echo "no MPI launcher: 2-rank restarts not tested"; break; }
     # shellcheck disable=SC2086
