@@ -669,7 +669,8 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   struct {
     long steps, n_hard;
     double wall, soft, hard, kernel, inter, max_de;
-    double part[9]; /* rank 0's costs: host sort, build, export, remote tree, upload, download, LET, DD, walls */
+    double part[10]; /* rank 0's costs: host sort, build, export, remote tree, upload, download, LET, DD, walls,
+                        LET boxes */
   } sum;
   memset(&sum, 0, sizeof sum);
   const double dd_wait0 = r->dd_wait;
@@ -717,9 +718,9 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
     sum.inter += (double)(tm.pp_hard + tm.pc_hard + tm.pp_soft + tm.pc_soft);
     for (int k = 0; k < 2; k++) {
       const struct hy_force_stats *q = k ? &tm.st_soft : &tm.st_hard;
-      const double v[9] = {q->sort,   q->build,    q->export_, q->remote_build, q->upload, q->download,
-                           q->let_boxes + q->let_select + q->let_comm, 0.0, q->walk_wall};
-      for (int i = 0; i < 9; i++) sum.part[i] += v[i];
+      const double v[10] = {q->sort,   q->build,    q->export_, q->remote_build, q->upload, q->download,
+                            q->let_boxes + q->let_select + q->let_comm, 0.0, q->walk_wall, q->let_boxes};
+      for (int i = 0; i < 10; i++) sum.part[i] += v[i];
     }
     sum.part[7] += tm.dd;
     /* progress: every step when stdout is not a terminal (a log file), at
@@ -777,10 +778,11 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
              sum.hard / (double)sum.n_hard, (sum.hard / (double)sum.n_hard) / (sum.soft / (double)sum.steps));
     const double *q = sum.part, ns = (double)sum.steps;
     hy_msg("summary: per %sstep on rank 0: sort %.4f s, tree links and moments %.4f s, node records and tree "
-           "copies %.4f s, remote tree %.4f s, upload %.4f s, download %.4f s, LET %.4f s, decomposition %.4f s "
-           "(%.4f s of it waiting for the other ranks), walk calls %.4f s",
+           "copies %.4f s, remote tree %.4f s, upload %.4f s, download %.4f s, LET %.4f s "
+           "(tight boxes and their exchange %.4f s), decomposition %.4f s (%.4f s of it waiting for the other ranks), "
+           "walk calls %.4f s",
            r->scheme == HY_SCHEME_HYBRID ? "soft " : "", q[0] / ns, q[1] / ns, q[2] / ns, q[3] / ns, q[4] / ns,
-           q[5] / ns, q[6] / ns, q[7] / ns, (r->dd_wait - dd_wait0) / ns, q[8] / ns);
+           q[5] / ns, q[6] / ns, q[9] / ns, q[7] / ns, (r->dd_wait - dd_wait0) / ns, q[8] / ns);
     hy_msg("summary: %.3e interactions, %.3e per second of kernel time; max |dE/E| %.3e; %d snapshots, %d "
            "restart sets written",
            sum.inter, sum.kernel > 0 ? sum.inter / sum.kernel : 0.0, sum.max_de, r->snap_count,
