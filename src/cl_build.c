@@ -450,12 +450,12 @@ int hy_cl_tree_download(struct hy_cl *cl, size_t n, size_t n_cell, float *cells,
   cl_int e;
   if ((e = clEnqueueReadBuffer(cl->q, cl->node[0].mem, CL_FALSE, hy_size_mul_or_die(n, 32, "tree nodes"),
                                n_cell * 32, cells, 0, NULL, ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
-      (e = clEnqueueReadBuffer(cl->q, cl->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
-          CL_SUCCESS ||
+      (next && (e = clEnqueueReadBuffer(cl->q, cl->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL,
+                                        ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS) ||
       (e = clEnqueueReadBuffer(cl->q, cl->c_b2.mem, CL_FALSE, 0, n_cell * 4, b2, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
           CL_SUCCESS ||
-      (e = clEnqueueReadBuffer(cl->q, cl->idx[0].mem, CL_FALSE, 0, n * 4, idx, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
-          CL_SUCCESS ||
+      (idx && (e = clEnqueueReadBuffer(cl->q, cl->idx[0].mem, CL_FALSE, 0, n * 4, idx, 0, NULL,
+                                       ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS) ||
       (e = clFinish(cl->q)) != CL_SUCCESS) {
     clFinish(cl->q);
     ev_finish(&ev, NULL);

@@ -151,7 +151,8 @@ int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *
  *  runs): cells receives 8 floats per cell (the node records of nodes n ..
  *  n + n_cell - 1, hy_shared.h), next the next link of particle nodes
  *  0 .. n - 1, b2 the B2 of every cell, idx the host index of every
- *  particle node (key order -> host order). seconds: transfer time. */
+ *  particle node (key order -> host order); next and idx may be NULL (after a
+ *  refit they are those of the build it refitted). seconds: transfer time. */
 int hy_cl_tree_download(struct hy_cl *cl, size_t n, size_t n_cell, float *cells, int32_t *next, float *b2,
                         uint32_t *idx, double *seconds, struct hy_err *err);
 

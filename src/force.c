@@ -297,8 +297,9 @@ static int can_refit(const struct hy_force *f, size_t n) {
 }
 
 /* Distributed runs: the device-built local tree to the host (f->tree, with
- * the particle map) for the LET selection walks. */
-static int tree_to_host(struct hy_force *f, size_t n, struct hy_err *err) {
+ * the particle map) for the LET selection walks; after a refit (of the tree
+ * the last call brought over) only the cells' records. */
+static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *err) {
   double t0 = hy_wtime(), tx = 0.0;
   const size_t nc = f->tree.n_cell;
   const size_t o_next = hy_size_mul_or_die(nc, 32, "tree download"), o_b2 = o_next + 4 * n, o_idx = o_b2 + 4 * nc;
@@ -307,8 +308,13 @@ static int tree_to_host(struct hy_force *f, size_t n, struct hy_err *err) {
   float *cells = (float *)buf, *b2 = (float *)(buf + o_b2);
   int32_t *next = (int32_t *)(buf + o_next);
   uint32_t *idx = (uint32_t *)(buf + o_idx);
-  if (hy_cl_tree_download(f->cl, n, nc, cells, next, b2, idx, &tx, err) != 0) return -1;
-  hy_tree_from_records(&f->tree, n, nc, f->frame, cells, next, b2, idx, f->pool);
+  /* a refit changes the cells' moments only: the particle links and the key
+   * order in the staging buffer are still those of the build it refitted */
+  if (hy_cl_tree_download(f->cl, n, nc, cells, refit ? NULL : next, b2, refit ? NULL : idx, &tx, err) != 0) return -1;
+  if (refit)
+    hy_tree_refit_records(&f->tree, f->frame, cells, b2, f->pool);
+  else
+    hy_tree_from_records(&f->tree, n, nc, f->frame, cells, next, b2, idx, f->pool);
   f->st.download += tx;
   f->st.export_ += hy_wtime() - t0 - tx;
   return 0;
@@ -324,7 +330,11 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   float *grp = NULL;
   if (p->grp && !(grp = hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(n, 8, "item moments"), err)))
     return -1;
-  hy_part_com_pool(p, f->pool, f->origin); /* the frame: this build's centre of mass */
+  /* the frame: this build's centre of mass; on several ranks a refit keeps
+   * the frame of the build it refits (one pass over the particles fewer; a
+   * resumed run builds that tree as the straight one did). One rank keeps
+   * the pass, so that its trees equal those of the device-resident state. */
+  if (!(refit && f->let)) hy_part_com_pool(p, f->pool, f->origin);
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = hy_tree_sample(p->pos, n, sample);
   const int nt = hy_pool_size(f->pool);
@@ -372,7 +382,7 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
   f->dev_merged = 0;
   if (build_packed(f, n, pos4, NULL, centre, half, hy_wtime() - t0, refit, err) != 0) return -1;
-  return f->let ? tree_to_host(f, n, err) : 0;
+  return f->let ? tree_to_host(f, n, refit, err) : 0;
 }
 
 /* ------------------------------------------------- device-resident state */
