@@ -63,6 +63,11 @@ void *hy_cl_host_buffer(struct hy_cl *cl, int which, size_t bytes, struct hy_err
   return h->ptr;
 }
 
+size_t hy_cl_host_buffer_size(const struct hy_cl *cl, int which) {
+  if (which < 0 || which >= HY_CL_HOST_N || !cl->host[which].ptr) return 0;
+  return cl->host[which].size;
+}
+
 /* ------------------------------------------------------------ kernels */
 
 static int make_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct hy_err *err) {

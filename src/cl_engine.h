@@ -85,6 +85,9 @@ enum {
 /** A host buffer of at least bytes for use `which`, kept by the engine (its
  *  contents are lost when it grows). Returns NULL with err set on failure. */
 void *hy_cl_host_buffer(struct hy_cl *cl, int which, size_t bytes, struct hy_err *err);
+/** Bytes the host buffer `which` holds now (0 before the first use): a
+ *  request of at most this many keeps its contents. */
+size_t hy_cl_host_buffer_size(const struct hy_cl *cl, int which);
 
 /** A tree to build on the device (opencl/build.cl): same rules and node
  *  records as the host build (tree.h). */

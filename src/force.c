@@ -61,6 +61,9 @@ struct hy_force {
   int dev_merged;           /* distributed: the device holds the merged tree of the last soft walk, not
                                the local tree of the last build (the next walk rebuilds it) */
   double origin[3];         /* device build: this build's centre of mass (its records' frame) */
+  size_t packed_n;          /* distributed: the staging buffer holds the last local build's n particles,
+                               packed relative to origin (0: not known to) */
+  double packed_red[6];     /* their lo[3], hi[3] relative to origin */
   double frame[3];          /* positions in the device records are relative to this point */
   float *dout0, *dout1;     /* walk results (engine's host staging memory) */
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
@@ -225,6 +228,50 @@ static void pack_body(void *arg, size_t b, size_t e, int tid) {
   if (bad < j->red_bad[tid]) j->red_bad[tid] = bad;
 }
 
+/* Pack p's n particles relative to f->origin into out (and their B2, b_max
+ * into grp when not NULL) on the pool's threads; red receives lo[3], hi[3]
+ * (relative to the origin), sum m and sum m x[3] of the finite positions,
+ * *bad the lowest ID with a non-finite one (if lower than before). */
+static void pack_run(struct hy_force *f, const struct hy_part *p, float *out, float *grp, double red[10],
+                     uint64_t *bad) {
+  const int nt = hy_pool_size(f->pool);
+  if (f->red_n < nt) {
+    hy_free(f->red);
+    hy_free(f->red_bad);
+    f->red = hy_malloc("pack reductions", (size_t)nt * PACK_RED, sizeof(double));
+    f->red_bad = hy_malloc("pack reductions", (size_t)nt, sizeof(uint64_t));
+    f->red_n = nt;
+  }
+  for (int t = 0; t < nt; t++) {
+    double *q = f->red + PACK_RED * t;
+    for (int d = 0; d < 3; d++) {
+      q[d] = INFINITY;
+      q[3 + d] = -INFINITY;
+      q[7 + d] = 0.0;
+    }
+    q[6] = 0.0;
+    f->red_bad[t] = UINT64_MAX;
+  }
+  struct pack_job pj = {.p = p, .origin = f->origin, .out = out, .grp = grp, .red = f->red, .red_bad = f->red_bad};
+  hy_pool_for(f->pool, p->n, 16384, pack_body, &pj);
+  for (int d = 0; d < 3; d++) {
+    red[d] = INFINITY;
+    red[3 + d] = -INFINITY;
+    red[7 + d] = 0.0;
+  }
+  red[6] = 0.0;
+  for (int t = 0; t < nt; t++) {
+    const double *q = f->red + PACK_RED * t;
+    for (int d = 0; d < 3; d++) {
+      red[d] = fmin(red[d], q[d]);
+      red[3 + d] = fmax(red[3 + d], q[3 + d]);
+      red[7 + d] += q[7 + d];
+    }
+    red[6] += q[6];
+    if (f->red_bad[t] < *bad) *bad = f->red_bad[t];
+  }
+}
+
 /* The local tree on the device: pack the positions in p's order relative to
  * their centre of mass (and find the cube and any non-finite position on
  * the way), then keys, sort, cells and moments on the device. A frame at the
@@ -320,11 +367,26 @@ static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *
   return 0;
 }
 
+/* Make the staging buffer of packed positions hold n + room particles
+ * (it keeps its size when it is large enough). */
+static int pos4_fits(struct hy_force *f, size_t n, size_t room, struct hy_err *err) {
+  if (room == 0) return 1;
+  const size_t bytes = hy_size_mul_or_die(n + room, 16, "packed positions");
+  if (hy_cl_host_buffer_size(f->cl, HY_CL_HOST_POS) >= bytes) return 1;
+  return hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, bytes, err) != NULL;
+}
+
 /* merged: the tree of local particles and LET items (p->grp), which keeps
  * neither first_bad nor the host view of the local tree */
 static int device_build(struct hy_force *f, const struct hy_part *p, int refit, int merged, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t n = p->n;
+  /* distributed: room for the soft step's LET items after the local
+   * particles (merged_build): 5/4 of the last soft step's count, and at
+   * least a quarter of the local particles */
+  const size_t last = f->remote.n + f->remote.n / 4;
+  const size_t room = !merged && f->let ? (last > n / 4 ? last : n / 4) + 1024 : 0;
+  if (!pos4_fits(f, n, room, err)) return -1;
   float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(n, 16, "packed positions"), err);
   if (!pos4) return -1;
   float *grp = NULL;
@@ -337,44 +399,17 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   if (!(refit && f->let)) hy_part_com_pool(p, f->pool, f->origin);
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = hy_tree_sample(p->pos, n, sample);
-  const int nt = hy_pool_size(f->pool);
-  if (f->red_n < nt) {
-    hy_free(f->red);
-    hy_free(f->red_bad);
-    f->red = hy_malloc("pack reductions", (size_t)nt * PACK_RED, sizeof(double));
-    f->red_bad = hy_malloc("pack reductions", (size_t)nt, sizeof(uint64_t));
-    f->red_n = nt;
-  }
   uint64_t bad = UINT64_MAX;
+  double red[10];
   for (int pass = 0; pass < 2; pass++) {
-    for (int t = 0; t < nt; t++) {
-      double *red = f->red + PACK_RED * t;
-      for (int d = 0; d < 3; d++) {
-        red[d] = INFINITY;
-        red[3 + d] = -INFINITY;
-        red[7 + d] = 0.0;
-      }
-      red[6] = 0.0;
-      f->red_bad[t] = UINT64_MAX;
-    }
-    struct pack_job pj = {.p = p, .origin = f->origin, .out = pos4, .grp = grp, .red = f->red, .red_bad = f->red_bad};
-    hy_pool_for(f->pool, n, 16384, pack_body, &pj);
-    double red[10] = {INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.0, 0.0, 0.0, 0.0};
-    for (int t = 0; t < nt; t++) {
-      const double *q = f->red + PACK_RED * t;
-      for (int d = 0; d < 3; d++) {
-        red[d] = fmin(red[d], q[d]);
-        red[3 + d] = fmax(red[3 + d], q[3 + d]);
-        red[7 + d] += q[7 + d];
-      }
-      red[6] += q[6];
-      if (f->red_bad[t] < bad) bad = f->red_bad[t];
-    }
+    pack_run(f, p, pos4, grp, red, &bad);
     if (pass == 1) break;
     /* escapers shrank the key cube: pack again relative to the bulk's centre */
     if (!key_cube(n, red, f->origin, sample, s, centre, &half)) break;
     memcpy(f->origin, centre, sizeof f->origin);
   }
+  f->packed_n = merged ? 0 : n;
+  memcpy(f->packed_red, red, sizeof f->packed_red);
   if (merged) {
     f->dev_merged = 1;
     return build_packed(f, n, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
@@ -700,6 +735,53 @@ static struct hy_part *merged_set(struct hy_force *f, const struct hy_part *p) {
   return q;
 }
 
+static void zero_floats_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  float *x = arg;
+  memset(x + b, 0, (e - b) * sizeof(float));
+}
+
+/* The soft step's merged tree (local particles, then the LET items) on the
+ * device. The local build of this step left the local particles packed in
+ * the staging buffer relative to its frame; the items are packed after them
+ * in the same frame, which spares a pass over the local particles and the
+ * copy into the merged set. Where that pack is gone (another build, a
+ * buffer too small) or escapers would move the frame, the merged set is
+ * packed whole, relative to its own centre of mass. */
+static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
+  const size_t n = p->n, m = f->remote.n, nm = n + m;
+  const size_t need = hy_size_mul_or_die(nm, 16, "packed positions");
+  if (f->packed_n != n || n < 2 || hy_cl_host_buffer_size(f->cl, HY_CL_HOST_POS) < need)
+    return device_build(f, merged_set(f, p), 0, 1, err);
+  double t0 = hy_wtime();
+  float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, need, err);
+  float *grp = pos4 ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(nm, 8, "item moments"), err) : NULL;
+  if (!grp) return -1;
+  hy_pool_for(f->pool, 2 * n, 65536, zero_floats_body, grp); /* local particles: no B2, no b_max */
+  double red[10];
+  uint64_t bad = UINT64_MAX;
+  if (m)
+    pack_run(f, &f->remote, pos4 + 4 * n, grp + 2 * n, red, &bad);
+  for (int d = 0; d < 3; d++) {
+    red[d] = m ? fmin(red[d], f->packed_red[d]) : f->packed_red[d];
+    red[3 + d] = m ? fmax(red[3 + d], f->packed_red[3 + d]) : f->packed_red[3 + d];
+  }
+  /* every (nm/s)-th node of the merged order, as hy_tree_sample takes them */
+  double sample[3 * HY_TREE_SAMPLE], centre[3], half;
+  const size_t s = nm < HY_TREE_SAMPLE ? nm : HY_TREE_SAMPLE;
+  for (size_t j = 0; j < s; j++) {
+    const size_t i = (size_t)(((uint64_t)j * nm) / s);
+    memcpy(sample + 3 * j, i < n ? p->pos + 3 * i : f->remote.pos + 3 * (i - n), 3 * sizeof(double));
+  }
+  if (key_cube(nm, red, f->origin, sample, s, centre, &half)) {
+    f->packed_n = 0;
+    return device_build(f, merged_set(f, p), 0, 1, err);
+  }
+  f->packed_n = 0; /* the staging buffer holds the merged set now */
+  f->dev_merged = 1;
+  return build_packed(f, nm, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
+}
+
 /* Walk job for the tree the last device build left on the device (slot 0),
  * its particles as sinks, the results back in the order of the particle
  * set it was built from (in the engine's staging memory: *out0, *out1). */
@@ -737,14 +819,13 @@ static int device_tree_job(struct hy_force *f, struct walk_job *j, const struct 
 static int merged_walk_device(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc,
                               double *acc0, double *acc1, double *pot, struct hy_err *err) {
   const size_t n = p->n;
-  struct hy_part *q = merged_set(f, p);
   const struct hy_tree keep = f->tree;
   double frame[3];
   memcpy(frame, f->frame, sizeof frame);
-  int rc = device_build(f, q, 0, 1, err);
+  int rc = merged_build(f, p, err);
   float *out0 = NULL, *out1 = NULL;
   struct walk_job *j = &f->job[0];
-  if (rc == 0) rc = device_tree_job(f, j, wc, q->n, &out0, &out1, err);
+  if (rc == 0) rc = device_tree_job(f, j, wc, n + f->remote.n, &out0, &out1, err);
   if (rc == 0) {
     hy_worker_submit(f->worker, walk_job_run, j);
     rc = wait_job(f, j, err);
