@@ -47,10 +47,11 @@ void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool) { d->pool = p
 
 static int n_threads(const struct hy_decomp *d) { return d->pool ? hy_pool_size(d->pool) : 1; }
 
-/* body over [0, n) on the pool's threads, or on this one */
-static void for_all(const struct hy_decomp *d, size_t n, void (*body)(void *, size_t, size_t, int), void *arg) {
+/* body over [0, n) in chunks of at least `grain` on the pool's threads, or on this one */
+static void for_all(const struct hy_decomp *d, size_t n, size_t grain, void (*body)(void *, size_t, size_t, int),
+                    void *arg) {
   if (d->pool)
-    hy_pool_for(d->pool, n, 65536, body, arg);
+    hy_pool_for(d->pool, n, grain, body, arg);
   else if (n)
     body(arg, 0, n, 0);
 }
@@ -71,7 +72,6 @@ static void finite_body(void *arg, size_t b, size_t e, int tid) {
   j->bad[tid] = bad;
 }
 
-/* Destination ranks and per-thread counts per destination. */
 /* The owner pass and the leaver lists run over nb fixed blocks of the
  * particles (block k: [k n / nb, (k+1) n / nb)), so that each block's
  * leavers, in ascending order, go to places the counts of the blocks
@@ -499,7 +499,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   memset(&s, 0, sizeof s);
   const int P = d->size;
   const size_t n = p->n;
-  size_t *idx = NULL, *order = NULL, *leave = NULL, *send_off = NULL, *recv_off = NULL;
+  size_t *order = NULL, *leave = NULL, *send_off = NULL, *recv_off = NULL;
   uint64_t *send_n = NULL, *recv_n = NULL, *ns_all = NULL;
   int *dest = NULL, *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
   double *samp = NULL, *all = NULL;
@@ -515,7 +515,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
     const int nt = n_threads(d);
     struct finite_job fj = {.p = p, .bad = hy_malloc("decomposition checks", (size_t)nt, sizeof(uint64_t))};
     for (int t = 0; t < nt; t++) fj.bad[t] = UINT64_MAX;
-    for_all(d, n, finite_body, &fj);
+    for_all(d, n, 65536, finite_body, &fj);
     uint64_t bad = UINT64_MAX;
     for (int t = 0; t < nt; t++)
       if (fj.bad[t] < bad) bad = fj.bad[t];
@@ -601,10 +601,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   struct owner_job oj = {.d = d, .pos = p->pos, .dest = dest, .n = n, .nb = nb, .stride = ((size_t)P + 15) / 8 * 8};
   oj.count = hy_calloc("decomposition counts", hy_size_mul_or_die(nb, oj.stride, "decomposition counts"),
                        sizeof(uint64_t));
-  if (d->pool)
-    hy_pool_for(d->pool, nb, 1, owner_body, &oj);
-  else
-    owner_body(&oj, 0, nb, 0);
+  for_all(d, nb, 1, owner_body, &oj);
   for (size_t k = 0; k < nb; k++)
     for (int r = 0; r < P; r++) send_n[r] += oj.count[k * oj.stride + (size_t)r];
   send_off[0] = 0;
@@ -628,10 +625,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
       }
     }
   }
-  if (d->pool)
-    hy_pool_for(d->pool, nb, 1, fill_body, &oj);
-  else
-    fill_body(&oj, 0, nb, 0);
+  for_all(d, nb, 1, fill_body, &oj);
   hy_free(oj.count);
   hy_free(oj.at);
   hy_free(oj.leave_at);
@@ -768,7 +762,6 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
 done:
   s.time = hy_wtime() - t0;
   if (st) *st = s;
-  hy_free(idx);
   hy_free(order);
   hy_free(leave);
   hy_free(send_off);

@@ -503,6 +503,10 @@ int hy_force_refit(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   return hy_force_build(f, p, err);
 }
 
+int hy_force_resume(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
+  return f->let ? 0 : hy_force_build(f, p, err);
+}
+
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   f->dev_build = 0;
   if (f->cfg.tree_build != HY_TREE_BUILD_HOST && p->n >= 2) return device_build(f, p, 0, 0, err);
@@ -766,13 +770,8 @@ static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_e
     red[d] = m ? fmin(red[d], f->packed_red[d]) : f->packed_red[d];
     red[3 + d] = m ? fmax(red[3 + d], f->packed_red[3 + d]) : f->packed_red[3 + d];
   }
-  /* every (nm/s)-th node of the merged order, as hy_tree_sample takes them */
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
-  const size_t s = nm < HY_TREE_SAMPLE ? nm : HY_TREE_SAMPLE;
-  for (size_t j = 0; j < s; j++) {
-    const size_t i = (size_t)(((uint64_t)j * nm) / s);
-    memcpy(sample + 3 * j, i < n ? p->pos + 3 * i : f->remote.pos + 3 * (i - n), 3 * sizeof(double));
-  }
+  const size_t s = hy_tree_sample2(p->pos, n, f->remote.pos, m, sample); /* as of the merged set */
   if (key_cube(nm, red, f->origin, sample, s, centre, &half)) {
     f->packed_n = 0;
     return device_build(f, merged_set(f, p), 0, 1, err);

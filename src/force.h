@@ -129,6 +129,13 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err);
  *  bound holds as after a build; only the cells' compactness ages. */
 int hy_force_refit(struct hy_force *f, struct hy_part *p, struct hy_err *err);
 
+/** A resumed run, at a soft-step boundary: leave the force as the soft step
+ *  of a straight run left it for the next hy_force_refit. One rank: the
+ *  tree of these positions (which the first hard step refits). Several
+ *  ranks: nothing to build, since the soft step's merged tree replaced the
+ *  local one and the first hard step builds anew. */
+int hy_force_resume(struct hy_force *f, struct hy_part *p, struct hy_err *err);
+
 /** Nonzero if the last hy_force_build built the tree on the device. */
 int hy_force_device_built(const struct hy_force *f);
 

@@ -363,6 +363,8 @@ static void timings_header(FILE *f, int n_hard) {
 enum { TV_TOTAL, TV_SOFT, TV_TREE, TV_KERNEL, TV_TRANSFER, TV_WALL, TV_DD, TV_SELECT, TV_COMM, TV_REMOTE, TV_WAIT,
        TV_DEVBUSY, TV_MAINBUSY, TV_HARD0 };
 enum { CV_PPH, CV_PCH, CV_PPS, CV_PCS, CV_N };
+/* the summary's split of rank 0's costs */
+enum sum_part { SP_SORT, SP_BUILD, SP_EXPORT, SP_REMOTE, SP_UPLOAD, SP_DOWNLOAD, SP_LET, SP_BOXES, SP_DD, SP_WALK, SP_N };
 /* let.csv quantities: min, mean, max over ranks */
 enum { LV_NLOCAL, LV_NHARD, LV_NSOFT, LV_NHARD_AT_SOFT, LV_SENT, LV_RECV, LV_N };
 
@@ -669,8 +671,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   struct {
     long steps, n_hard;
     double wall, soft, hard, kernel, inter, max_de;
-    double part[10]; /* rank 0's costs: host sort, build, export, remote tree, upload, download, LET, DD, walls,
-                        LET boxes */
+    double part[SP_N]; /* rank 0's costs, enum sum_part */
   } sum;
   memset(&sum, 0, sizeof sum);
   const double dd_wait0 = r->dd_wait;
@@ -718,11 +719,17 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
     sum.inter += (double)(tm.pp_hard + tm.pc_hard + tm.pp_soft + tm.pc_soft);
     for (int k = 0; k < 2; k++) {
       const struct hy_force_stats *q = k ? &tm.st_soft : &tm.st_hard;
-      const double v[10] = {q->sort,   q->build,    q->export_, q->remote_build, q->upload, q->download,
-                            q->let_boxes + q->let_select + q->let_comm, 0.0, q->walk_wall, q->let_boxes};
-      for (int i = 0; i < 10; i++) sum.part[i] += v[i];
+      sum.part[SP_SORT] += q->sort;
+      sum.part[SP_BUILD] += q->build;
+      sum.part[SP_EXPORT] += q->export_;
+      sum.part[SP_REMOTE] += q->remote_build;
+      sum.part[SP_UPLOAD] += q->upload;
+      sum.part[SP_DOWNLOAD] += q->download;
+      sum.part[SP_LET] += q->let_boxes + q->let_select + q->let_comm;
+      sum.part[SP_BOXES] += q->let_boxes;
+      sum.part[SP_WALK] += q->walk_wall;
     }
-    sum.part[7] += tm.dd;
+    sum.part[SP_DD] += tm.dd;
     /* progress: every step when stdout is not a terminal (a log file), at
      * most once a second on a terminal */
     double el = hy_wtime() - wall0;
@@ -781,8 +788,9 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
            "copies %.4f s, remote tree %.4f s, upload %.4f s, download %.4f s, LET %.4f s "
            "(tight boxes and their exchange %.4f s), decomposition %.4f s (%.4f s of it waiting for the other ranks), "
            "walk calls %.4f s",
-           r->scheme == HY_SCHEME_HYBRID ? "soft " : "", q[0] / ns, q[1] / ns, q[2] / ns, q[3] / ns, q[4] / ns,
-           q[5] / ns, q[6] / ns, q[9] / ns, q[7] / ns, (r->dd_wait - dd_wait0) / ns, q[8] / ns);
+           r->scheme == HY_SCHEME_HYBRID ? "soft " : "", q[SP_SORT] / ns, q[SP_BUILD] / ns, q[SP_EXPORT] / ns,
+           q[SP_REMOTE] / ns, q[SP_UPLOAD] / ns, q[SP_DOWNLOAD] / ns, q[SP_LET] / ns, q[SP_BOXES] / ns,
+           q[SP_DD] / ns, (r->dd_wait - dd_wait0) / ns, q[SP_WALK] / ns);
     hy_msg("summary: %.3e interactions, %.3e per second of kernel time; max |dE/E| %.3e; %d snapshots, %d "
            "restart sets written",
            sum.inter, sum.kernel > 0 ? sum.inter / sum.kernel : 0.0, sum.max_de, r->snap_count,

@@ -312,12 +312,8 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
   memset(tm, 0, sizeof *tm);
   hy_force_stats_reset(s->f);
   if (s->on_device) return device_step(s, want, tm, err);
-  /* resumed: the tree a straight run would refit at the first hard step.
-   * On several ranks there is none: the soft step's merged tree replaced
-   * the local one on the device, so the first hard step builds anew */
-  if (s->need_tree && s->cfg.scheme == HY_SCHEME_HYBRID && hy_force_nranks(s->f) == 1 &&
-      hy_force_build(s->f, p, err) != 0)
-    return -1;
+  /* resumed: the force as a straight run's soft step left it for the first hard step */
+  if (s->need_tree && s->cfg.scheme == HY_SCHEME_HYBRID && hy_force_resume(s->f, p, err) != 0) return -1;
   s->need_tree = 0;
   double t_start = hy_wtime();
   kick(s, p->acc_w, 0.5 * dt); /* opening half kick: (a_h + n a_s) dt_h / 2 */

@@ -119,14 +119,17 @@ static double select_kth(double *q, size_t m, size_t k) {
   return q[k];
 }
 
-size_t hy_tree_sample(const double *pos, size_t n, double *sample) {
-  const size_t s = n < HY_TREE_SAMPLE ? n : HY_TREE_SAMPLE;
+size_t hy_tree_sample2(const double *a, size_t n_a, const double *b, size_t n_b, double *sample) {
+  const size_t n = n_a + n_b, s = n < HY_TREE_SAMPLE ? n : HY_TREE_SAMPLE;
   for (size_t j = 0; j < s; j++) { /* every (n/s)-th particle: independent of threads and chunks */
     const size_t i = (size_t)(((uint64_t)j * n) / s);
-    for (int d = 0; d < 3; d++) sample[3 * j + d] = pos[3 * i + d];
+    const double *x = i < n_a ? a + 3 * i : b + 3 * (i - n_a);
+    for (int d = 0; d < 3; d++) sample[3 * j + d] = x[d];
   }
   return s;
 }
+
+size_t hy_tree_sample(const double *pos, size_t n, double *sample) { return hy_tree_sample2(pos, n, NULL, 0, sample); }
 
 int hy_tree_robust_cube_sampled(const double *sample, size_t s, size_t n, double centre[3], double *half) {
   if (n < 2 || s < 2 || s > HY_TREE_SAMPLE || !(*half > 0.0) || !isfinite(*half)) return 0;
