@@ -527,18 +527,15 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     }
   }
   cl_mem res0 = cl->out0.mem, res1 = cl->out1.mem;
-  if (a->unsort) { /* results back into the host's particle order */
-    if (hy_cl_unsort(cl, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err) != 0 ||
-        (split && hy_cl_unsort(cl, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err) != 0)) {
-      clFinish(cl->q);
-      hy_cl_release_events(ev, EV_N);
-      return -1;
-    }
-    res0 = cl->uout0.mem;
-    res1 = cl->uout1.mem;
-  } else if (a->add_unsorted) { /* onto the unsort walk's results, already in the host's order */
-    if (hy_cl_add4(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, &ev[EV_UNSORT0], err) != 0 ||
-        (split && hy_cl_add4(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, &ev[EV_UNSORT1], err) != 0)) {
+  /* unsort: the results into the host's particle order; add_unsorted: onto
+   * those an unsort walk left there (already in that order) */
+  if (a->unsort || a->add_unsorted) {
+    int rc = a->unsort ? hy_cl_unsort(cl, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err)
+                       : hy_cl_add4(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, &ev[EV_UNSORT0], err);
+    if (rc == 0 && split)
+      rc = a->unsort ? hy_cl_unsort(cl, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err)
+                     : hy_cl_add4(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, &ev[EV_UNSORT1], err);
+    if (rc != 0) {
       clFinish(cl->q);
       hy_cl_release_events(ev, EV_N);
       return -1;
