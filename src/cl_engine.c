@@ -450,7 +450,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if (a->unsort && (a->slot != 0 || a->self_base != 0 || a->n_sink != cl->sorted_n || a->tree_id == 0 ||
                     cl->node_id[0] != a->tree_id))
     return hy_err_set(err, "internal error: walk of a device-built tree that is not resident");
-  if (!a->out0 && !a->unsort) return hy_err_set(err, "internal error: walk results with nowhere to go");
+  if (!a->out0 && !a->unsort && !a->add_unsorted) return hy_err_set(err, "internal error: walk results with nowhere to go");
   if ((a->sinks_resident || a->add_unsorted) &&
       (a->n_sink != cl->sorted_n || a->self_base >= 0 || a->unsort || (a->add_unsorted && !a->sinks_resident)))
     return hy_err_set(err, "internal error: walk with resident sinks that do not match the last device build");

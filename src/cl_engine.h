@@ -63,7 +63,8 @@ struct hy_cl_walk_args {
                             tree with the local particles as sinks; sink is not read) */
   int add_unsorted;    /**< the results are added on the device to those a previous unsort walk of
                             the same particles left there (out0 NULL), and the sums come back in
-                            out0 / out1 (sinks_resident needed) */
+                            out0 / out1, or stay there for hy_cl_state_unpack when out0 is NULL
+                            (sinks_resident needed) */
 };
 
 /** Read the results an unsort walk left on the device (out0 NULL) into
@@ -79,7 +80,8 @@ enum {
   HY_CL_HOST_OUT1 = 2,
   HY_CL_HOST_GRP = 3,  /* merged trees: item moments */
   HY_CL_HOST_TREE = 4, /* the device-built tree for the host (hy_cl_tree_download) */
-  HY_CL_HOST_N = 5
+  HY_CL_HOST_XYZ = 5,  /* distributed runs: the device state's positions for the LET selection */
+  HY_CL_HOST_N = 6
 };
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its
@@ -174,12 +176,15 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
 /** Nonzero if the device supports double precision (cl_khr_fp64). */
 int hy_cl_has_fp64(struct hy_cl *cl);
 /** Copy n particles' state to the device (3 doubles per particle for pos,
- *  vel, acc_w; 1 for mass). */
+ *  vel, acc_w; 1 for mass); acc_w NULL: the device's kick acceleration is
+ *  left undefined (the next unpack sets it). */
 int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, const double *mass,
                        const double *acc_w, size_t n, struct hy_err *err);
-/** Copy the state back; acc and pot (may be NULL) only if the last unpack wrote them. */
+/** Copy the state back; any of the arrays may be NULL (not copied); acc and
+ *  pot only if the last unpack wrote them. seconds (may be NULL) receives
+ *  the transfer's wall time. */
 int hy_cl_state_download(struct hy_cl *cl, double *pos, double *vel, double *acc_w, double *acc, double *pot,
-                         size_t n, struct hy_err *err);
+                         size_t n, double *seconds, struct hy_err *err);
 /** kick = 0: positions += dt velocities (a drift); kick = 1: velocities += dt acc_w. */
 int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err);
 /** Pack (position - origin, mass) in float as the tree build's input

@@ -113,7 +113,8 @@ int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, c
       (e = clEnqueueWriteBuffer(cl->q, cl->s_vel.mem, CL_FALSE, 0, b3, vel, 0, NULL, NULL)) != CL_SUCCESS ||
       (e = clEnqueueWriteBuffer(cl->q, cl->s_mass.mem, CL_FALSE, 0, n * sizeof(double), mass, 0, NULL, NULL)) !=
           CL_SUCCESS ||
-      (e = clEnqueueWriteBuffer(cl->q, cl->s_accw.mem, CL_FALSE, 0, b3, acc_w, 0, NULL, NULL)) != CL_SUCCESS ||
+      (acc_w && (e = clEnqueueWriteBuffer(cl->q, cl->s_accw.mem, CL_FALSE, 0, b3, acc_w, 0, NULL, NULL)) !=
+                    CL_SUCCESS) ||
       (e = clFinish(cl->q)) != CL_SUCCESS) {
     clFinish(cl->q);
     return hy_err_set(err, "OpenCL: uploading the particle state failed on %s: %s", cl->name, hy_cl_errname(e));
@@ -123,21 +124,26 @@ int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, c
 }
 
 int hy_cl_state_download(struct hy_cl *cl, double *pos, double *vel, double *acc_w, double *acc, double *pot,
-                         size_t n, struct hy_err *err) {
+                         size_t n, double *seconds, struct hy_err *err) {
   if (need_state(cl, "download", err)) return -1;
   if (n != cl->state_n) return hy_err_set(err, "internal error: state of %zu particles, %zu asked", cl->state_n, n);
+  double t0 = hy_wtime();
   size_t b3 = n * 3 * sizeof(double);
-  cl_int e;
-  if ((e = clEnqueueReadBuffer(cl->q, cl->s_pos.mem, CL_FALSE, 0, b3, pos, 0, NULL, NULL)) != CL_SUCCESS ||
-      (e = clEnqueueReadBuffer(cl->q, cl->s_vel.mem, CL_FALSE, 0, b3, vel, 0, NULL, NULL)) != CL_SUCCESS ||
-      (e = clEnqueueReadBuffer(cl->q, cl->s_accw.mem, CL_FALSE, 0, b3, acc_w, 0, NULL, NULL)) != CL_SUCCESS ||
-      (acc && (e = clEnqueueReadBuffer(cl->q, cl->s_acc.mem, CL_FALSE, 0, b3, acc, 0, NULL, NULL)) != CL_SUCCESS) ||
-      (pot && (e = clEnqueueReadBuffer(cl->q, cl->s_pot.mem, CL_FALSE, 0, n * sizeof(double), pot, 0, NULL,
-                                       NULL)) != CL_SUCCESS) ||
-      (e = clFinish(cl->q)) != CL_SUCCESS) {
+  struct {
+    cl_mem mem;
+    size_t bytes;
+    void *dst;
+  } part[] = {{cl->s_pos.mem, b3, pos},   {cl->s_vel.mem, b3, vel}, {cl->s_accw.mem, b3, acc_w},
+              {cl->s_acc.mem, b3, acc},   {cl->s_pot.mem, n * sizeof(double), pot}};
+  cl_int e = CL_SUCCESS;
+  for (size_t k = 0; k < sizeof part / sizeof part[0] && e == CL_SUCCESS; k++)
+    if (part[k].dst) e = clEnqueueReadBuffer(cl->q, part[k].mem, CL_FALSE, 0, part[k].bytes, part[k].dst, 0, NULL, NULL);
+  if (e == CL_SUCCESS) e = clFinish(cl->q);
+  if (e != CL_SUCCESS) {
     clFinish(cl->q);
     return hy_err_set(err, "OpenCL: downloading the particle state failed on %s: %s", cl->name, hy_cl_errname(e));
   }
+  if (seconds) *seconds += hy_wtime() - t0;
   return 0;
 }
 

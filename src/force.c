@@ -173,6 +173,10 @@ static void sink_body(void *arg, size_t b, size_t e, int tid) {
 
 static int walk_job_run(void *arg);
 static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err);
+static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err);
+static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n_sink,
+                            uint64_t sink_id, long self_base, float *out0, float *out1);
+static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *err);
 
 static int pot_invalid(int mode, int want_pot) { return want_pot && mode == HY_WALK_HARD; }
 
@@ -423,22 +427,87 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
 /* ------------------------------------------------- device-resident state */
 
 int hy_force_state_possible(struct hy_force *f, const struct hy_part *p) {
-  return f->cfg.tree_build != HY_TREE_BUILD_HOST && !f->let && p->n >= 2 && hy_cl_has_fp64(f->cl);
+  /* distributed: decided for every rank alike; a rank holding fewer than
+   * two particles at a step takes the host path for it (hy_sim) */
+  return f->cfg.tree_build != HY_TREE_BUILD_HOST && (f->let || p->n >= 2) && hy_cl_has_fp64(f->cl);
 }
 
-int hy_force_state_put(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
+/* Copies between the particle arrays and the engine's page-locked staging
+ * memory, on the pool's threads (transfers from and to pageable memory are
+ * several times slower). */
+struct stage_job {
+  int n;
+  struct {
+    double *dst;
+    const double *src;
+    size_t w; /* doubles per particle */
+  } a[5];
+};
+
+static void stage_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct stage_job *j = arg;
+  for (int k = 0; k < j->n; k++) {
+    const size_t w = j->a[k].w;
+    memcpy(j->a[k].dst + w * b, j->a[k].src + w * b, w * (e - b) * sizeof(double));
+  }
+}
+
+/* One more array to copy: src to dst, w doubles per particle. */
+static void stage_add(struct stage_job *j, double *dst, const double *src, size_t w) {
+  j->a[j->n].dst = dst;
+  j->a[j->n].src = src;
+  j->a[j->n].w = w;
+  j->n++;
+}
+
+int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_accw, struct hy_err *err) {
   double t0 = hy_wtime();
-  int rc = hy_cl_state_upload(f->cl, p->pos, p->vel, p->mass, p->acc_w, p->n, err);
+  const size_t n = p->n;
+  double *st = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(n, 10 * sizeof(double), "particle state"),
+                                 err);
+  if (!st) return -1;
+  double *pos = st, *vel = st + 3 * n, *mass = st + 6 * n, *accw = st + 7 * n;
+  struct stage_job j = {0};
+  stage_add(&j, pos, p->pos, 3);
+  stage_add(&j, vel, p->vel, 3);
+  stage_add(&j, mass, p->mass, 1);
+  if (with_accw) stage_add(&j, accw, p->acc_w, 3);
+  hy_pool_for(f->pool, n, 65536, stage_body, &j);
+  int rc = hy_cl_state_upload(f->cl, pos, vel, mass, with_accw ? accw : NULL, n, err);
   f->st.upload += hy_wtime() - t0;
   return rc;
 }
 
-int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err) {
+/* The state's arrays that are not NULL into p's (through staging memory). */
+static int state_get(struct hy_force *f, size_t n, double *pos, double *vel, double *acc_w, double *acc, double *pot,
+                     struct hy_err *err) {
   double t0 = hy_wtime();
-  int rc = hy_cl_state_download(f->cl, p->pos, p->vel, p->acc_w, with_acc ? p->acc : NULL, with_pot ? p->pot : NULL,
-                                p->n, err);
+  double *st = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(n, 13 * sizeof(double), "particle state"),
+                                 err);
+  if (!st) return -1;
+  struct stage_job j = {0};
+  double *dev[5] = {NULL, NULL, NULL, NULL, NULL}, *host[5] = {pos, vel, acc_w, acc, pot}, *at = st;
+  for (int k = 0; k < 5; k++)
+    if (host[k]) {
+      const size_t w = k == 4 ? 1 : 3;
+      dev[k] = at;
+      stage_add(&j, host[k], at, w);
+      at += w * n;
+    }
+  double tx = 0.0;
+  if (hy_cl_state_download(f->cl, dev[0], dev[1], dev[2], dev[3], dev[4], n, &tx, err) != 0) return -1;
+  hy_pool_for(f->pool, n, 65536, stage_body, &j);
   f->st.download += hy_wtime() - t0;
-  return rc;
+  return 0;
+}
+
+int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err) {
+  return state_get(f, p->n, p->pos, p->vel, p->acc_w, with_acc ? p->acc : NULL, with_pot ? p->pot : NULL, err);
+}
+
+int hy_force_state_get_moved(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
+  return state_get(f, p->n, p->pos, p->vel, NULL, NULL, NULL, err);
 }
 
 int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err) {
@@ -450,9 +519,24 @@ int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err)
   return hy_cl_state_finite(f->cl, n_bad, &first, err);
 }
 
+/* Distributed runs, the device state's tree just built or refitted: its
+ * host view for the LET selection, and q = p with the device's positions
+ * (brought into staging memory; the masses are p's, which only the soft
+ * step's decomposition changes). */
+static int state_let_view(struct hy_force *f, const struct hy_part *p, int refit, struct hy_part *q,
+                          struct hy_err *err) {
+  double *xyz = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(p->n, 24, "positions"), err);
+  if (!xyz || hy_cl_state_download(f->cl, xyz, NULL, NULL, NULL, NULL, p->n, &f->st.download, err) != 0) return -1;
+  *q = *p;
+  q->pos = xyz;
+  return tree_to_host(f, p->n, refit, err);
+}
+
 int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, int refit,
                          struct hy_err *err) {
   if (pot_invalid(mode, want_pot)) return hy_err_set(err, "internal error: potential requested from a hard walk");
+  if (f->let && (mode < 0 || f->merged == HY_LET_MERGED || (f->merged == HY_LET_AUTO && mode != HY_WALK_HARD)))
+    return hy_err_set(err, "internal error: a walk of the device state that needs the merged LET tree");
   double t0 = hy_wtime(), red[11], tk = 0.0;
   /* the frame: this build's centre of mass, from a first pass in the
    * absolute frame (so it depends on the positions only), or the bulk's
@@ -460,17 +544,30 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   const double zero[3] = {0.0, 0.0, 0.0};
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
-  if (hy_cl_state_pack(f->cl, zero, red, s, sample, &tk, err) != 0) return -1;
-  for (int d = 0; d < 3; d++) f->origin[d] = red[6] > 0.0 ? red[7 + d] / red[6] : 0.0;
-  if (key_cube(p->n, red, zero, sample, s, centre, &half)) memcpy(f->origin, centre, sizeof f->origin);
-  if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
+  const int rf = refit && can_refit(f, p->n);
+  if (rf && f->let) { /* several ranks: a refit keeps the frame of the build it refits, as device_build */
+    if (hy_cl_state_pack(f->cl, f->origin, red, s, sample, &tk, err) != 0) return -1;
+    if (key_cube(p->n, red, f->origin, sample, s, centre, &half)) {
+      memcpy(f->origin, centre, sizeof f->origin);
+      if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
+    }
+  } else {
+    if (hy_cl_state_pack(f->cl, zero, red, s, sample, &tk, err) != 0) return -1;
+    for (int d = 0; d < 3; d++) f->origin[d] = red[6] > 0.0 ? red[7 + d] / red[6] : 0.0;
+    if (key_cube(p->n, red, zero, sample, s, centre, &half)) memcpy(f->origin, centre, sizeof f->origin);
+    if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
+  }
   if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
-  if (build_packed(f, p->n, NULL, NULL, centre, half, hy_wtime() - t0, refit && can_refit(f, p->n), err) != 0)
-    return -1;
+  if (build_packed(f, p->n, NULL, NULL, centre, half, hy_wtime() - t0, rf, err) != 0) return -1;
+  f->dev_merged = 0;
+  f->packed_n = 0; /* nothing of this build is in the host's staging buffer */
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
+  struct hy_part q;
+  if (f->let && state_let_view(f, p, rf, &q, err) != 0) return -1;
   struct walk_job *lj = &f->job[0];
   lj->cl = f->cl;
+  lj->fetch = 0;
   lj->wc = (struct hy_walk_cfg){.mode = mode,
                                 .want_pot = want_pot,
                                 .nvec = f->cfg.nvec,
@@ -487,8 +584,19 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
                                    .self_base = 0,
                                    .unsort = 1};
   hy_worker_submit(f->worker, walk_job_run, lj);
-  if (wait_job(f, lj, err) != 0) return -1;
+  /* distributed: the LET exchange and the remote tree while the device walks */
+  int rc = f->let ? remote_tree(f, &q, mode, err) : 0;
+  if (wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
+  if (rc == 0 && f->let && f->remote.n > 0) { /* its results added to the local walk's, on the device */
+    struct walk_job *rj = &f->job[1];
+    second_tree_job(f, rj, &lj->wc, p->n, 0, -1, NULL, NULL);
+    rj->a.sinks_resident = 1;
+    rj->a.add_unsorted = 1;
+    hy_worker_submit(f->worker, walk_job_run, rj);
+    rc = wait_job(f, rj, err);
+  }
   f->st.device_busy += hy_worker_take_busy(f->worker);
+  if (rc != 0) return -1;
   double tu = 0.0;
   if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot, &tu, err) != 0)
     return -1;

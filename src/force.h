@@ -152,27 +152,37 @@ const struct hy_tree *hy_force_tree(const struct hy_force *f);
 int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double *acc0, double *acc1, double *pot,
                   struct hy_err *err);
 
-/* Device-resident particle state (one rank, TreeBuild auto or device, a
+/* Device-resident particle state (TreeBuild auto or device, a
  * double-precision device): positions, velocities, masses and the kick
  * acceleration stay on the device between hy_force_state_put and
  * hy_force_state_get, in p's order; the integrator kicks and drifts them
  * there and the forces are computed from them, so a step moves no particle
- * data over the bus. The caller keeps track of which copy is current. */
+ * data over the bus. The caller keeps track of which copy is current.
+ * Distributed runs keep the state there for the hard steps (hard walks with
+ * the LET walked as a separate remote tree): the positions come back once
+ * per hard force for the LET selection, nothing else does. */
 
-/** Nonzero if p's state can live on the device. */
+/** Nonzero if p's state can live on the device (distributed runs: on any
+ *  rank with at least two particles). */
 int hy_force_state_possible(struct hy_force *f, const struct hy_part *p);
-/** Copy p's positions, velocities, masses and kick accelerations to the device. */
-int hy_force_state_put(struct hy_force *f, const struct hy_part *p, struct hy_err *err);
+/** Copy p's positions, velocities, masses and (with_accw) kick
+ *  accelerations to the device. */
+int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_accw, struct hy_err *err);
 /** Copy them back, with the total accelerations (with_acc: the last force
  *  was HY_WALK_SPLIT) and the potentials (with_pot: the last force made them). */
 int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err);
+/** Copy back the positions and velocities only (distributed runs, before
+ *  the soft step's decomposition: the soft step makes the rest anew). */
+int hy_force_state_get_moved(struct hy_force *f, struct hy_part *p, struct hy_err *err);
 /** kick = 0: drift the positions by dt; kick = 1: kick the velocities by dt with the kick acceleration. */
 int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err);
 /** Build (refit: refit as hy_force_refit) the tree of the device positions
- *  and walk it (mode < 0: the tree only): mode HY_WALK_HARD,
+ *  and walk it (mode < 0: the tree only; distributed: the local and the
+ *  remote tree, which needs a separate LET walk for mode): mode HY_WALK_HARD,
  *  SOFTSTEP or FULL set the kick acceleration; HY_WALK_SPLIT sets it to
  *  hard + n soft and the total acceleration to hard + soft; want_pot also
- *  the potential. p gives the IDs (for the non-finite report). */
+ *  the potential. p gives the IDs (for the non-finite report) and, on
+ *  several ranks, the masses of the LET items. */
 int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, int refit,
                          struct hy_err *err);
 /** Number of particles with a non-finite position, velocity or kick acceleration. */

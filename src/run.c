@@ -487,7 +487,9 @@ static void finite_body(void *arg, size_t b, size_t e, int tid) {
  * Returns 0 when every value is finite. */
 static int check_finite(struct run *r, struct hy_sim *sim, struct hy_pool *pool, long s, double t,
                         struct hy_err *err) {
-  if (hy_sim_state_on_device(sim)) { /* one rank: count on the device, bring the state over only if needed */
+  /* one rank: count on the device, bring the state over only if needed
+   * (several ranks have the state on the host after every step) */
+  if (hy_sim_state_on_device(sim) && r->size == 1) {
     size_t n_bad = 0;
     if (hy_sim_count_nonfinite(sim, &n_bad, err) != 0) return -1;
     if (n_bad == 0) return 0;
@@ -621,7 +623,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   if (r->rank == 0 && r->scheme != HY_SCHEME_DIRECT)
     hy_msg("tree built on the %s, particle state kept on the %s",
            hy_force_config(f)->tree_build == HY_TREE_BUILD_DEVICE ? "device" : "host",
-           hy_sim_state_on_device(sim) ? "device" : "host");
+           !hy_sim_state_on_device(sim) ? "host" : r->size > 1 ? "device at hard steps" : "device");
   unsigned snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
   struct hy_diag d0, d;
   memset(&d, 0, sizeof d);
@@ -1093,7 +1095,7 @@ int hy_cmd_run(int argc, char **argv) {
     goto out;
   }
   if (strcmp(hy_params_get_str(r.par, "ParticleState"), "device") == 0) {
-    const char *why = r.size > 1 ? "one MPI rank (the domains change at soft steps)"
+    const char *why = r.size > 1 && r.scheme != HY_SCHEME_HYBRID ? "Scheme hybrid on several MPI ranks"
                       : strcmp(hy_params_get_str(r.par, "TreeBuild"), "host") == 0 ? "TreeBuild device or auto"
                       : r.scheme == HY_SCHEME_DIRECT                                 ? "Scheme hybrid or tree"
                                                                                      : NULL;

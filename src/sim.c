@@ -68,7 +68,10 @@ struct hy_sim *hy_sim_create(struct hy_part *p, struct hy_force *f, struct hy_po
   if (s->cfg.scheme != HY_SCHEME_HYBRID) s->cfg.n_ratio = 1;
   s->t = s->t0 = t0;
   int want_dev = cfg->state == HY_STATE_DEVICE || (cfg->state == HY_STATE_AUTO && !hy_cl_is_cpu(hy_force_cl(f)));
-  s->on_device = want_dev && !cfg->decompose && cfg->scheme != HY_SCHEME_DIRECT && hy_force_state_possible(f, p);
+  /* distributed: the hard steps of the hybrid scheme (the soft step's
+   * decomposition and merged LET tree work on the host's copy) */
+  const int scheme_ok = cfg->decompose ? cfg->scheme == HY_SCHEME_HYBRID : cfg->scheme != HY_SCHEME_DIRECT;
+  s->on_device = want_dev && scheme_ok && hy_force_state_possible(f, p);
   s->host_fresh = 1;
   return s;
 }
@@ -88,9 +91,11 @@ int hy_sim_sync(struct hy_sim *s, struct hy_err *err) {
   return 0;
 }
 
-static int to_device(struct hy_sim *s, struct hy_err *err) {
+/* with_accw = 0: the device's kick acceleration is not needed (a force
+ * comes before the next kick) */
+static int to_device(struct hy_sim *s, int with_accw, struct hy_err *err) {
   if (s->dev_fresh) return 0;
-  if (hy_force_state_put(s->f, s->p, err) != 0) return -1;
+  if (hy_force_state_put(s->f, s->p, with_accw, err) != 0) return -1;
   s->dev_fresh = 1;
   return 0;
 }
@@ -217,8 +222,8 @@ static int device_boundary_force(struct hy_sim *s, unsigned want, struct hy_err 
 int hy_sim_start(struct hy_sim *s, unsigned want, struct hy_err *err) {
   if (decompose(s, NULL, err) != 0) return -1;
   hy_force_stats_reset(s->f);
-  if (!s->on_device) return boundary_force(s, want, err);
-  if (to_device(s, err) != 0 || device_boundary_force(s, want, err) != 0) return -1;
+  if (!s->on_device || s->cfg.decompose) return boundary_force(s, want, err); /* distributed: on the host */
+  if (to_device(s, 1, err) != 0 || device_boundary_force(s, want, err) != 0) return -1;
   s->host_fresh = 0;
   return hy_sim_sync(s, err);
 }
@@ -276,7 +281,7 @@ static int device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm
   const double dt = s->cfg.dt_h;
   const int n = s->cfg.n_ratio;
   double t_start = hy_wtime();
-  if (to_device(s, err) != 0) return -1;
+  if (to_device(s, 1, err) != 0) return -1;
   s->host_fresh = 0;
   s->dev_acc = s->dev_pot = 0;
   if (s->need_tree && hy_force_state_force(f, s->p, -1, 0, 0, err) != 0) return -1;
@@ -305,13 +310,68 @@ static int device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm
   return 0;
 }
 
+/* hy_sim_step of a distributed hybrid run with the state on the device:
+ * the hard steps there (a rank holding fewer than two particles takes the
+ * host path for the step: the same LET collectives in the same order), then
+ * the positions and velocities back for the soft step, which decomposes and
+ * computes the soft-step force on the host's copy as without the device
+ * state. */
+static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err) {
+  struct hy_part *p = s->p;
+  struct hy_force *f = s->f;
+  const double dt = s->cfg.dt_h;
+  const int n = s->cfg.n_ratio, dev = p->n >= 2;
+  /* resumed: nothing to build (hy_force_resume), the first hard step builds */
+  s->need_tree = 0;
+  double t_start = hy_wtime();
+  kick(s, p->acc_w, 0.5 * dt); /* the opening half kick on the host: the kick acceleration stays there */
+  if (dev) {
+    hy_sim_host_changed(s);
+    if (to_device(s, 0, err) != 0) return -1;
+    s->host_fresh = 0;
+    s->dev_acc = s->dev_pot = 0;
+  }
+  for (int k = 1; k < n; k++) {
+    double t0 = hy_wtime();
+    if (dev) {
+      if (hy_force_state_move(f, 0, dt, err) != 0 || hy_force_state_force(f, p, HY_WALK_HARD, 0, 1, err) != 0 ||
+          hy_force_state_move(f, 1, dt, err) != 0)
+        return -1;
+    } else {
+      drift(s, dt);
+      if (hy_force_refit(f, p, err) != 0 || hy_force_walk(f, p, HY_WALK_HARD, p->acc_w, NULL, NULL, err) != 0)
+        return -1;
+      kick(s, p->acc_w, dt);
+    }
+    tm->hard[k - 1] = hy_wtime() - t0;
+    take_stats(s, tm, 1);
+  }
+  tm->n_hard = n - 1;
+  double t0 = hy_wtime();
+  if (dev) {
+    if (hy_force_state_move(f, 0, dt, err) != 0 || hy_force_state_get_moved(f, p, err) != 0) return -1;
+  } else {
+    drift(s, dt);
+  }
+  hy_sim_host_changed(s); /* p is current; the kick acceleration comes from the soft step below */
+  if (decompose(s, tm, err) != 0 || boundary_force(s, want, err) != 0) return -1;
+  kick(s, p->acc_w, 0.5 * dt);
+  double t1 = hy_wtime();
+  tm->soft = t1 - t0;
+  take_stats(s, tm, 0);
+  tm->total = t1 - t_start;
+  s->step++;
+  s->t = s->t0 + (double)s->step * (double)n * dt;
+  return 0;
+}
+
 int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err) {
   struct hy_part *p = s->p;
   const double dt = s->cfg.dt_h;
   const int n = s->cfg.n_ratio;
   memset(tm, 0, sizeof *tm);
   hy_force_stats_reset(s->f);
-  if (s->on_device) return device_step(s, want, tm, err);
+  if (s->on_device) return s->cfg.decompose ? dist_device_step(s, want, tm, err) : device_step(s, want, tm, err);
   /* resumed: the force as a straight run's soft step left it for the first hard step */
   if (s->need_tree && s->cfg.scheme == HY_SCHEME_HYBRID && hy_force_resume(s->f, p, err) != 0) return -1;
   s->need_tree = 0;

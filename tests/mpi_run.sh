@@ -13,7 +13,11 @@
 #    error stays within 2x (+1e-6) of the 1-rank run's.
 #  - 2 ranks, TreeBuild device: the same run with the trees built by the
 #    OpenCL kernels completes, says so, and keeps the same bounds.
-#  - 2 ranks, ParticleState device: refused with one line, no output.
+#  - 3 ranks, ParticleState device (the hard steps on the device state): the
+#    run says so, and its energy.csv and final snapshot equal, bit for bit,
+#    those of the 3-rank TreeBuild device run with the state on the host.
+#  - 2 ranks, ParticleState device with Scheme tree: refused with one line,
+#    no output.
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
 #    a one-line error and a non-zero status, and no output is written.
 #  - 2 ranks where only rank 1 runs out of device memory (a device memory
@@ -103,6 +107,25 @@ else
   echo "FAIL: 2-rank TreeBuild device run:"; cat "$tmp/mpi2d.log"; fail=1
 fi
 
+# 3 ranks, the same with the state on the device at hard steps: the same
+# arithmetic on the same values (positions from the device for the LET
+# selection), so the same result bit for bit
+if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P SnapshotFields=Acceleration \
+     >"$tmp/mpi3d.log" 2>&1 &&
+   mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3s" -P TreeBuild=device -P SnapshotFields=Acceleration \
+     -P ParticleState=device >"$tmp/mpi3s.log" 2>&1; then
+  grep -q "particle state kept on the device at hard steps" "$tmp/mpi3s.log" ||
+    { echo "FAIL: 3-rank ParticleState device run does not say where the state is"; fail=1; }
+  cmp "$tmp/mpi3d/energy.csv" "$tmp/mpi3s/energy.csv" ||
+    { echo "FAIL: 3 ranks: energy.csv differs with the state on the device"; fail=1; }
+  if command -v h5diff >/dev/null 2>&1; then
+    h5diff "$tmp/mpi3d/snapshot_001.hdf5" "$tmp/mpi3s/snapshot_001.hdf5" /PartType1 /PartType1 ||
+      { echo "FAIL: 3 ranks: the final snapshot differs with the state on the device"; fail=1; }
+  fi
+else
+  echo "FAIL: 3-rank TreeBuild / ParticleState device runs:"; cat "$tmp/mpi3d.log" "$tmp/mpi3s.log"; fail=1
+fi
+
 # 2 ranks, a device that does not exist
 if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/bad" -P OpenCLDevice=9:9 >"$tmp/bad.out" 2>"$tmp/bad.err"; then
   echo "FAIL: a run with OpenCLDevice 9:9 succeeded"; fail=1
@@ -131,15 +154,15 @@ fi
 grep -q "hytree: error: \[rank 1\] LET: exchange of the items failed: MPI_ERR" "$tmp/mpifail.err" ||
   { echo "FAIL: no clear MPI failure message from rank 1:"; cat "$tmp/mpifail.err"; fail=1; }
 
-# the device-resident state needs one rank: refused with one line, before any output
-for kv in ParticleState=device; do
-  # shellcheck disable=SC2086
-  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/one" -P "$kv" \
-       >"$tmp/one.out" 2>"$tmp/one.err"; then
-    echo "FAIL: $kv was accepted on 2 ranks"; fail=1
-  fi
-  grep -q "hytree: error: .*-P $kv: ${kv%%=*} device needs one MPI rank" "$tmp/one.err" ||
-    { echo "FAIL: no clear message for $kv on 2 ranks:"; cat "$tmp/one.err"; fail=1; }
-  [ ! -e "$tmp/one" ] || { echo "FAIL: the refused $kv run created its output directory"; fail=1; }
-done
+# the device-resident state on several ranks needs the hybrid scheme:
+# refused with one line, before any output
+kv=ParticleState=device
+# shellcheck disable=SC2086
+if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/one" -P "$kv" -P Scheme=tree \
+     >"$tmp/one.out" 2>"$tmp/one.err"; then
+  echo "FAIL: $kv was accepted on 2 ranks with Scheme tree"; fail=1
+fi
+grep -q "hytree: error: .*-P $kv: ParticleState device needs Scheme hybrid on several MPI ranks" "$tmp/one.err" ||
+  { echo "FAIL: no clear message for $kv with Scheme tree on 2 ranks:"; cat "$tmp/one.err"; fail=1; }
+[ ! -e "$tmp/one" ] || { echo "FAIL: the refused $kv run created its output directory"; fail=1; }
 exit $fail

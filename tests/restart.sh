@@ -6,10 +6,12 @@
 # `hytree run --restart DIR`, give bit-identical final snapshots (h5diff) and
 # energy.csv, on 1 and on 2 ranks. A run killed (SIGKILL) while writing its
 # second restart set (HYTREE_TEST_KILL_IN_RESTART) resumes from the first set
-# to the same result. On one rank this runs twice: with the defaults and
-# with the tree and the particle state on the device (TreeBuild device,
-# ParticleState device), whose straight run must also equal, bit for bit,
-# the one with the device-built tree and the state on the host. A restart
+# to the same result. This runs with the defaults and with the tree and the
+# particle state on the device (TreeBuild device, ParticleState device), on
+# 1 and on 2 ranks (where the state stays on the device for the hard steps),
+# and on 2 ranks with the device-built tree alone; a straight run with the
+# state on the device must equal, bit for bit, the one with the
+# device-built tree and the state on the host. A restart
 # that changes a physics key, or runs on another rank count, is refused
 # with one clear line.
 set -u
@@ -35,11 +37,13 @@ same() { # dir1 dir2 what: particle data and header bitwise (RunParameters names
   done
   cmp -s "$1/energy.csv" "$2/energy.csv" || { echo "FAIL: $3: energy.csv differs"; fail=1; }
 }
-for run in 1 1dev 2 2dev; do
-  np=${run%dev}
-  dev=
-  [ "$run" = 1dev ] && dev="-P TreeBuild=device -P ParticleState=device"
-  [ "$run" = 2dev ] && dev="-P TreeBuild=device"
+for run in 1 1dev 2 2dev 2state; do
+  np=${run%%[a-z]*}
+  case $run in
+    1dev | 2state) dev="-P TreeBuild=device -P ParticleState=device" ;;
+    2dev) dev="-P TreeBuild=device" ;;
+    *) dev= ;;
+  esac
   if [ "$np" -gt 1 ]; then
     [ -n "${MPIEXEC:-}" ] || { echo "no MPI launcher: 2-rank restarts not tested"; break; }
     # shellcheck disable=SC2086
@@ -68,6 +72,11 @@ for run in 1 1dev 2 2dev; do
     "$HYTREE" run "$tmp/p.txt" -P TreeBuild=device -P ParticleState=host -P "OutputDir=$d.hoststate" --quiet ||
       { echo "FAIL: device-built tree, state on the host"; fail=1; }
     same "$d.straight" "$d.hoststate" "the state on the device against the state on the host"
+  fi
+  if [ "$run" = 2state ]; then
+    grep -q "tree built on the device, particle state kept on the device at hard steps" "$d.log" ||
+      { echo "FAIL: 2 ranks, ParticleState device did not keep the state on the device"; cat "$d.log"; fail=1; }
+    same "$d.straight" "$tmp/np2dev.straight" "2 ranks: the state on the device at hard steps against the host"
   fi
 done
 

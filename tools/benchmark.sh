@@ -8,6 +8,7 @@
 # every particle), is run but not counted.
 #
 # usage: tools/benchmark.sh [-N N] [-s SOFT_STEPS] [-d DEVICE] [-n RANKS] [-S SCHEMES] [-o DIR] [-x HYTREE]
+#                           [-P KEY=VALUE ...]
 #   -N N          particles (default 1048576)
 #   -S SCHEMES    hybrid,tree (default), hybrid or tree
 #   -n RANKS      MPI ranks, started with ${MPIEXEC:-mpirun} (default 1: no launcher)
@@ -15,14 +16,16 @@
 #   -d DEVICE     OpenCLDevice value: gpu, cpu, any or P:D (default any)
 #   -o DIR        work directory (default bench-N)
 #   -x HYTREE     the hytree program (default ./hytree)
+#   -P KEY=VALUE  a parameter for every run (repeatable), e.g. -P ParticleState=device
 # Prints one Markdown table row per scheme and writes DIR/summary.md.
 set -euo pipefail
 N=1048576 S=3 DEV=any DIR= HY=./hytree NP=1 SCHEMES=hybrid,tree
-while getopts "N:s:d:n:S:o:x:h" o; do
+EXTRA=()
+while getopts "N:s:d:n:S:o:x:P:h" o; do
   case $o in
     N) N=$OPTARG ;; s) S=$OPTARG ;; d) DEV=$OPTARG ;; n) NP=$OPTARG ;; o) DIR=$OPTARG ;; x) HY=$OPTARG ;;
-    S) SCHEMES=$OPTARG ;;
-    *) sed -n '3,17p' "$0"; exit 2 ;;
+    S) SCHEMES=$OPTARG ;; P) EXTRA+=(-P "$OPTARG") ;;
+    *) sed -n '3,19p' "$0"; exit 2 ;;
   esac
 done
 DIR=${DIR:-bench-$N}
@@ -67,7 +70,8 @@ launch=
 for scheme in ${SCHEMES//,/ }; do
   case $scheme in hybrid | tree) ;; *) echo "benchmark: unknown scheme $scheme" >&2; exit 2 ;; esac
   # shellcheck disable=SC2086
-  $launch "$HY" run "$DIR/params.txt" -P "OutputDir=$DIR/$scheme" -P "Scheme=$scheme" >"$DIR/$scheme.log" 2>&1 ||
+  $launch "$HY" run "$DIR/params.txt" -P "OutputDir=$DIR/$scheme" -P "Scheme=$scheme" \
+    ${EXTRA[@]+"${EXTRA[@]}"} >"$DIR/$scheme.log" 2>&1 ||
     { echo "benchmark: $scheme run failed, see $DIR/$scheme.log" >&2; tail -n 5 "$DIR/$scheme.log" >&2; exit 1; }
   summary "$scheme" "$DIR/$scheme" >>"$DIR/summary.md"
 done

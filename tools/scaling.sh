@@ -6,20 +6,22 @@
 # Markdown table with the time per dt_s, its parts and the strong-scaling
 # efficiency E(P) = T(1) / (P T(P)) of the hybrid scheme.
 #
-# usage: tools/scaling.sh [-N N[,N...]] [-p P[,P...]] [-s SOFT_STEPS] [-d DEVICE] [-o DIR]
+# usage: tools/scaling.sh [-N N[,N...]] [-p P[,P...]] [-s SOFT_STEPS] [-d DEVICE] [-o DIR] [-P KEY=VALUE ...]
 #   -N   particle counts (default 16777216,67108864)
 #   -p   rank counts (default 1,2,4); each rank takes the GPU of its node-local rank
 #   -s   measured soft steps per run (default 2)
 #   -d   OpenCLDevice (default gpu)
 #   -o   work directory (default scaling)
+#   -P   a parameter for every run (repeatable; passed to benchmark.sh)
 # MPIEXEC (default mpirun) launches the ranks; set HYTREE_NUM_THREADS to the
 # cores per rank and give MPIEXEC the binding you want (e.g. "mpirun --bind-to none").
 set -euo pipefail
 NS=16777216,67108864 PS=1,2,4 S=2 DEV=gpu DIR=scaling
-while getopts "N:p:s:d:o:h" o; do
+EXTRA=()
+while getopts "N:p:s:d:o:P:h" o; do
   case $o in
-    N) NS=$OPTARG ;; p) PS=$OPTARG ;; s) S=$OPTARG ;; d) DEV=$OPTARG ;; o) DIR=$OPTARG ;;
-    *) sed -n '3,17p' "$0"; exit 2 ;;
+    N) NS=$OPTARG ;; p) PS=$OPTARG ;; s) S=$OPTARG ;; d) DEV=$OPTARG ;; o) DIR=$OPTARG ;; P) EXTRA+=(-P "$OPTARG") ;;
+    *) sed -n '3,18p' "$0"; exit 2 ;;
   esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,7 +35,8 @@ for n in ${NS//,/ }; do
   t1=
   for p in ${PS//,/ }; do
     d="$DIR/N$n-P$p"
-    "$here/benchmark.sh" -N "$n" -s "$S" -d "$DEV" -n "$p" -S hybrid -o "$d" >"$d.txt" 2>&1 ||
+    "$here/benchmark.sh" -N "$n" -s "$S" -d "$DEV" -n "$p" -S hybrid -o "$d" ${EXTRA[@]+"${EXTRA[@]}"} \
+      >"$d.txt" 2>&1 ||
       { echo "scaling: N = $n, P = $p failed, see $d.txt" >&2; tail -n 5 "$d.txt" >&2; exit 1; }
     # the hybrid row of benchmark.sh's summary
     row=$(awk -F'|' '$2 ~ /hybrid/ { print; exit }' "$d/summary.md")
