@@ -4,6 +4,7 @@
 
 #include "force.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -64,6 +65,8 @@ struct hy_force {
   size_t packed_n;          /* distributed: the staging buffer holds the last local build's n particles,
                                packed relative to origin (0: not known to) */
   double packed_red[6];     /* their lo[3], hi[3] relative to origin */
+  struct hy_box box;        /* distributed: the tight box of the last local device build's particles */
+  int box_ok;               /* box is set (from that build's pack reductions) */
   double frame[3];          /* positions in the device records are relative to this point */
   float *dout0, *dout1;     /* walk results (engine's host staging memory) */
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
@@ -299,6 +302,19 @@ static int key_cube(size_t n, const double red[6], const double origin[3], const
   return hy_tree_robust_cube_sampled(sample, s, n_finite, centre, half);
 }
 
+/* Distributed runs: the tight box of the local particles from a pack's
+ * reductions (red = lo[3], hi[3] relative to f->origin), which spares the
+ * host a pass over the positions; widened by a few rounding units of x - o + o
+ * so that it holds every particle. */
+static void box_from_pack(struct hy_force *f, const double red[6]) {
+  for (int d = 0; d < 3; d++) {
+    const double o = f->origin[d], lo = red[d] + o, hi = red[3 + d] + o;
+    f->box.lo[d] = lo - 4.0 * DBL_EPSILON * (fabs(lo) + fabs(o));
+    f->box.hi[d] = hi + 4.0 * DBL_EPSILON * (fabs(hi) + fabs(o));
+  }
+  f->box_ok = 1;
+}
+
 /* The device build from positions packed relative to f->origin (pos4, or
  * the device state's when NULL) in the key cube (centre, half); t_host is
  * the host time spent so far. */
@@ -420,6 +436,7 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   }
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
   f->dev_merged = 0;
+  box_from_pack(f, red);
   if (build_packed(f, n, pos4, NULL, centre, half, hy_wtime() - t0, refit, err) != 0) return -1;
   return f->let ? tree_to_host(f, n, refit, err) : 0;
 }
@@ -558,6 +575,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
     if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
   }
   if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
+  box_from_pack(f, red);
   if (build_packed(f, p->n, NULL, NULL, centre, half, hy_wtime() - t0, rf, err) != 0) return -1;
   f->dev_merged = 0;
   f->packed_n = 0; /* nothing of this build is in the host's staging buffer */
@@ -617,6 +635,7 @@ int hy_force_resume(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
 
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   f->dev_build = 0;
+  f->box_ok = 0;
   if (f->cfg.tree_build != HY_TREE_BUILD_HOST && p->n >= 2) return device_build(f, p, 0, 0, err);
   if (p->n == 0) { /* a rank without particles (distributed runs): nothing to build */
     f->tree.n_part = f->tree.n_cell = 0;
@@ -733,7 +752,7 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
 static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err) {
   struct hy_let_stats ls = {0};
   const int hard = mode == HY_WALK_HARD;
-  int rc = hy_let_boxes(f->let, p, &ls, err);
+  int rc = hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, &ls, err);
   if (rc == 0) {
     hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
     rc = hy_let_exchange(f->let, &f->remote, &ls, err);

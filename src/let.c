@@ -146,14 +146,18 @@ double hy_let_box_distance(const struct hy_box *b, const double x[3]) {
   return sqrt(s);
 }
 
-int hy_let_boxes(struct hy_let *L, const struct hy_part *p, struct hy_let_stats *st, struct hy_err *err) {
+int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box *mine, struct hy_let_stats *st,
+                 struct hy_err *err) {
   double t0 = hy_wtime();
-  struct hy_box mine;
-  tight_box_pool(p, L->pool, &mine);
+  struct hy_box own;
+  if (mine)
+    own = *mine;
+  else
+    tight_box_pool(p, L->pool, &own);
   double buf[6];
   for (int d = 0; d < 3; d++) {
-    buf[d] = mine.lo[d];
-    buf[3 + d] = mine.hi[d];
+    buf[d] = own.lo[d];
+    buf[3 + d] = own.hi[d];
   }
   double *all = hy_malloc("LET boxes", (size_t)L->size, 6 * sizeof(double));
   int rc = MPI_Allgather(buf, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, L->comm);
@@ -195,37 +199,53 @@ struct sel_job {
 
 /* The selection walk against box B over the nodes from x up to (excluding)
  * stop: the whole tree from the root with stop HY_NONE, or the subtree of a
- * frontier node x with stop next[x]. emit = 0 only counts. Returns the item count. */
+ * frontier node x with stop next[x]. out NULL only counts. With hard_count
+ * (full walks only) the same pass counts the items the hard walk would
+ * select: it visits what the full walk visits except the subtrees of cells
+ * with d >= R2 + b_max, which the full walk may open but the hard walk
+ * skips (their end is the skipped cell's next link). Returns the item count. */
 static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct hy_box *B, int hard,
-                            double r2, int32_t x, int32_t stop, struct dest_buf *out) {
+                            double r2, int32_t x, int32_t stop, struct dest_buf *out, uint64_t *hard_count) {
   const int32_t np = (int32_t)t->n_part;
-  uint64_t count = 0;
+  uint64_t count = 0, hc = 0;
+  int32_t skip_end = HY_NONE; /* hard_count: inside a skipped subtree until this node */
+  int skipping = 0;
   while (x != stop) {
+    if (skipping && x == skip_end) skipping = 0;
     if (x < np) {
       const size_t i = t->pidx ? t->pidx[x] : (size_t)x; /* device-built trees keep p unsorted */
       const double *r = p->pos + 3 * i;
-      if (!hard || hy_let_box_distance(B, r) < r2) {
+      const double d = hard || hard_count ? hy_let_box_distance(B, r) : 0.0;
+      if (!hard || d < r2) {
         if (out) push_item(out, r, p->mass[i], 0.0, 0.0);
         count++;
       }
+      hc += !skipping && d < r2;
       x = t->next[x];
       continue;
     }
     size_t c = (size_t)(x - np);
     const double *cm = t->cm + 3 * c;
     double d = hy_let_box_distance(B, cm);
-    if (hard && d >= r2 + t->bmax[c]) {
+    const int far = d >= r2 + t->bmax[c]; /* no part of the cell within R2 of B */
+    if (hard && far) {
       x = t->next[x];
     } else if (d < t->rb[c]) {
+      if (hard_count && !skipping && far) {
+        skipping = 1;
+        skip_end = t->next[x];
+      }
       x = t->more[x];
     } else {
       if (!hard || d < r2) {
         if (out) push_item(out, cm, t->mass[c], t->b2[c], t->bmax[c]);
         count++;
       }
+      hc += !skipping && !far && d < r2;
       x = t->next[x];
     }
   }
+  if (hard_count) *hard_count = hc;
   return count;
 }
 
@@ -278,8 +298,8 @@ static void sel_body(void *arg, size_t b, size_t e, int tid) {
     const struct hy_box *B = &L->box[tk->r];
     const int32_t stop = j->t->next[tk->x];
     tk->out.n = 0;
-    select_walk(j->t, j->p, B, j->hard, j->r2, tk->x, stop, &tk->out);
-    tk->out.n_hard = j->count_hard ? select_walk(j->t, j->p, B, 1, j->r2, tk->x, stop, NULL) : 0;
+    tk->out.n_hard = 0;
+    select_walk(j->t, j->p, B, j->hard, j->r2, tk->x, stop, &tk->out, j->count_hard ? &tk->out.n_hard : NULL);
   }
 }
 

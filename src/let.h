@@ -49,8 +49,9 @@ void hy_let_tight_box(const struct hy_part *p, struct hy_box *b);
 /** Distance from x to the box (0 inside; infinite for an empty box). */
 double hy_let_box_distance(const struct hy_box *b, const double x[3]);
 
-/** Allgather every rank's tight box of p. */
-int hy_let_boxes(struct hy_let *L, const struct hy_part *p, struct hy_let_stats *st, struct hy_err *err);
+/** Allgather every rank's tight box: mine, or when NULL the tight box of p. */
+int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box *mine, struct hy_let_stats *st,
+                 struct hy_err *err);
 /** The box of rank r from the last hy_let_boxes. */
 const struct hy_box *hy_let_box(const struct hy_let *L, int r);
 
