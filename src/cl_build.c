@@ -252,11 +252,12 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
                         hy_cl_errname(e));
-  } else if (cl->state_n != n) {
-    return hy_err_set(err, "internal error: device tree build from a device state of %zu particles, not %zu",
-                      cl->state_n, n);
+  } else if (cl->state_n + cl->appended != n || a->grp) {
+    return hy_err_set(err, "internal error: device tree build from a device state of %zu particles and %zu items, "
+                           "not %zu", cl->state_n, cl->appended, n);
   }
-  cl->has_grp = a->grp != NULL;
+  /* the state's positions with LET items behind them: their moments are on the device (hy_cl_state_append) */
+  cl->has_grp = a->grp != NULL || (!a->pos && cl->appended > 0);
   if (a->grp) {
     if (hy_cl_ensure_buf(cl, &cl->grp, hy_size_mul_or_die(n, 8, "particle groups"), "LET item moments", err) != 0)
       return -1;

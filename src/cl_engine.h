@@ -117,8 +117,9 @@ struct hy_cl_build_result {
 };
 
 /** Build the tree on the device; it stays resident for hy_cl_walk with
- *  unsort set. pos NULL: the positions packed by hy_cl_state_pack. Returns
- *  0 or -1 with err set. */
+ *  unsort set. pos NULL: the positions packed by hy_cl_state_pack (and the
+ *  items hy_cl_state_append put behind them; grp must then be NULL).
+ *  Returns 0 or -1 with err set. */
 int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                      struct hy_err *err);
 
@@ -196,7 +197,15 @@ int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err);
  *  doubles, absolute), read back with the reductions. */
 int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], size_t s, double *sample,
                      double *seconds, struct hy_err *err);
-/** Walk results left on the device (hy_cl_walk, unsort, out0 NULL) into the
+/** Pack m LET items (items: x, y, z, m in the frame of the last
+ *  hy_cl_state_pack; grp: B2, b_max) behind the state's packed positions,
+ *  for a merged tree (hy_cl_tree_build with pos NULL and n = state + m; its
+ *  particles' B2 and b_max are zero). The next hy_cl_state_pack drops them.
+ *  seconds (may be NULL) receives the wall time. */
+int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
+                       struct hy_err *err);
+/** Walk results left on the device (hy_cl_walk, unsort, out0 NULL; after
+ *  a merged build, the state's particles come first) into the
  *  state: split 0: acc_w = G out0; split 1: acc_w = G (out0 + n out1), acc =
  *  G (out0 + out1); want_pot: pot = G out0.w. */
 int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, int want_pot, double *seconds,

@@ -75,6 +75,7 @@ struct hy_cl {
   cl_kernel k_axpy, k_pack, k_unpack, k_finite;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
   size_t state_n;  /* particles in the state buffers (0: none) */
+  size_t appended; /* LET items packed behind the state's positions (hy_cl_state_append; 0 after a pack) */
   int has_fp64;    /* 0 not asked yet, 1 no, 2 yes */
 };
 

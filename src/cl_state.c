@@ -108,6 +108,7 @@ int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, c
       hy_cl_ensure_buf(cl, &cl->s_red, RED_DOUBLES * sizeof(double), "reductions", err))
     return -1;
   cl->state_n = 0;
+  cl->appended = 0;
   cl_int e;
   if ((e = clEnqueueWriteBuffer(cl->q, cl->s_pos.mem, CL_FALSE, 0, b3, pos, 0, NULL, NULL)) != CL_SUCCESS ||
       (e = clEnqueueWriteBuffer(cl->q, cl->s_vel.mem, CL_FALSE, 0, b3, vel, 0, NULL, NULL)) != CL_SUCCESS ||
@@ -163,6 +164,7 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
                      double *seconds, struct hy_err *err) {
   if (need_state(cl, "pack", err)) return -1;
   size_t n = cl->state_n;
+  cl->appended = 0;
   if (s > n || s > HY_TREE_SAMPLE)
     return hy_err_set(err, "internal error: a sample of %zu of %zu positions", s, n);
   cl_uint us = (cl_uint)s;
@@ -210,7 +212,8 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
                        struct hy_err *err) {
   if (need_state(cl, "unpack", err)) return -1;
   size_t n = cl->state_n;
-  if (n != cl->sorted_n) return hy_err_set(err, "internal error: unpacking walk results of another particle set");
+  if (n + cl->appended != cl->sorted_n)
+    return hy_err_set(err, "internal error: unpacking walk results of another particle set");
   if ((split && hy_cl_ensure_buf(cl, &cl->s_acc, n * 3 * sizeof(double), "accelerations (double)", err)) ||
       (want_pot && hy_cl_ensure_buf(cl, &cl->s_pot, n * sizeof(double), "potentials (double)", err)))
     return -1;
@@ -231,6 +234,51 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
       set_arg(cl, cl->k_unpack, 9, sizeof(cl_mem), &pot, nm, err))
     return -1;
   return run_grid(cl, cl->k_unpack, "unpacking the walk results on the device", seconds, err);
+}
+
+/* Grow b to hold bytes, keeping its first `keep` bytes. */
+static int ensure_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size_t keep, const char *label,
+                       struct hy_err *err) {
+  if (b->mem && b->size >= bytes) return 0;
+  struct cl_buf old = *b;
+  b->mem = NULL;
+  b->size = 0;
+  if (hy_cl_ensure_buf(cl, b, bytes, label, err) != 0) {
+    *b = old;
+    return -1;
+  }
+  cl_int e = keep ? clEnqueueCopyBuffer(cl->q, old.mem, b->mem, 0, 0, keep, 0, NULL, NULL) : CL_SUCCESS;
+  if (e == CL_SUCCESS) e = clFinish(cl->q);
+  cl->in_use -= old.size;
+  hy_cl_buf_release(&old);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: copying '%s' into a larger buffer failed on %s: %s", label, cl->name,
+                      hy_cl_errname(e));
+  return 0;
+}
+
+int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
+                       struct hy_err *err) {
+  if (need_state(cl, "append", err)) return -1;
+  double t0 = hy_wtime();
+  const size_t n = cl->state_n, nm = n + m;
+  if (hy_cl_check_int(nm, "particles and LET items", err) ||
+      ensure_keep(cl, &cl->pos, hy_size_mul_or_die(nm, 16, "positions"), n * 16, "particle positions", err) ||
+      hy_cl_ensure_buf(cl, &cl->grp, hy_size_mul_or_die(nm, 8, "particle groups"), "LET item moments", err))
+    return -1;
+  const cl_float zero = 0.0f;
+  cl_int e = clEnqueueFillBuffer(cl->q, cl->grp.mem, &zero, sizeof zero, 0, n * 8, 0, NULL, NULL);
+  if (e == CL_SUCCESS && m)
+    e = clEnqueueWriteBuffer(cl->q, cl->pos.mem, CL_FALSE, n * 16, m * 16, items, 0, NULL, NULL);
+  if (e == CL_SUCCESS && m) e = clEnqueueWriteBuffer(cl->q, cl->grp.mem, CL_FALSE, n * 8, m * 8, grp, 0, NULL, NULL);
+  if (e == CL_SUCCESS) e = clFinish(cl->q);
+  if (e != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: uploading %zu LET items failed on %s: %s", m, cl->name, hy_cl_errname(e));
+  }
+  cl->appended = m;
+  if (seconds) *seconds += hy_wtime() - t0;
+  return 0;
 }
 
 int hy_cl_state_finite(struct hy_cl *cl, size_t *n_bad, long *first, struct hy_err *err) {

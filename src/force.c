@@ -549,11 +549,94 @@ static int state_let_view(struct hy_force *f, const struct hy_part *p, int refit
   return tree_to_host(f, p->n, refit, err);
 }
 
+static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err);
+
+/* The merged walk of the device state (soft steps on several ranks; the
+ * host's positions are current): the LET exchanged after the local build,
+ * the items packed in its frame (with their B2, b_max) behind the state's
+ * packed positions on the device, the merged tree built and walked there,
+ * each particle and item a sink skipping its own node, and the particles'
+ * results turned into the state's accelerations on the device; as
+ * merged_walk_device with the host's copy. red: the local pack's lo[3],
+ * hi[3] relative to f->origin. */
+static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, const double *red,
+                             struct hy_err *err) {
+  if (exchange_let(f, p, mode, err) != 0) return -1;
+  double t0 = hy_wtime(), tk = 0.0;
+  const size_t n = p->n, m = f->remote.n, nm = n + m;
+  const struct hy_tree keep = f->tree;
+  double frame[3];
+  memcpy(frame, f->frame, sizeof frame);
+  float *items = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(m, 16, "LET items"), err);
+  float *grp = items ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(m, 8, "LET items"), err) : NULL;
+  if (!grp) return -1;
+  double sample[3 * HY_TREE_SAMPLE], centre[3], half, mred[10], bounds[6];
+  const size_t s = hy_tree_sample2(p->pos, n, f->remote.pos, m, sample); /* as of the merged set */
+  for (int pass = 0; pass < 2; pass++) {
+    uint64_t bad = UINT64_MAX;
+    if (m) pack_run(f, &f->remote, items, grp, mred, &bad);
+    for (int d = 0; d < 3; d++) {
+      bounds[d] = m ? fmin(mred[d], red[d]) : red[d];
+      bounds[3 + d] = m ? fmax(mred[3 + d], red[3 + d]) : red[3 + d];
+    }
+    if (pass == 1 || !key_cube(nm, bounds, f->origin, sample, s, centre, &half)) break;
+    /* escapers shrank the key cube: both packed again relative to the bulk's centre */
+    memcpy(f->origin, centre, sizeof f->origin);
+    double lred[11];
+    if (hy_cl_state_pack(f->cl, f->origin, lred, 0, NULL, &tk, err) != 0) return -1;
+    red = lred;
+  }
+  double tu = 0.0;
+  if (hy_cl_state_append(f->cl, items, grp, m, &tu, err) != 0) return -1;
+  f->st.upload += tu;
+  int rc = build_packed(f, nm, NULL, NULL, centre, half, hy_wtime() - t0 - tu, 0, err);
+  f->dev_merged = 1;
+  struct walk_job *j = &f->job[0];
+  if (rc == 0) {
+    j->cl = f->cl;
+    j->fetch = 0;
+    j->wc = (struct hy_walk_cfg){.mode = mode,
+                                 .want_pot = want_pot,
+                                 .nvec = f->cfg.nvec,
+                                 .eps = f->cfg.eps,
+                                 .r1 = f->cfg.r1,
+                                 .r2 = f->cfg.r2,
+                                 .n_ratio = (double)f->cfg.n_ratio};
+    j->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
+                                    .n_part = f->tree.n_part,
+                                    .root = f->tree.root,
+                                    .tree_id = f->tree_id,
+                                    .slot = 0,
+                                    .n_sink = nm,
+                                    .self_base = 0,
+                                    .unsort = 1};
+    hy_worker_submit(f->worker, walk_job_run, j);
+    rc = wait_job(f, j, err);
+    f->st.device_busy += hy_worker_take_busy(f->worker);
+  }
+  /* the local tree's view for hy_force_tree; its records are gone from the device */
+  struct hy_tree *t = &f->tree;
+  t->n_part = keep.n_part;
+  t->n_cell = keep.n_cell;
+  t->root = keep.root;
+  t->depth = keep.depth;
+  t->half = keep.half;
+  t->a_err = keep.a_err;
+  memcpy(t->centre, keep.centre, sizeof t->centre);
+  memcpy(f->frame, frame, sizeof frame);
+  if (rc != 0) return -1;
+  double tk2 = 0.0;
+  if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot, &tk2, err) != 0)
+    return -1;
+  f->st.kernel += tk2;
+  return 0;
+}
+
 int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, int refit,
                          struct hy_err *err) {
   if (pot_invalid(mode, want_pot)) return hy_err_set(err, "internal error: potential requested from a hard walk");
-  if (f->let && (mode < 0 || f->merged == HY_LET_MERGED || (f->merged == HY_LET_AUTO && mode != HY_WALK_HARD)))
-    return hy_err_set(err, "internal error: a walk of the device state that needs the merged LET tree");
+  if (f->let && mode < 0) return hy_err_set(err, "internal error: a device-state tree without a walk on several ranks");
+  const int merged = f->let && (f->merged == HY_LET_MERGED || (f->merged == HY_LET_AUTO && mode != HY_WALK_HARD));
   double t0 = hy_wtime(), red[11], tk = 0.0;
   /* the frame: this build's centre of mass, from a first pass in the
    * absolute frame (so it depends on the positions only), or the bulk's
@@ -561,7 +644,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   const double zero[3] = {0.0, 0.0, 0.0};
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
-  const int rf = refit && can_refit(f, p->n);
+  const int rf = refit && !merged && can_refit(f, p->n);
   if (rf && f->let) { /* several ranks: a refit keeps the frame of the build it refits, as device_build */
     if (hy_cl_state_pack(f->cl, f->origin, red, s, sample, &tk, err) != 0) return -1;
     if (key_cube(p->n, red, f->origin, sample, s, centre, &half)) {
@@ -581,6 +664,12 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   f->packed_n = 0; /* nothing of this build is in the host's staging buffer */
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
+  if (merged) {
+    if (tree_to_host(f, p->n, 0, err) != 0 || state_merged_walk(f, p, mode, want_pot, red, err) != 0) return -1;
+    f->st.n_walks++;
+    f->st.walk_wall += hy_wtime() - t1;
+    return 0;
+  }
   struct hy_part q;
   if (f->let && state_let_view(f, p, rf, &q, err) != 0) return -1;
   struct walk_job *lj = &f->job[0];

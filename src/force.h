@@ -158,9 +158,10 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
  * hy_force_state_get, in p's order; the integrator kicks and drifts them
  * there and the forces are computed from them, so a step moves no particle
  * data over the bus. The caller keeps track of which copy is current.
- * Distributed runs keep the state there for the hard steps (hard walks with
- * the LET walked as a separate remote tree): the positions come back once
- * per hard force for the LET selection, nothing else does. */
+ * Distributed runs: the hard walks (LET walked as a separate remote tree)
+ * bring back the positions for the LET selection and nothing else; the
+ * soft-step walks (merged LET tree) need the host's positions current (as
+ * after the decomposition) and bring back nothing. */
 
 /** Nonzero if p's state can live on the device (distributed runs: on any
  *  rank with at least two particles). */
@@ -177,8 +178,8 @@ int hy_force_state_get_moved(struct hy_force *f, struct hy_part *p, struct hy_er
 /** kick = 0: drift the positions by dt; kick = 1: kick the velocities by dt with the kick acceleration. */
 int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err);
 /** Build (refit: refit as hy_force_refit) the tree of the device positions
- *  and walk it (mode < 0: the tree only; distributed: the local and the
- *  remote tree, which needs a separate LET walk for mode): mode HY_WALK_HARD,
+ *  and walk it (mode < 0: the tree only, one rank; distributed: with the LET
+ *  as for hy_force_walk): mode HY_WALK_HARD,
  *  SOFTSTEP or FULL set the kick acceleration; HY_WALK_SPLIT sets it to
  *  hard + n soft and the total acceleration to hard + soft; want_pot also
  *  the potential. p gives the IDs (for the non-finite report) and, on

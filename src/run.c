@@ -487,12 +487,14 @@ static void finite_body(void *arg, size_t b, size_t e, int tid) {
  * Returns 0 when every value is finite. */
 static int check_finite(struct run *r, struct hy_sim *sim, struct hy_pool *pool, long s, double t,
                         struct hy_err *err) {
-  /* one rank: count on the device, bring the state over only if needed
-   * (several ranks have the state on the host after every step) */
-  if (hy_sim_state_on_device(sim) && r->size == 1) {
+  /* the state on the device: count there, bring it over only if some rank found one */
+  if (hy_sim_state_on_device(sim)) {
     size_t n_bad = 0;
     if (hy_sim_count_nonfinite(sim, &n_bad, err) != 0) return -1;
-    if (n_bad == 0) return 0;
+    uint64_t all = n_bad;
+    if (r->size > 1 && MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_UINT64_T, MPI_SUM, r->comm) != MPI_SUCCESS)
+      return hy_err_set(err, "step %ld: MPI_Allreduce of the finite check failed", s);
+    if (all == 0) return 0;
     if (hy_sim_sync(sim, err) != 0) return -1;
   }
   int nt = hy_pool_size(pool);

@@ -310,27 +310,32 @@ static int device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm
   return 0;
 }
 
-/* hy_sim_step of a distributed hybrid run with the state on the device:
- * the hard steps there (a rank holding fewer than two particles takes the
- * host path for the step: the same LET collectives in the same order), then
- * the positions and velocities back for the soft step, which decomposes and
- * computes the soft-step force on the host's copy as without the device
- * state. */
+/* hy_sim_step of a distributed hybrid run with the state on the device
+ * (ranks holding fewer than two particles take the host path for the part
+ * of the step they hold them in: the same LET collectives in the same
+ * order): the hard steps there; then the positions and velocities come back
+ * for the soft step's decomposition, the decomposed particles go back, and
+ * the soft-step force (merged LET tree) and the closing half kick run on
+ * the device. */
 static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err) {
   struct hy_part *p = s->p;
   struct hy_force *f = s->f;
   const double dt = s->cfg.dt_h;
-  const int n = s->cfg.n_ratio, dev = p->n >= 2;
+  const int n = s->cfg.n_ratio;
+  int dev = p->n >= 2;
   /* resumed: nothing to build (hy_force_resume), the first hard step builds */
   s->need_tree = 0;
   double t_start = hy_wtime();
-  kick(s, p->acc_w, 0.5 * dt); /* the opening half kick on the host: the kick acceleration stays there */
-  if (dev) {
-    hy_sim_host_changed(s);
-    if (to_device(s, 0, err) != 0) return -1;
-    s->host_fresh = 0;
-    s->dev_acc = s->dev_pot = 0;
+  if (dev && s->dev_fresh) {
+    if (hy_force_state_move(f, 1, 0.5 * dt, err) != 0) return -1;
+  } else {
+    kick(s, p->acc_w, 0.5 * dt); /* the opening half kick on the host: the device needs no kick acceleration */
+    if (dev) {
+      hy_sim_host_changed(s);
+      if (to_device(s, 0, err) != 0) return -1;
+    }
   }
+  if (dev) s->host_fresh = 0;
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
     if (dev) {
@@ -353,9 +358,22 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
   } else {
     drift(s, dt);
   }
-  hy_sim_host_changed(s); /* p is current; the kick acceleration comes from the soft step below */
-  if (decompose(s, tm, err) != 0 || boundary_force(s, want, err) != 0) return -1;
-  kick(s, p->acc_w, 0.5 * dt);
+  /* p's positions and velocities are current (its kick accelerations are
+   * not: the soft step makes them anew) */
+  hy_sim_host_changed(s);
+  s->dev_acc = s->dev_pot = 0;
+  if (decompose(s, tm, err) != 0) return -1;
+  dev = p->n >= 2;
+  if (dev) {
+    if (to_device(s, 0, err) != 0 || device_boundary_force(s, want, err) != 0 ||
+        hy_force_state_move(f, 1, 0.5 * dt, err) != 0)
+      return -1;
+    s->host_fresh = 0;
+    if ((want || !s->lazy) && hy_sim_sync(s, err) != 0) return -1;
+  } else {
+    if (boundary_force(s, want, err) != 0) return -1;
+    kick(s, p->acc_w, 0.5 * dt);
+  }
   double t1 = hy_wtime();
   tm->soft = t1 - t0;
   take_stats(s, tm, 0);

@@ -92,11 +92,11 @@ long hy_sim_steps(const struct hy_sim *s);
 void hy_sim_resume(struct hy_sim *s, long steps);
 
 /** Advance by one step; the force at the end provides `want`. With the
- *  state on the device (hy_force_state_possible, hy_sim_cfg.state) on one
- *  rank the particle set p is brought up to date at the end of the step
- *  when `want` is non-zero or lazy syncing is off (the default); otherwise
- *  call hy_sim_sync before reading p. Distributed hybrid runs keep it there
- *  for the hard steps only: p is current after every step. */
+ *  state on the device (hy_force_state_possible, hy_sim_cfg.state) the
+ *  particle set p is brought up to date at the end of the step when `want`
+ *  is non-zero or lazy syncing is off (the default); otherwise call
+ *  hy_sim_sync before reading p. Distributed hybrid runs bring the
+ *  positions and velocities over for every soft step's decomposition. */
 int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err);
 
 /** Nonzero if the particle state lives on the device between steps. */

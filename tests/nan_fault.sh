@@ -7,7 +7,8 @@
 # NaN to energy.csv and no later snapshot, and leave the initial snapshot
 # exactly as a clean run writes it. On 1 rank (with the defaults, and with the
 # tree and the state on the device, where the check runs as a kernel), and on
-# 2 when a launcher exists.
+# 2 when a launcher exists (with the defaults, and with the state on the
+# device, where the NaN on rank 0 must stop rank 1 too).
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
 : "${top_builddir:=.}"
@@ -21,10 +22,10 @@ InitCondFile  plummer:2048:4
 OutputDir     $tmp/unused
 TimeEnd       0.25
 EOP
-for run in 1 1dev 2; do
+for run in 1 1dev 2 2dev; do
   np=${run%dev}
   dev=
-  [ "$run" = 1dev ] && dev="-P TreeBuild=device -P ParticleState=device"
+  [ "$run" != "$np" ] && dev="-P TreeBuild=device -P ParticleState=device"
   launch=
   if [ "$np" -gt 1 ]; then
     [ -n "${MPIEXEC:-}" ] || break
