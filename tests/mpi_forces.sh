@@ -14,7 +14,10 @@
 # The same checks run with the local trees built by the OpenCL kernels
 # (TreeBuild device: the LET selection walks the tree downloaded from the
 # device, the soft step's merged tree of local particles and LET items is
-# built on the device too), against that build's own 1-rank run.
+# built on the device too), against that build's own 1-rank run, and with
+# the particle state on the device as well (test_mpi_forces -S: the forces of
+# hy_force_state_force, the drift on the device), including the every-cell
+# completeness check.
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -78,6 +81,13 @@ for np in 1 3; do
   # shellcheck disable=SC2086
   run galaxy-dev "$np" $gal -b device && [ "$np" -gt 1 ] && compare galaxy-dev "$np"
 done
+# the particle state on the device as well (test_mpi_forces -S)
+for np in 1 3; do
+  # shellcheck disable=SC2086
+  run plummer-state "$np" $pl -b device -S && [ "$np" -gt 1 ] && compare plummer-state "$np"
+done
+# shellcheck disable=SC2086
+run exact-state 2 $ex -b device -S && exact exact-state 2
 # shellcheck disable=SC2086
 run exact-dev 3 $ex -b device && exact exact-dev 3
 exit $fail

@@ -17,8 +17,12 @@
  * (tests/mpi_forces.sh) compares the lines of different rank counts.
  *
  * usage: test_mpi_forces -i ICS -G G -e EPS -1 R1 -2 R2 -a AERR -d DRIFT -s S
- *                        [-w auto|separate|merged] [-b auto|host|device] -o OUT
- * (-b: where the local trees are built, hy_force_cfg.tree_build) */
+ *                        [-w auto|separate|merged] [-b auto|host|device] [-S] -o OUT
+ * (-b: where the local trees are built, hy_force_cfg.tree_build; -S: the
+ * particle state on the device, as ParticleState device runs keep it: the
+ * forces from hy_force_state_force, the drifts by hy_force_state_move; the
+ * hard and soft parts from the kick and total accelerations of the split
+ * walk, a_w = a_h + n a_s and a = a_h + a_s) */
 #include "config.h"
 
 #include <math.h>
@@ -118,9 +122,10 @@ int main(int argc, char **argv) {
   const char *ics = NULL, *out = NULL;
   double G = 1, eps = 0, r1 = 0, r2 = 0, a_err = 0, drift = 0;
   long max_sinks = 4096;
-  int opt, let_walk = HY_LET_AUTO, tree_build = HY_TREE_BUILD_AUTO;
-  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:o:")) != -1) {
+  int opt, let_walk = HY_LET_AUTO, tree_build = HY_TREE_BUILD_AUTO, state = 0;
+  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:So:")) != -1) {
     switch (opt) {
+      case 'S': state = 1; break;
       case 'i': ics = optarg; break;
       case 'G': G = atof(optarg); break;
       case 'e': eps = atof(optarg); break;
@@ -190,8 +195,19 @@ int main(int argc, char **argv) {
   size_t n = p.n;
   double *hard = hy_malloc("hard", 3 * (n ? n : 1), sizeof(double));
   double *soft = hy_malloc("soft", 3 * (n ? n : 1), sizeof(double));
-  if (hy_force_build(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_SPLIT, hard, soft, NULL, &err) != 0)
+  const double n_ratio = (double)fc.n_ratio;
+  if (state) {
+    if (!hy_force_state_possible(f, &p) || n < 2) die("-S: the particle state cannot live on this device", NULL);
+    if (hy_force_state_put(f, &p, 1, &err) != 0 || hy_force_state_force(f, &p, HY_WALK_SPLIT, 0, 0, &err) != 0 ||
+        hy_force_state_get(f, &p, 1, 0, &err) != 0)
+      die("split walk of the device state", &err);
+    for (size_t i = 0; i < 3 * n; i++) {
+      soft[i] = (p.acc_w[i] - p.acc[i]) / (n_ratio - 1.0);
+      hard[i] = p.acc[i] - soft[i];
+    }
+  } else if (hy_force_build(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_SPLIT, hard, soft, NULL, &err) != 0) {
     die("split walk", &err);
+  }
   struct hy_force_stats st;
   hy_force_stats_get(f, &st);
   printf("rank %d/%d: %zu particles, received %llu LET items (a hard LET would be %llu), sent %llu\n", rank, P, n,
@@ -204,12 +220,21 @@ int main(int argc, char **argv) {
    * (the soft step's merged tree is gone), a refit of that tree for the rest
    * (HardStepTree refit: the device-built tree keeps its cells, and the
    * LET selection its downloaded links) */
-  for (size_t i = 0; i < 3 * n; i++) p.pos[i] += drift / 3.0 * p.vel[i];
-  if (hy_force_build(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_HARD, hard, NULL, NULL, &err) != 0)
-    die("hard walk after the first hard step's drift", &err);
-  for (size_t i = 0; i < 3 * n; i++) p.pos[i] += 2.0 * drift / 3.0 * p.vel[i];
-  if (hy_force_refit(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_HARD, hard, NULL, NULL, &err) != 0)
-    die("hard walk after the drift", &err);
+  if (state) { /* the same drifts on the device (x += dt v in the same double arithmetic) */
+    if (hy_force_state_move(f, 0, drift / 3.0, &err) != 0 ||
+        hy_force_state_force(f, &p, HY_WALK_HARD, 0, 0, &err) != 0 ||
+        hy_force_state_move(f, 0, 2.0 * drift / 3.0, &err) != 0 ||
+        hy_force_state_force(f, &p, HY_WALK_HARD, 0, 1, &err) != 0 || hy_force_state_get(f, &p, 0, 0, &err) != 0)
+      die("hard walks of the device state after the drift", &err);
+    memcpy(hard, p.acc_w, 3 * n * sizeof(double));
+  } else {
+    for (size_t i = 0; i < 3 * n; i++) p.pos[i] += drift / 3.0 * p.vel[i];
+    if (hy_force_build(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_HARD, hard, NULL, NULL, &err) != 0)
+      die("hard walk after the first hard step's drift", &err);
+    for (size_t i = 0; i < 3 * n; i++) p.pos[i] += 2.0 * drift / 3.0 * p.vel[i];
+    if (hy_force_refit(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_HARD, hard, NULL, NULL, &err) != 0)
+      die("hard walk after the drift", &err);
+  }
   size_t m2 = gather_sinks(&p, hard, NULL, stride, &rows2);
 
   if (rank == 0) {

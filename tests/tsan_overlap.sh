@@ -3,8 +3,9 @@
 # tsan_overlap.sh (make check-tsan): the distributed force with the separate
 # LET walk, whose local walk runs on the device thread while the main thread
 # selects, exchanges and builds the remote tree, under ThreadSanitizer on 2
-# ranks; then the merged walk. Fails on any TSan report (exit code 66) or a
-# wrong result.
+# ranks; then the merged walk, and the separate walk with the particle state
+# on the device (-S, trees built on the device). Fails on any TSan report
+# (exit code 66) or a wrong result.
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -16,9 +17,11 @@ tmp="$top_builddir/tests/tmp-tsan-$$"
 mkdir "$tmp" || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-for walk in separate merged; do
+for walk in separate merged separate-state; do
+  extra=
+  [ "$walk" = separate-state ] && extra="-b device -S"
   # shellcheck disable=SC2086
-  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$prog" -w "$walk" -s 512 -i plummer:4096:2 -G 1 \
+  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$prog" -w "${walk%-state}" $extra -s 512 -i plummer:4096:2 -G 1 \
        -e 0.0115 -1 0.0644 -2 0.129 -a 0.00390625 -d 0.053 -o "$tmp/out.$walk" >"$tmp/log.$walk" 2>&1; then
     grep ranks "$tmp/log.$walk"
   else
