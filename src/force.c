@@ -441,6 +441,48 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   return f->let ? tree_to_host(f, n, refit, err) : 0;
 }
 
+/* The walk parameters of the force's configuration. */
+static struct hy_walk_cfg walk_cfg(const struct hy_force *f, int mode, int want_pot) {
+  return (struct hy_walk_cfg){.mode = mode,
+                              .want_pot = want_pot,
+                              .nvec = f->cfg.nvec,
+                              .eps = f->cfg.eps,
+                              .r1 = f->cfg.r1,
+                              .r2 = f->cfg.r2,
+                              .n_ratio = (double)f->cfg.n_ratio};
+}
+
+/* Walk job for the tree the last device build left on the device (slot 0)
+ * with its n particles as sinks, the results unsorted into the order of
+ * the set it was built from and left on the device (a.out0 NULL). */
+static void resident_walk_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n) {
+  j->cl = f->cl;
+  j->wc = *wc;
+  j->fetch = 0;
+  j->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
+                                  .n_part = f->tree.n_part,
+                                  .root = f->tree.root,
+                                  .tree_id = f->tree_id,
+                                  .slot = 0,
+                                  .n_sink = n,
+                                  .self_base = 0,
+                                  .unsort = 1};
+}
+
+/* After a merged build: the local tree's view for hy_force_tree (keep, and
+ * the records' frame), although its records are gone from the device. */
+static void restore_local_view(struct hy_force *f, const struct hy_tree *keep, const double frame[3]) {
+  struct hy_tree *t = &f->tree;
+  t->n_part = keep->n_part;
+  t->n_cell = keep->n_cell;
+  t->root = keep->root;
+  t->depth = keep->depth;
+  t->half = keep->half;
+  t->a_err = keep->a_err;
+  memcpy(t->centre, keep->centre, sizeof t->centre);
+  memcpy(f->frame, frame, 3 * sizeof(double));
+}
+
 /* ------------------------------------------------- device-resident state */
 
 int hy_force_state_possible(struct hy_force *f, const struct hy_part *p) {
@@ -593,37 +635,13 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   f->dev_merged = 1;
   struct walk_job *j = &f->job[0];
   if (rc == 0) {
-    j->cl = f->cl;
-    j->fetch = 0;
-    j->wc = (struct hy_walk_cfg){.mode = mode,
-                                 .want_pot = want_pot,
-                                 .nvec = f->cfg.nvec,
-                                 .eps = f->cfg.eps,
-                                 .r1 = f->cfg.r1,
-                                 .r2 = f->cfg.r2,
-                                 .n_ratio = (double)f->cfg.n_ratio};
-    j->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
-                                    .n_part = f->tree.n_part,
-                                    .root = f->tree.root,
-                                    .tree_id = f->tree_id,
-                                    .slot = 0,
-                                    .n_sink = nm,
-                                    .self_base = 0,
-                                    .unsort = 1};
+    const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
+    resident_walk_job(f, j, &wc, nm);
     hy_worker_submit(f->worker, walk_job_run, j);
     rc = wait_job(f, j, err);
     f->st.device_busy += hy_worker_take_busy(f->worker);
   }
-  /* the local tree's view for hy_force_tree; its records are gone from the device */
-  struct hy_tree *t = &f->tree;
-  t->n_part = keep.n_part;
-  t->n_cell = keep.n_cell;
-  t->root = keep.root;
-  t->depth = keep.depth;
-  t->half = keep.half;
-  t->a_err = keep.a_err;
-  memcpy(t->centre, keep.centre, sizeof t->centre);
-  memcpy(f->frame, frame, sizeof frame);
+  restore_local_view(f, &keep, frame);
   if (rc != 0) return -1;
   double tk2 = 0.0;
   if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot, &tk2, err) != 0)
@@ -673,23 +691,8 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   struct hy_part q;
   if (f->let && state_let_view(f, p, rf, &q, err) != 0) return -1;
   struct walk_job *lj = &f->job[0];
-  lj->cl = f->cl;
-  lj->fetch = 0;
-  lj->wc = (struct hy_walk_cfg){.mode = mode,
-                                .want_pot = want_pot,
-                                .nvec = f->cfg.nvec,
-                                .eps = f->cfg.eps,
-                                .r1 = f->cfg.r1,
-                                .r2 = f->cfg.r2,
-                                .n_ratio = (double)f->cfg.n_ratio};
-  lj->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
-                                   .n_part = f->tree.n_part,
-                                   .root = f->tree.root,
-                                   .tree_id = f->tree_id,
-                                   .slot = 0,
-                                   .n_sink = p->n,
-                                   .self_base = 0,
-                                   .unsort = 1};
+  const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
+  resident_walk_job(f, lj, &wc, p->n);
   hy_worker_submit(f->worker, walk_job_run, lj);
   /* distributed: the LET exchange and the remote tree while the device walks */
   int rc = f->let ? remote_tree(f, &q, mode, err) : 0;
@@ -1009,19 +1012,9 @@ static int device_tree_job(struct hy_force *f, struct walk_job *j, const struct 
     *out1 = f->dout1 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT1, bytes, err);
     if (!*out1) return -1;
   }
-  j->cl = f->cl;
-  j->wc = *wc;
-  j->fetch = 0;
-  j->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
-                                  .n_part = f->tree.n_part,
-                                  .root = f->tree.root,
-                                  .tree_id = f->tree_id,
-                                  .slot = 0,
-                                  .n_sink = n,
-                                  .self_base = 0,
-                                  .out0 = *out0,
-                                  .out1 = *out1,
-                                  .unsort = 1};
+  resident_walk_job(f, j, wc, n);
+  j->a.out0 = *out0;
+  j->a.out1 = *out1;
   return 0;
 }
 
@@ -1046,16 +1039,7 @@ static int merged_walk_device(struct hy_force *f, const struct hy_part *p, const
     rc = wait_job(f, j, err);
     f->st.device_busy += hy_worker_take_busy(f->worker);
   }
-  /* the local tree's view for hy_force_tree; its records are gone from the device */
-  struct hy_tree *t = &f->tree;
-  t->n_part = keep.n_part;
-  t->n_cell = keep.n_cell;
-  t->root = keep.root;
-  t->depth = keep.depth;
-  t->half = keep.half;
-  t->a_err = keep.a_err;
-  memcpy(t->centre, keep.centre, sizeof t->centre);
-  memcpy(f->frame, frame, sizeof frame);
+  restore_local_view(f, &keep, frame);
   if (rc != 0) return -1;
   unpack_results(f, n, wc->mode == HY_WALK_SPLIT, out0, out1, NULL, NULL, acc0, acc1, pot);
   return 0;
@@ -1097,13 +1081,7 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   if (pot && mode == HY_WALK_HARD) return hy_err_set(err, "internal error: potential requested from a hard walk");
   if (mode == HY_WALK_SPLIT && !acc1) return hy_err_set(err, "internal error: split walk without a soft output");
   double t0 = hy_wtime();
-  const struct hy_walk_cfg wc = {.mode = mode,
-                                 .want_pot = pot != NULL,
-                                 .nvec = f->cfg.nvec,
-                                 .eps = f->cfg.eps,
-                                 .r1 = f->cfg.r1,
-                                 .r2 = f->cfg.r2,
-                                 .n_ratio = (double)f->cfg.n_ratio};
+  const struct hy_walk_cfg wc = walk_cfg(f, mode, pot != NULL);
   if (f->let && (f->merged == HY_LET_MERGED || (f->merged == HY_LET_AUTO && mode != HY_WALK_HARD))) {
     if (merged_walk(f, p, &wc, acc0, acc1, pot, err) != 0) return -1;
     f->st.n_walks++;

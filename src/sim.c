@@ -274,6 +274,27 @@ static void take_stats(struct hy_sim *s, struct hy_step_times *tm, int hard) {
   }
 }
 
+/* One hard step on the host: drift, the hard force (a refit where the
+ * force allows one), kick. */
+static int host_hard_step(struct hy_sim *s, double dt, struct hy_err *err) {
+  drift(s, dt);
+  if (hy_force_refit(s->f, s->p, err) != 0 ||
+      hy_force_walk(s->f, s->p, HY_WALK_HARD, s->p->acc_w, NULL, NULL, err) != 0)
+    return -1;
+  kick(s, s->p->acc_w, dt);
+  return 0;
+}
+
+/* The end of a step whose soft part began at t0: its costs, the step count and the time. */
+static void end_step(struct hy_sim *s, struct hy_step_times *tm, double t_start, double t0) {
+  double t1 = hy_wtime();
+  tm->soft = t1 - t0;
+  take_stats(s, tm, 0);
+  tm->total = t1 - t_start;
+  s->step++;
+  s->t = s->t0 + (double)s->step * (double)s->cfg.n_ratio * s->cfg.dt_h;
+}
+
 /* hy_sim_step with the state on the device: the same sequence of kicks,
  * drifts and forces, in the same double-precision arithmetic. */
 static int device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err) {
@@ -301,12 +322,7 @@ static int device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm
       hy_force_state_move(f, 1, 0.5 * dt, err) != 0)
     return -1;
   if ((want || !s->lazy) && hy_sim_sync(s, err) != 0) return -1;
-  double t1 = hy_wtime();
-  tm->soft = t1 - t0;
-  take_stats(s, tm, 0);
-  tm->total = t1 - t_start;
-  s->step++;
-  s->t = s->t0 + (double)s->step * (double)n * dt;
+  end_step(s, tm, t_start, t0);
   return 0;
 }
 
@@ -342,11 +358,8 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
       if (hy_force_state_move(f, 0, dt, err) != 0 || hy_force_state_force(f, p, HY_WALK_HARD, 0, 1, err) != 0 ||
           hy_force_state_move(f, 1, dt, err) != 0)
         return -1;
-    } else {
-      drift(s, dt);
-      if (hy_force_refit(f, p, err) != 0 || hy_force_walk(f, p, HY_WALK_HARD, p->acc_w, NULL, NULL, err) != 0)
-        return -1;
-      kick(s, p->acc_w, dt);
+    } else if (host_hard_step(s, dt, err) != 0) {
+      return -1;
     }
     tm->hard[k - 1] = hy_wtime() - t0;
     take_stats(s, tm, 1);
@@ -374,12 +387,7 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
     if (boundary_force(s, want, err) != 0) return -1;
     kick(s, p->acc_w, 0.5 * dt);
   }
-  double t1 = hy_wtime();
-  tm->soft = t1 - t0;
-  take_stats(s, tm, 0);
-  tm->total = t1 - t_start;
-  s->step++;
-  s->t = s->t0 + (double)s->step * (double)n * dt;
+  end_step(s, tm, t_start, t0);
   return 0;
 }
 
@@ -397,10 +405,7 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
   kick(s, p->acc_w, 0.5 * dt); /* opening half kick: (a_h + n a_s) dt_h / 2 */
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
-    drift(s, dt);
-    if (hy_force_refit(s->f, p, err) != 0) return -1;
-    if (hy_force_walk(s->f, p, HY_WALK_HARD, p->acc_w, NULL, NULL, err) != 0) return -1;
-    kick(s, p->acc_w, dt);
+    if (host_hard_step(s, dt, err) != 0) return -1;
     tm->hard[k - 1] = hy_wtime() - t0;
     take_stats(s, tm, 1);
   }
@@ -412,11 +417,6 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
   if ((s->step + 1) % every == 0 && decompose(s, tm, err) != 0) return -1;
   if (boundary_force(s, want, err) != 0) return -1;
   kick(s, p->acc_w, 0.5 * dt);
-  double t1 = hy_wtime();
-  tm->soft = t1 - t0;
-  take_stats(s, tm, 0);
-  tm->total = t1 - t_start;
-  s->step++;
-  s->t = s->t0 + (double)s->step * (double)n * dt;
+  end_step(s, tm, t_start, t0);
   return 0;
 }
