@@ -147,3 +147,80 @@ __kernel void hy_st_finite(__global const double *pos, __global const double *ve
     red[2 * get_group_id(0) + 1] = lb[0] == 0xffffffffu ? -1.0 : (double)lb[0];
   }
 }
+
+/* The particles within R2 of another rank's tight box, for the hard LET
+ * selection of distributed runs (the host then needs only their positions).
+ * boxes: nb boxes of 6 doubles (lo[3], hi[3]); a particle is taken when the
+ * square of its distance to some box is below lim2 (R2 squared, widened a
+ * little: the host applies the exact test). order[k] is the host index of
+ * the k-th particle in key order. Work-group g of the fixed grid covers the
+ * key range [g chunk, (g + 1) chunk): hy_st_near_count counts its particles,
+ * hy_st_near_emit writes their key indices and positions in key order after
+ * the counts of the groups before it, so the list is sorted by key. */
+static int near_any(__global const double *x, __global const double *boxes, const uint nb, const double lim2) {
+  for (uint b = 0; b < nb; b++) {
+    __global const double *bx = boxes + 6 * b;
+    double s = 0.0;
+    for (int d = 0; d < 3; d++) {
+      double g = 0.0;
+      if (x[d] < bx[d]) g = bx[d] - x[d];
+      else if (x[d] > bx[3 + d]) g = x[d] - bx[3 + d];
+      s += g * g;
+    }
+    if (s < lim2) return 1;
+  }
+  return 0;
+}
+
+__kernel void hy_st_near_count(__global const double *pos, __global const uint *order, const uint n,
+                               __global const double *boxes, const uint nb, const double lim2, const uint chunk,
+                               __global uint *counts) {
+  __local uint l[HY_WG];
+  const uint g = (uint)get_group_id(0), lid = (uint)get_local_id(0);
+  const uint b = min(n, g * chunk), e = min(n, b + chunk);
+  uint c = 0;
+  for (uint k = b + lid; k < e; k += HY_WG) c += (uint)near_any(pos + 3 * (size_t)order[k], boxes, nb, lim2);
+  l[lid] = c;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
+    if (lid < off) l[lid] += l[lid + off];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) counts[g] = l[0];
+}
+
+__kernel void hy_st_near_emit(__global const double *pos, __global const uint *order, const uint n,
+                              __global const double *boxes, const uint nb, const double lim2, const uint chunk,
+                              __global const uint *counts, __global uint *out_k, __global double *out_x) {
+  __local uint l[HY_WG];
+  __local uint base;
+  const uint g = (uint)get_group_id(0), lid = (uint)get_local_id(0);
+  const uint b = min(n, g * chunk), e = min(n, b + chunk);
+  if (lid == 0) {
+    uint o = 0;
+    for (uint h = 0; h < g; h++) o += counts[h];
+    base = o;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint t = b; t < e; t += HY_WG) {
+    const uint k = t + lid;
+    const uint f = k < e ? (uint)near_any(pos + 3 * (size_t)order[k], boxes, nb, lim2) : 0u;
+    l[lid] = f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint off = 1; off < HY_WG; off <<= 1) { /* inclusive scan of the flags */
+      const uint v = lid >= off ? l[lid - off] : 0u;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      l[lid] += v;
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (f) {
+      const uint at = base + l[lid] - 1u;
+      __global const double *x = pos + 3 * (size_t)order[k];
+      out_k[at] = k;
+      for (int d = 0; d < 3; d++) out_x[3 * (size_t)at + d] = x[d];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == HY_WG - 1u) base += l[lid];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}

@@ -80,8 +80,9 @@ enum {
   HY_CL_HOST_OUT1 = 2,
   HY_CL_HOST_GRP = 3,  /* merged trees: item moments */
   HY_CL_HOST_TREE = 4, /* the device-built tree for the host (hy_cl_tree_download) */
-  HY_CL_HOST_XYZ = 5,  /* distributed runs: the device state's positions for the LET selection */
-  HY_CL_HOST_N = 6
+  HY_CL_HOST_XYZ = 5,  /* the device state's transfers; positions for the LET selection */
+  HY_CL_HOST_NEAR = 6, /* hy_cl_state_near: key indices */
+  HY_CL_HOST_N = 7
 };
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its
@@ -204,6 +205,14 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
  *  seconds (may be NULL) receives the wall time. */
 int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
                        struct hy_err *err);
+/** The state's particles within r2 of any of nb boxes (6 doubles each:
+ *  lo[3], hi[3]), for the hard LET selection of distributed runs: their
+ *  key indices in the last device build (sorted) and positions (3 doubles
+ *  each), m of them, in the engine's host staging memory (valid until the
+ *  next state transfer). A superset: particles a rounding unit farther may
+ *  be listed. The last build must be the state's (not merged). */
+int hy_cl_state_near(struct hy_cl *cl, const double *boxes, size_t nb, double r2, uint32_t **keys, double **pos,
+                     size_t *m, double *seconds, struct hy_err *err);
 /** Walk results left on the device (hy_cl_walk, unsort, out0 NULL; after
  *  a merged build, the state's particles come first) into the
  *  state: split 0: acc_w = G out0; split 1: acc_w = G (out0 + n out1), acc =

@@ -67,6 +67,7 @@ struct hy_force {
   double packed_red[6];     /* their lo[3], hi[3] relative to origin */
   struct hy_box box;        /* distributed: the tight box of the last local device build's particles */
   int box_ok;               /* box is set (from that build's pack reductions) */
+  int boxes_done;           /* the boxes of this walk's LET are exchanged already */
   double frame[3];          /* positions in the device records are relative to this point */
   float *dout0, *dout1;     /* walk results (engine's host staging memory) */
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
@@ -579,15 +580,45 @@ int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err)
 }
 
 /* Distributed runs, the device state's tree just built or refitted: its
- * host view for the LET selection, and q = p with the device's positions
- * (brought into staging memory; the masses are p's, which only the soft
- * step's decomposition changes). */
-static int state_let_view(struct hy_force *f, const struct hy_part *p, int refit, struct hy_part *q,
+ * host view for the LET selection, and q = p with positions the selection
+ * can read (the masses are p's, which only the soft step's decomposition
+ * changes). Hard walks: the tight boxes are exchanged now, and only the
+ * particles within R2 of another rank's box come over, with their positions
+ * (hy_let_set_near); other walks: every position, into staging memory. */
+static int state_let_view(struct hy_force *f, const struct hy_part *p, int mode, int refit, struct hy_part *q,
                           struct hy_err *err) {
-  double *xyz = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(p->n, 24, "positions"), err);
-  if (!xyz || hy_cl_state_download(f->cl, xyz, NULL, NULL, NULL, NULL, p->n, &f->st.download, err) != 0) return -1;
   *q = *p;
-  q->pos = xyz;
+  if (mode == HY_WALK_HARD) {
+    struct hy_let_stats ls = {0};
+    int rc = hy_let_boxes(f->let, p, &f->box, &ls, err);
+    f->st.let_boxes += ls.t_boxes;
+    if (rc != 0) return -1;
+    f->boxes_done = 1;
+    const int P = f->nranks;
+    int me = 0;
+    if (hy_mpi_check(MPI_Comm_rank(f->comm, &me), "MPI_Comm_rank", err)) return -1;
+    double *boxes = hy_malloc("LET boxes", (size_t)P, 6 * sizeof(double));
+    size_t nb = 0;
+    for (int r = 0; r < P; r++) {
+      const struct hy_box *B = hy_let_box(f->let, r);
+      if (r == me || !(B->lo[0] <= B->hi[0])) continue;
+      memcpy(boxes + 6 * nb, B->lo, 3 * sizeof(double));
+      memcpy(boxes + 6 * nb + 3, B->hi, 3 * sizeof(double));
+      nb++;
+    }
+    uint32_t *node = NULL;
+    double *pos = NULL;
+    size_t m = 0;
+    rc = hy_cl_state_near(f->cl, boxes, nb, f->cfg.r2, &node, &pos, &m, &f->st.download, err);
+    hy_free(boxes);
+    if (rc != 0) return -1;
+    hy_let_set_near(f->let, node, pos, m);
+    q->pos = NULL; /* not read: the near set holds every position the selection needs */
+  } else {
+    double *xyz = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(p->n, 24, "positions"), err);
+    if (!xyz || hy_cl_state_download(f->cl, xyz, NULL, NULL, NULL, NULL, p->n, &f->st.download, err) != 0) return -1;
+    q->pos = xyz;
+  }
   return tree_to_host(f, p->n, refit, err);
 }
 
@@ -689,7 +720,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
     return 0;
   }
   struct hy_part q;
-  if (f->let && state_let_view(f, p, rf, &q, err) != 0) return -1;
+  if (f->let && state_let_view(f, p, mode, rf, &q, err) != 0) return -1;
   struct walk_job *lj = &f->job[0];
   const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
   resident_walk_job(f, lj, &wc, p->n);
@@ -844,7 +875,9 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
 static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err) {
   struct hy_let_stats ls = {0};
   const int hard = mode == HY_WALK_HARD;
-  int rc = hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, &ls, err);
+  /* the boxes may have been exchanged already (state_let_view) */
+  int rc = f->boxes_done ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, &ls, err);
+  f->boxes_done = 0;
   if (rc == 0) {
     hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
     rc = hy_let_exchange(f->let, &f->remote, &ls, err);

@@ -36,6 +36,25 @@ struct dest_buf {
   uint64_t n_hard; /* counted hard-LET items (count_hard) */
 };
 
+/* Particles listed with their positions (hy_let_set_near): node indices ascending. */
+struct near_set {
+  const uint32_t *node;
+  const double *pos;
+  size_t n;
+  int active; /* set for the next hard selection (n may be 0: no particle qualifies) */
+};
+
+/* The position of particle node x from the near set, or NULL if it is not listed. */
+static const double *near_pos(const struct near_set *ns, int32_t x) {
+  size_t lo = 0, hi = ns->n;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (ns->node[mid] < (uint32_t)x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < ns->n && ns->node[lo] == (uint32_t)x ? ns->pos + 3 * lo : NULL;
+}
+
 /* One selection task: the part of the walk for rank r that starts at node
  * x of the frontier and ends at next[x] (hy_let_select). */
 struct sel_task {
@@ -57,6 +76,7 @@ struct hy_let {
   uint64_t *send_cnt;       /* 2 per rank: items, counted hard items */
   uint64_t *recv_cnt;       /* 2 per rank */
   MPI_Request *req;         /* 2 per rank */
+  struct near_set near;     /* hy_let_set_near, for the next hard selection */
 };
 
 struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
@@ -193,6 +213,7 @@ struct sel_job {
   struct hy_let *L;
   const struct hy_tree *t;
   const struct hy_part *p;
+  const struct near_set *near; /* hard selections after hy_let_set_near, else NULL */
   int hard, count_hard;
   double r2;
 };
@@ -204,8 +225,9 @@ struct sel_job {
  * select: it visits what the full walk visits except the subtrees of cells
  * with d >= R2 + b_max, which the full walk may open but the hard walk
  * skips (their end is the skipped cell's next link). Returns the item count. */
-static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct hy_box *B, int hard,
-                            double r2, int32_t x, int32_t stop, struct dest_buf *out, uint64_t *hard_count) {
+static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct near_set *ns,
+                            const struct hy_box *B, int hard, double r2, int32_t x, int32_t stop, struct dest_buf *out,
+                            uint64_t *hard_count) {
   const int32_t np = (int32_t)t->n_part;
   uint64_t count = 0, hc = 0;
   int32_t skip_end = HY_NONE; /* hard_count: inside a skipped subtree until this node */
@@ -214,7 +236,11 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
     if (skipping && x == skip_end) skipping = 0;
     if (x < np) {
       const size_t i = t->pidx ? t->pidx[x] : (size_t)x; /* device-built trees keep p unsorted */
-      const double *r = p->pos + 3 * i;
+      const double *r = ns ? near_pos(ns, x) : p->pos + 3 * i;
+      if (!r) { /* hard walks with a near set: not within R2 of any other box */
+        x = t->next[x];
+        continue;
+      }
       const double d = hard || hard_count ? hy_let_box_distance(B, r) : 0.0;
       if (!hard || d < r2) {
         if (out) push_item(out, r, p->mass[i], 0.0, 0.0);
@@ -299,7 +325,7 @@ static void sel_body(void *arg, size_t b, size_t e, int tid) {
     const int32_t stop = j->t->next[tk->x];
     tk->out.n = 0;
     tk->out.n_hard = 0;
-    select_walk(j->t, j->p, B, j->hard, j->r2, tk->x, stop, &tk->out, j->count_hard ? &tk->out.n_hard : NULL);
+    select_walk(j->t, j->p, j->near, B, j->hard, j->r2, tk->x, stop, &tk->out, j->count_hard ? &tk->out.n_hard : NULL);
   }
 }
 
@@ -318,7 +344,13 @@ static void add_task(struct hy_let *L, int r, int32_t x) {
 void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_part *p, int hard, double r2,
                    int count_hard, struct hy_let_stats *st) {
   double t0 = hy_wtime();
-  struct sel_job j = {.L = L, .t = t, .p = p, .hard = hard, .count_hard = count_hard && !hard, .r2 = r2};
+  struct sel_job j = {.L = L,
+                      .t = t,
+                      .p = p,
+                      .near = hard && L->near.active ? &L->near : NULL,
+                      .hard = hard,
+                      .count_hard = count_hard && !hard,
+                      .r2 = r2};
   /* tasks: every destination's walk split into subtrees, so that even one
    * destination keeps every thread busy */
   const size_t want = 16 * (size_t)hy_pool_size(L->pool);
@@ -357,7 +389,12 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
     }
     out->n_hard += tk->out.n_hard;
   }
+  L->near = (struct near_set){NULL, NULL, 0, 0};
   st->t_select += hy_wtime() - t0;
+}
+
+void hy_let_set_near(struct hy_let *L, const uint32_t *node, const double *pos, size_t n) {
+  L->near = (struct near_set){node, pos, n, 1};
 }
 
 const double *hy_let_items(const struct hy_let *L, int r, size_t *n) {

@@ -63,6 +63,13 @@ const struct hy_box *hy_let_box(const struct hy_let *L, int r);
 void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_part *p, int hard, double r2,
                    int count_hard, struct hy_let_stats *st);
 
+/** For the next hard hy_let_select only: the particles that may lie within
+ *  R2 of another rank's box, as particle nodes of the tree (key indices,
+ *  ascending) with their positions (3 doubles each); the selection takes
+ *  the positions of these from here and skips every other particle, so p's
+ *  positions are not read. The arrays are borrowed until that call. */
+void hy_let_set_near(struct hy_let *L, const uint32_t *node, const double *pos, size_t n);
+
 /** Exchange the selected items: remote is resized to the items received and
  *  gets their positions, masses and group moments (remote->grp). */
 int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err);
