@@ -68,6 +68,8 @@ struct hy_force {
   struct hy_box box;        /* distributed: the tight box of the last local device build's particles */
   int box_ok;               /* box is set (from that build's pack reductions) */
   int boxes_done;           /* the boxes of this walk's LET are exchanged already */
+  int pos_synced;           /* device state: the host's positions equal the device's (no drift since the
+                               last transfer) */
   double frame[3];          /* positions in the device records are relative to this point */
   float *dout0, *dout1;     /* walk results (engine's host staging memory) */
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
@@ -536,6 +538,7 @@ int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_acc
   hy_pool_for(f->pool, n, 65536, stage_body, &j);
   int rc = hy_cl_state_upload(f->cl, pos, vel, mass, with_accw ? accw : NULL, n, err);
   f->st.upload += hy_wtime() - t0;
+  f->pos_synced = rc == 0;
   return rc;
 }
 
@@ -559,6 +562,7 @@ static int state_get(struct hy_force *f, size_t n, double *pos, double *vel, dou
   if (hy_cl_state_download(f->cl, dev[0], dev[1], dev[2], dev[3], dev[4], n, &tx, err) != 0) return -1;
   hy_pool_for(f->pool, n, 65536, stage_body, &j);
   f->st.download += hy_wtime() - t0;
+  if (pos) f->pos_synced = 1;
   return 0;
 }
 
@@ -571,6 +575,7 @@ int hy_force_state_get_moved(struct hy_force *f, struct hy_part *p, struct hy_er
 }
 
 int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err) {
+  if (!kick) f->pos_synced = 0;
   return hy_cl_state_step(f->cl, kick, dt, err);
 }
 
@@ -624,8 +629,9 @@ static int state_let_view(struct hy_force *f, const struct hy_part *p, int mode,
 
 static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err);
 
-/* The merged walk of the device state (soft steps on several ranks; the
- * host's positions are current): the LET exchanged after the local build,
+/* The merged walk of the device state (soft steps on several ranks, hard
+ * ones with LETWalk merged; p's positions are the device's): the LET
+ * exchanged after the local build,
  * the items packed in its frame (with their B2, b_max) behind the state's
  * packed positions on the device, the merged tree built and walked there,
  * each particle and item a sink skipping its own node, and the particles'
@@ -714,7 +720,17 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
   if (merged) {
-    if (tree_to_host(f, p->n, 0, err) != 0 || state_merged_walk(f, p, mode, want_pot, red, err) != 0) return -1;
+    /* the selection and the key cube's sample read the host's positions:
+     * brought over when the device has drifted them since (LETWalk merged
+     * at hard steps) */
+    struct hy_part q = *p;
+    if (!f->pos_synced) {
+      double *xyz = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(p->n, 24, "positions"), err);
+      if (!xyz || hy_cl_state_download(f->cl, xyz, NULL, NULL, NULL, NULL, p->n, &f->st.download, err) != 0)
+        return -1;
+      q.pos = xyz;
+    }
+    if (tree_to_host(f, p->n, 0, err) != 0 || state_merged_walk(f, &q, mode, want_pot, red, err) != 0) return -1;
     f->st.n_walks++;
     f->st.walk_wall += hy_wtime() - t1;
     return 0;

@@ -159,9 +159,10 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
  * there and the forces are computed from them, so a step moves no particle
  * data over the bus. The caller keeps track of which copy is current.
  * Distributed runs: the hard walks (LET walked as a separate remote tree)
- * bring back the positions for the LET selection and nothing else; the
- * soft-step walks (merged LET tree) need the host's positions current (as
- * after the decomposition) and bring back nothing. */
+ * bring back the positions of the particles near other ranks' boxes for
+ * the LET selection and nothing else; the merged walks (soft steps) use the
+ * host's positions when no drift came after the last transfer (as after
+ * the decomposition), else bring them back first. */
 
 /** Nonzero if p's state can live on the device (distributed runs: on any
  *  rank with at least two particles). */

@@ -15,7 +15,9 @@
 #    OpenCL kernels completes, says so, and keeps the same bounds.
 #  - 3 ranks, ParticleState device (the hard steps on the device state): the
 #    run says so, and its energy.csv and final snapshot equal, bit for bit,
-#    those of the 3-rank TreeBuild device run with the state on the host.
+#    those of the 3-rank TreeBuild device run with the state on the host;
+#    the same on 2 ranks with LETWalk merged and separate (every walk merged,
+#    or every walk with a separate remote tree).
 #  - 2 ranks, ParticleState device with Scheme tree: refused with one line,
 #    no output.
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
@@ -125,6 +127,17 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P S
 else
   echo "FAIL: 3-rank TreeBuild / ParticleState device runs:"; cat "$tmp/mpi3d.log" "$tmp/mpi3s.log"; fail=1
 fi
+
+for lw in merged separate; do
+  if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/lw-$lw-h" -P TreeBuild=device -P LETWalk=$lw --quiet &&
+     mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/lw-$lw-d" -P TreeBuild=device -P LETWalk=$lw \
+       -P ParticleState=device --quiet; then
+    cmp "$tmp/lw-$lw-h/energy.csv" "$tmp/lw-$lw-d/energy.csv" ||
+      { echo "FAIL: 2 ranks, LETWalk $lw: energy.csv differs with the state on the device"; fail=1; }
+  else
+    echo "FAIL: 2-rank LETWalk $lw runs"; fail=1
+  fi
+done
 
 # 2 ranks, a device that does not exist
 if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/bad" -P OpenCLDevice=9:9 >"$tmp/bad.out" 2>"$tmp/bad.err"; then
