@@ -224,3 +224,19 @@ __kernel void hy_st_near_emit(__global const double *pos, __global const uint *o
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 }
+
+/* Particles the host's domain decomposition put in new places below the
+ * kept count: m records (x, y, z, vx, vy, vz, m) written at the state's
+ * indices idx[j] (hy_cl_state_patch). */
+__kernel void hy_st_scatter(__global const uint *idx, __global const double *rec, const uint m, __global double *pos,
+                            __global double *vel, __global double *mass) {
+  for (uint j = (uint)get_global_id(0); j < m; j += (uint)get_global_size(0)) {
+    const size_t i = idx[j];
+    __global const double *r = rec + 7 * (size_t)j;
+    for (int d = 0; d < 3; d++) {
+      pos[3 * i + d] = r[d];
+      vel[3 * i + d] = r[3 + d];
+    }
+    mass[i] = r[6];
+  }
+}

@@ -205,6 +205,14 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
  *  seconds (may be NULL) receives the wall time. */
 int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
                        struct hy_err *err);
+/** The state after a domain decomposition on the host that kept its first
+ *  n_keep particles in place except m of them (indices idx, records rec of
+ *  7 doubles: x, y, z, vx, vy, vz, mass) and appended n_new - n_keep
+ *  received ones (tail_pos, tail_vel: 3 doubles each; tail_mass). The kick
+ *  acceleration is left undefined (the next unpack sets it). */
+int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
+                      const double *tail_vel, const double *tail_mass, const uint32_t *idx, const double *rec,
+                      size_t m, struct hy_err *err);
 /** The state's particles within r2 of any of nb boxes (6 doubles each:
  *  lo[3], hi[3]), for the hard LET selection of distributed runs: their
  *  key indices in the last device build (sorted) and positions (3 doubles

@@ -72,9 +72,10 @@ struct hy_cl {
   struct cl_pinned host[HY_CL_HOST_N];
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
-  cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_near_count, k_near_emit;
+  cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_near_count, k_near_emit, k_scatter_state;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
   struct cl_buf s_boxes, s_near_k, s_near_x; /* hy_cl_state_near: boxes, key indices, positions */
+  struct cl_buf s_patch_i, s_patch_x;        /* hy_cl_state_patch: indices, records */
   size_t state_n;  /* particles in the state buffers (0: none) */
   size_t appended; /* LET items packed behind the state's positions (hy_cl_state_append; 0 after a pack) */
   int has_fp64;    /* 0 not asked yet, 1 no, 2 yes */

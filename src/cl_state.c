@@ -55,18 +55,21 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
   if (state_kernel(cl, "hy_st_axpy", &cl->k_axpy, err) || state_kernel(cl, "hy_st_pack", &cl->k_pack, err) ||
       state_kernel(cl, "hy_st_unpack", &cl->k_unpack, err) || state_kernel(cl, "hy_st_finite", &cl->k_finite, err) ||
       state_kernel(cl, "hy_st_near_count", &cl->k_near_count, err) ||
-      state_kernel(cl, "hy_st_near_emit", &cl->k_near_emit, err))
+      state_kernel(cl, "hy_st_near_emit", &cl->k_near_emit, err) ||
+      state_kernel(cl, "hy_st_scatter", &cl->k_scatter_state, err))
     return -1;
   return 0;
 }
 
 void hy_cl_state_free(struct hy_cl *cl) {
-  cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_near_count, cl->k_near_emit};
+  cl_kernel ks[] = {cl->k_axpy,   cl->k_pack,       cl->k_unpack,     cl->k_finite,
+                    cl->k_near_count, cl->k_near_emit, cl->k_scatter_state};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
   struct cl_buf *bs[] = {&cl->s_pos,   &cl->s_vel,   &cl->s_mass,   &cl->s_accw,  &cl->s_acc,
-                         &cl->s_pot,   &cl->s_red,   &cl->s_boxes,  &cl->s_near_k, &cl->s_near_x};
+                         &cl->s_pot,   &cl->s_red,   &cl->s_boxes,  &cl->s_near_k, &cl->s_near_x,
+                         &cl->s_patch_i, &cl->s_patch_x};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
 }
 
@@ -281,6 +284,59 @@ int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, s
   }
   cl->appended = m;
   if (seconds) *seconds += hy_wtime() - t0;
+  return 0;
+}
+
+int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
+                      const double *tail_vel, const double *tail_mass, const uint32_t *idx, const double *rec,
+                      size_t m, struct hy_err *err) {
+  if (need_state(cl, "patch", err)) return -1;
+  if (n_keep > cl->state_n || n_keep > n_new || n_new < 2 || n_new > (size_t)UINT32_MAX / 3)
+    return hy_err_set(err, "internal error: patching a state of %zu particles to %zu (%zu kept)", cl->state_n, n_new,
+                      n_keep);
+  const size_t b3 = hy_size_mul_or_die(n_new, 3 * sizeof(double), "particle state"), nt = n_new - n_keep;
+  if (ensure_keep(cl, &cl->s_pos, b3, n_keep * 24, "positions (double)", err) ||
+      ensure_keep(cl, &cl->s_vel, b3, n_keep * 24, "velocities (double)", err) ||
+      ensure_keep(cl, &cl->s_mass, n_new * sizeof(double), n_keep * 8, "masses (double)", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_accw, b3, "kick accelerations (double)", err) ||
+      (m && (hy_cl_ensure_buf(cl, &cl->s_patch_i, m * 4, "moved particles", err) ||
+             hy_cl_ensure_buf(cl, &cl->s_patch_x, hy_size_mul_or_die(m, 56, "moved particles"), "moved particles",
+                              err))))
+    return -1;
+  cl->state_n = 0;
+  cl->appended = 0;
+  cl_int e = CL_SUCCESS;
+  if (nt) {
+    if ((e = clEnqueueWriteBuffer(cl->q, cl->s_pos.mem, CL_FALSE, n_keep * 24, nt * 24, tail_pos, 0, NULL, NULL)) ==
+            CL_SUCCESS &&
+        (e = clEnqueueWriteBuffer(cl->q, cl->s_vel.mem, CL_FALSE, n_keep * 24, nt * 24, tail_vel, 0, NULL, NULL)) ==
+            CL_SUCCESS)
+      e = clEnqueueWriteBuffer(cl->q, cl->s_mass.mem, CL_FALSE, n_keep * 8, nt * 8, tail_mass, 0, NULL, NULL);
+  }
+  if (e == CL_SUCCESS && m &&
+      (e = clEnqueueWriteBuffer(cl->q, cl->s_patch_i.mem, CL_FALSE, 0, m * 4, idx, 0, NULL, NULL)) == CL_SUCCESS)
+    e = clEnqueueWriteBuffer(cl->q, cl->s_patch_x.mem, CL_FALSE, 0, m * 56, rec, 0, NULL, NULL);
+  if (e != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: uploading the decomposed particles failed on %s: %s", cl->name,
+                      hy_cl_errname(e));
+  }
+  if (m) {
+    const cl_uint um = (cl_uint)m;
+    const char *nm = "hy_st_scatter";
+    cl_kernel k = cl->k_scatter_state;
+    if (set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_patch_i.mem, nm, err) ||
+        set_arg(cl, k, 1, sizeof(cl_mem), &cl->s_patch_x.mem, nm, err) || set_arg(cl, k, 2, sizeof um, &um, nm, err) ||
+        set_arg(cl, k, 3, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
+        set_arg(cl, k, 4, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
+        set_arg(cl, k, 5, sizeof(cl_mem), &cl->s_mass.mem, nm, err) ||
+        run_grid(cl, k, "writing the decomposed particles", NULL, err))
+      return -1;
+  } else if ((e = clFinish(cl->q)) != CL_SUCCESS) {
+    return hy_err_set(err, "OpenCL: uploading the decomposed particles failed on %s: %s", cl->name,
+                      hy_cl_errname(e));
+  }
+  cl->state_n = n_new;
   return 0;
 }
 

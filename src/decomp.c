@@ -41,6 +41,9 @@ struct hy_decomp {
   gsl_rng *rng;         /**< sampling RNG, seeded with seed + rank */
   size_t max_msg_bytes; /**< cap on one MPI_Alltoallv, INT_MAX by default */
   struct hy_pool *pool; /**< threads for the per-particle passes (NULL: the calling thread) */
+  int moved_ok;         /**< the last exchange finished: holes, n_holes and n_keep describe it */
+  size_t *holes;        /**< indices below n_keep that a particle from beyond took */
+  size_t n_holes, holes_cap, n_keep;
 };
 
 void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool) { d->pool = pool; }
@@ -233,6 +236,7 @@ fail:
 
 void hy_decomp_free(struct hy_decomp *d) {
   if (!d) return;
+  hy_free(d->holes);
   if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
   if (d->rng) gsl_rng_free(d->rng);
   hy_free(d->bounds);
@@ -505,6 +509,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   double *samp = NULL, *all = NULL;
   unsigned char *sbuf = NULL, *rbuf = NULL;
 
+  d->moved_ok = 0;
   if (!(weight_extra >= 0) || !isfinite(weight_extra)) {
     ret = hy_err_set(err, "domain decomposition: weight_extra %g is not a finite number >= 0", weight_extra);
     goto done;
@@ -525,6 +530,9 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
       hy_err_set(err, "domain decomposition: particle ID %llu has a non-finite position; no particle was moved",
                  (unsigned long long)bad);
       ret = HY_DECOMP_NONFINITE;
+      d->n_holes = 0; /* nothing moved */
+      d->n_keep = n;
+      d->moved_ok = 1;
       goto done;
     }
   }
@@ -654,6 +662,19 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
     }
   }
   keep_stayers(p, dest, leave, d->rank, n, n_keep, n_new);
+  {
+    /* the holes below n_keep, each taken by a stayer from beyond */
+    size_t h = 0;
+    while (h < n_out && leave[h] < n_keep) h++;
+    if (h > d->holes_cap) {
+      hy_free(d->holes);
+      d->holes_cap = h + h / 4 + 16;
+      d->holes = hy_malloc("decomposition holes", d->holes_cap, sizeof(size_t));
+    }
+    if (h) memcpy(d->holes, leave, h * sizeof(size_t));
+    d->n_holes = h;
+    d->n_keep = n_keep;
+  }
   /* where each source rank's particles go: after the kept ones */
   {
     size_t at = n_keep;
@@ -747,6 +768,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   if (!direct) hy_free(rsend);
   hy_free(sbase);
   s.n_after = n_new;
+  d->moved_ok = 1;
 
   /* Load-balance record: max and mean over ranks. */
   {
@@ -779,6 +801,14 @@ done:
   hy_free(sbuf);
   hy_free(rbuf);
   return ret;
+}
+
+int hy_decomp_moved(const struct hy_decomp *d, const size_t **holes, size_t *n_holes, size_t *n_keep) {
+  if (!d->moved_ok) return -1;
+  *holes = d->holes;
+  *n_holes = d->n_holes;
+  *n_keep = d->n_keep;
+  return 0;
 }
 
 /* -------------------------------------------------------------- restarts */

@@ -92,6 +92,13 @@ void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool);
 int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, struct hy_decomp_stats *st,
                        struct hy_err *err);
 
+/** Where the last hy_decomp_exchange put particles: below *n_keep every
+ *  particle is where it was, except at the *n_holes indices of *holes
+ *  (ascending; borrowed until the next exchange), which a particle from
+ *  beyond took; from *n_keep on every particle is a received one. Returns
+ *  0, or -1 when the last exchange did not finish (nothing is known). */
+int hy_decomp_moved(const struct hy_decomp *d, const size_t **holes, size_t *n_holes, size_t *n_keep);
+
 /** Rank whose cuboid holds the position x (a cuboid is closed below and open
  * above in each coordinate); -1 before the first exchange. */
 int hy_decomp_owner(const struct hy_decomp *d, const double x[3]);

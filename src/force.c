@@ -542,6 +542,49 @@ int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_acc
   return rc;
 }
 
+struct patch_job {
+  const struct hy_part *p;
+  const size_t *holes;
+  uint32_t *idx;
+  double *rec; /* 7 per hole: position, velocity, mass */
+};
+
+static void patch_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct patch_job *j = arg;
+  for (size_t k = b; k < e; k++) {
+    const size_t i = j->holes[k];
+    j->idx[k] = (uint32_t)i;
+    memcpy(j->rec + 7 * k, j->p->pos + 3 * i, 3 * sizeof(double));
+    memcpy(j->rec + 7 * k + 3, j->p->vel + 3 * i, 3 * sizeof(double));
+    j->rec[7 * k + 6] = j->p->mass[i];
+  }
+}
+
+int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size_t *holes, size_t n_holes,
+                         size_t n_keep, struct hy_err *err) {
+  double t0 = hy_wtime();
+  const size_t n = p->n, nt = n - n_keep;
+  double *st = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ,
+                                 hy_size_mul_or_die(nt + n_holes, 7 * sizeof(double), "particle state"), err);
+  uint32_t *idx = st ? hy_cl_host_buffer(f->cl, HY_CL_HOST_NEAR, hy_size_mul_or_die(n_holes, 4, "moved particles"),
+                                         err)
+                     : NULL;
+  if (!idx) return -1;
+  double *pos = st, *vel = st + 3 * nt, *mass = st + 6 * nt, *rec = st + 7 * nt;
+  struct stage_job j = {0};
+  stage_add(&j, pos, p->pos + 3 * n_keep, 3);
+  stage_add(&j, vel, p->vel + 3 * n_keep, 3);
+  stage_add(&j, mass, p->mass + n_keep, 1);
+  hy_pool_for(f->pool, nt, 65536, stage_body, &j);
+  struct patch_job pj = {.p = p, .holes = holes, .idx = idx, .rec = rec};
+  hy_pool_for(f->pool, n_holes, 16384, patch_body, &pj);
+  int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, idx, rec, n_holes, err);
+  f->st.upload += hy_wtime() - t0;
+  f->pos_synced = rc == 0;
+  return rc;
+}
+
 /* The state's arrays that are not NULL into p's (through staging memory). */
 static int state_get(struct hy_force *f, size_t n, double *pos, double *vel, double *acc_w, double *acc, double *pot,
                      struct hy_err *err) {

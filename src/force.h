@@ -173,6 +173,13 @@ int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_acc
 /** Copy them back, with the total accelerations (with_acc: the last force
  *  was HY_WALK_SPLIT) and the potentials (with_pot: the last force made them). */
 int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err);
+/** After a domain decomposition of the state's particles on the host (p's
+ *  positions and velocities brought over first): send only what changed,
+ *  the n_holes particles below n_keep at the indices holes (which others
+ *  took) and every particle from n_keep on (hy_decomp_moved); the kick
+ *  acceleration is not sent (a force comes first). */
+int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size_t *holes, size_t n_holes,
+                         size_t n_keep, struct hy_err *err);
 /** Copy back the positions and velocities only (distributed runs, before
  *  the soft step's decomposition: the soft step makes the rest anew). */
 int hy_force_state_get_moved(struct hy_force *f, struct hy_part *p, struct hy_err *err);

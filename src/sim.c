@@ -37,6 +37,7 @@ struct hy_sim {
   int lazy;       /* sync p only when a step computed a `want` */
   int dev_acc, dev_pot; /* the last device force made p->acc, p->pot */
   int need_tree;  /* resumed: build the boundary tree that the first hard step refits */
+  struct hy_moved moved; /* the last decomposition */
 };
 
 int hy_scheme_parse(const char *name, enum hy_scheme *out) {
@@ -201,7 +202,8 @@ static int boundary_force(struct hy_sim *s, unsigned want, struct hy_err *err) {
 static int decompose(struct hy_sim *s, struct hy_step_times *tm, struct hy_err *err) {
   if (!s->cfg.decompose) return 0;
   double t0 = hy_wtime();
-  int rc = s->cfg.decompose(s->cfg.decompose_ctx, s->p, err);
+  s->moved.known = 0;
+  int rc = s->cfg.decompose(s->cfg.decompose_ctx, s->p, &s->moved, err);
   if (tm) tm->dd += hy_wtime() - t0;
   return rc;
 }
@@ -373,10 +375,15 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
   }
   /* p's positions and velocities are current (its kick accelerations are
    * not: the soft step makes them anew) */
+  const int was_dev = dev;
   hy_sim_host_changed(s);
   s->dev_acc = s->dev_pot = 0;
   if (decompose(s, tm, err) != 0) return -1;
   dev = p->n >= 2;
+  if (dev && was_dev && s->moved.known) { /* the device holds the kept particles already: send the rest */
+    if (hy_force_state_patch(f, p, s->moved.holes, s->moved.n_holes, s->moved.n_keep, err) != 0) return -1;
+    s->dev_fresh = 1;
+  }
   if (dev) {
     if (to_device(s, 0, err) != 0 || device_boundary_force(s, want, err) != 0 ||
         hy_force_state_move(f, 1, 0.5 * dt, err) != 0)

@@ -49,9 +49,18 @@ struct hy_step_times {
   struct hy_force_stats st_soft; /**< force costs of the closing soft-step force */
 };
 
+/** What a decomposition kept in place (hy_decomp_moved): below n_keep
+ *  every particle but those at holes[0 .. n_holes) is where it was. */
+struct hy_moved {
+  int known; /**< 0: nothing is known, everything may have moved */
+  const size_t *holes;
+  size_t n_holes, n_keep;
+};
+
 /** Domain decomposition hook (distributed runs): may move particles between
- *  ranks (p is resized). Returns 0 or -1 with err set. */
-typedef int (*hy_decompose_fn)(void *ctx, struct hy_part *p, struct hy_err *err);
+ *  ranks (p is resized) and says what it kept in place. Returns 0 or -1
+ *  with err set. */
+typedef int (*hy_decompose_fn)(void *ctx, struct hy_part *p, struct hy_moved *moved, struct hy_err *err);
 
 /** Where the particle state lives between steps (hy_sim_cfg.state). */
 enum hy_state_place {
