@@ -67,7 +67,6 @@ struct hy_force {
   double packed_red[6];     /* their lo[3], hi[3] relative to origin */
   struct hy_box box;        /* distributed: the tight box of the last local device build's particles */
   int box_ok;               /* box is set (from that build's pack reductions) */
-  int boxes_done;           /* the boxes of this walk's LET are exchanged already */
   int pos_synced;           /* device state: the host's positions equal the device's (no drift since the
                                last transfer) */
   double frame[3];          /* positions in the device records are relative to this point */
@@ -179,7 +178,7 @@ static void sink_body(void *arg, size_t b, size_t e, int tid) {
 
 static int walk_job_run(void *arg);
 static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err);
-static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err);
+static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int have_boxes, struct hy_err *err);
 static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n_sink,
                             uint64_t sink_id, long self_base, float *out0, float *out1);
 static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *err);
@@ -444,6 +443,12 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   return f->let ? tree_to_host(f, n, refit, err) : 0;
 }
 
+/* Distributed walks that take the merged tree of local particles and LET
+ * items (LETWalk merged, or auto for all but the hard walks). */
+static int walk_merged(const struct hy_force *f, int mode) {
+  return f->let && (f->merged == HY_LET_MERGED || (f->merged == HY_LET_AUTO && mode != HY_WALK_HARD));
+}
+
 /* The walk parameters of the force's configuration. */
 static struct hy_walk_cfg walk_cfg(const struct hy_force *f, int mode, int want_pot) {
   return (struct hy_walk_cfg){.mode = mode,
@@ -627,6 +632,19 @@ int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err)
   return hy_cl_state_finite(f->cl, n_bad, &first, err);
 }
 
+/* The device state's positions for reading on the host: p's own when no
+ * drift came after the last transfer, else brought into staging memory. */
+static int state_positions(struct hy_force *f, const struct hy_part *p, const double **pos, struct hy_err *err) {
+  if (f->pos_synced) {
+    *pos = p->pos;
+    return 0;
+  }
+  double *xyz = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(p->n, 24, "positions"), err);
+  if (!xyz || hy_cl_state_download(f->cl, xyz, NULL, NULL, NULL, NULL, p->n, &f->st.download, err) != 0) return -1;
+  *pos = xyz;
+  return 0;
+}
+
 /* Distributed runs, the device state's tree just built or refitted: its
  * host view for the LET selection, and q = p with positions the selection
  * can read (the masses are p's, which only the soft step's decomposition
@@ -641,7 +659,6 @@ static int state_let_view(struct hy_force *f, const struct hy_part *p, int mode,
     int rc = hy_let_boxes(f->let, p, &f->box, &ls, err);
     f->st.let_boxes += ls.t_boxes;
     if (rc != 0) return -1;
-    f->boxes_done = 1;
     const int P = f->nranks;
     int me = 0;
     if (hy_mpi_check(MPI_Comm_rank(f->comm, &me), "MPI_Comm_rank", err)) return -1;
@@ -663,14 +680,14 @@ static int state_let_view(struct hy_force *f, const struct hy_part *p, int mode,
     hy_let_set_near(f->let, node, pos, m);
     q->pos = NULL; /* not read: the near set holds every position the selection needs */
   } else {
-    double *xyz = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(p->n, 24, "positions"), err);
-    if (!xyz || hy_cl_state_download(f->cl, xyz, NULL, NULL, NULL, NULL, p->n, &f->st.download, err) != 0) return -1;
-    q->pos = xyz;
+    const double *pos;
+    if (state_positions(f, p, &pos, err) != 0) return -1;
+    q->pos = (double *)pos; /* only read */
   }
   return tree_to_host(f, p->n, refit, err);
 }
 
-static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err);
+static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int have_boxes, struct hy_err *err);
 
 /* The merged walk of the device state (soft steps on several ranks, hard
  * ones with LETWalk merged; p's positions are the device's): the LET
@@ -683,7 +700,7 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, s
  * hi[3] relative to f->origin. */
 static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, const double *red,
                              struct hy_err *err) {
-  if (exchange_let(f, p, mode, err) != 0) return -1;
+  if (exchange_let(f, p, mode, 0, err) != 0) return -1;
   double t0 = hy_wtime(), tk = 0.0;
   const size_t n = p->n, m = f->remote.n, nm = n + m;
   const struct hy_tree keep = f->tree;
@@ -692,7 +709,7 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   float *items = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(m, 16, "LET items"), err);
   float *grp = items ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(m, 8, "LET items"), err) : NULL;
   if (!grp) return -1;
-  double sample[3 * HY_TREE_SAMPLE], centre[3], half, mred[10], bounds[6];
+  double sample[3 * HY_TREE_SAMPLE], centre[3], half, mred[10], bounds[6], lred[11];
   const size_t s = hy_tree_sample2(p->pos, n, f->remote.pos, m, sample); /* as of the merged set */
   for (int pass = 0; pass < 2; pass++) {
     uint64_t bad = UINT64_MAX;
@@ -704,9 +721,8 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
     if (pass == 1 || !key_cube(nm, bounds, f->origin, sample, s, centre, &half)) break;
     /* escapers shrank the key cube: both packed again relative to the bulk's centre */
     memcpy(f->origin, centre, sizeof f->origin);
-    double lred[11];
     if (hy_cl_state_pack(f->cl, f->origin, lred, 0, NULL, &tk, err) != 0) return -1;
-    red = lred;
+    red = lred; /* the local particles' ranges in the new frame */
   }
   double tu = 0.0;
   if (hy_cl_state_append(f->cl, items, grp, m, &tu, err) != 0) return -1;
@@ -734,7 +750,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
                          struct hy_err *err) {
   if (pot_invalid(mode, want_pot)) return hy_err_set(err, "internal error: potential requested from a hard walk");
   if (f->let && mode < 0) return hy_err_set(err, "internal error: a device-state tree without a walk on several ranks");
-  const int merged = f->let && (f->merged == HY_LET_MERGED || (f->merged == HY_LET_AUTO && mode != HY_WALK_HARD));
+  const int merged = walk_merged(f, mode);
   double t0 = hy_wtime(), red[11], tk = 0.0;
   /* the frame: this build's centre of mass, from a first pass in the
    * absolute frame (so it depends on the positions only), or the bulk's
@@ -763,16 +779,12 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
   if (merged) {
-    /* the selection and the key cube's sample read the host's positions:
-     * brought over when the device has drifted them since (LETWalk merged
-     * at hard steps) */
+    /* the selection and the key cube's sample read the host's positions,
+     * stale after a drift on the device (LETWalk merged at hard steps) */
     struct hy_part q = *p;
-    if (!f->pos_synced) {
-      double *xyz = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(p->n, 24, "positions"), err);
-      if (!xyz || hy_cl_state_download(f->cl, xyz, NULL, NULL, NULL, NULL, p->n, &f->st.download, err) != 0)
-        return -1;
-      q.pos = xyz;
-    }
+    const double *pos;
+    if (state_positions(f, p, &pos, err) != 0) return -1;
+    q.pos = (double *)pos; /* only read */
     if (tree_to_host(f, p->n, 0, err) != 0 || state_merged_walk(f, &q, mode, want_pot, red, err) != 0) return -1;
     f->st.n_walks++;
     f->st.walk_wall += hy_wtime() - t1;
@@ -785,7 +797,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   resident_walk_job(f, lj, &wc, p->n);
   hy_worker_submit(f->worker, walk_job_run, lj);
   /* distributed: the LET exchange and the remote tree while the device walks */
-  int rc = f->let ? remote_tree(f, &q, mode, err) : 0;
+  int rc = f->let ? remote_tree(f, &q, mode, mode == HY_WALK_HARD, err) : 0;
   if (wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
   if (rc == 0 && f->let && f->remote.n > 0) { /* its results added to the local walk's, on the device */
     struct walk_job *rj = &f->job[1];
@@ -931,12 +943,11 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
 }
 
 /* Exchange the LET for this walk into f->remote. Returns 0 or -1. */
-static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err) {
+/* have_boxes: this walk's tight boxes were exchanged already (state_let_view) */
+static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int have_boxes, struct hy_err *err) {
   struct hy_let_stats ls = {0};
   const int hard = mode == HY_WALK_HARD;
-  /* the boxes may have been exchanged already (state_let_view) */
-  int rc = f->boxes_done ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, &ls, err);
-  f->boxes_done = 0;
+  int rc = have_boxes ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, &ls, err);
   if (rc == 0) {
     hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
     rc = hy_let_exchange(f->let, &f->remote, &ls, err);
@@ -973,8 +984,8 @@ static int build_second_tree(struct hy_force *f, struct hy_part *q, struct hy_er
 }
 
 /* Exchange the LET and build the remote tree of the received items. */
-static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, struct hy_err *err) {
-  if (exchange_let(f, p, mode, err) != 0) return -1;
+static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int have_boxes, struct hy_err *err) {
+  if (exchange_let(f, p, mode, have_boxes, err) != 0) return -1;
   if (f->remote.n == 0 || p->n == 0) return 0;
   return build_second_tree(f, &f->remote, err);
 }
@@ -1139,7 +1150,7 @@ static int merged_walk_device(struct hy_force *f, const struct hy_part *p, const
 
 static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc, double *acc0,
                        double *acc1, double *pot, struct hy_err *err) {
-  if (exchange_let(f, p, wc->mode, err) != 0) return -1;
+  if (exchange_let(f, p, wc->mode, 0, err) != 0) return -1;
   const size_t n = p->n, m = f->remote.n;
   if (n == 0) return 0;
   if (f->dev_build) return merged_walk_device(f, p, wc, acc0, acc1, pot, err);
@@ -1174,7 +1185,7 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   if (mode == HY_WALK_SPLIT && !acc1) return hy_err_set(err, "internal error: split walk without a soft output");
   double t0 = hy_wtime();
   const struct hy_walk_cfg wc = walk_cfg(f, mode, pot != NULL);
-  if (f->let && (f->merged == HY_LET_MERGED || (f->merged == HY_LET_AUTO && mode != HY_WALK_HARD))) {
+  if (walk_merged(f, mode)) {
     if (merged_walk(f, p, &wc, acc0, acc1, pot, err) != 0) return -1;
     f->st.n_walks++;
     f->st.walk_wall += hy_wtime() - t0;
@@ -1206,7 +1217,7 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   }
   if (p->n) hy_worker_submit(f->worker, walk_job_run, lj);
   /* 2. meanwhile this thread exchanges the LET and builds the remote tree */
-  int rc = f->let ? remote_tree(f, p, mode, err) : 0;
+  int rc = f->let ? remote_tree(f, p, mode, 0, err) : 0;
   /* 3. join, then the device walks the remote tree with the same sinks */
   if (p->n && wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
   if (rc != 0) return -1;

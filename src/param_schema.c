@@ -54,8 +54,8 @@ static const struct hy_param_def schema[] = {
    "moment from the drifted positions) or rebuild (keys, sort and cells again)"},
   {"ParticleState", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host,device", "",
    "Where positions and velocities live between outputs: device (in double precision; kicks, drifts and forces "
-   "then move no particle data between host and device; on several MPI ranks during the hard steps of Scheme "
-   "hybrid; tree built on the device, a device with double precision), host (always on the host), auto (device where possible unless the OpenCL device is a CPU)"},
+   "then move no particle data between host and device; on several MPI ranks Scheme hybrid only, decomposed on "
+   "the host; tree built on the device, a device with double precision), host (always on the host), auto (device where possible unless the OpenCL device is a CPU)"},
   {"LETWalk", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,separate,merged", "",
    "Several MPI ranks: how received LET items are walked: separate (remote tree walked after the local one, "
    "overlapping the exchange), merged (one tree of local and received items, one-rank accuracy), auto "

@@ -626,7 +626,9 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   if (r->rank == 0 && r->scheme != HY_SCHEME_DIRECT)
     hy_msg("tree built on the %s, particle state kept on the %s",
            hy_force_config(f)->tree_build == HY_TREE_BUILD_DEVICE ? "device" : "host",
-           !hy_sim_state_on_device(sim) ? "host" : r->size > 1 ? "device at hard steps" : "device");
+           !hy_sim_state_on_device(sim) ? "host"
+           : r->size > 1                 ? "device (decomposed on the host)"
+                                         : "device");
   unsigned snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
   struct hy_diag d0, d;
   memset(&d, 0, sizeof d);

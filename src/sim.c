@@ -69,8 +69,8 @@ struct hy_sim *hy_sim_create(struct hy_part *p, struct hy_force *f, struct hy_po
   if (s->cfg.scheme != HY_SCHEME_HYBRID) s->cfg.n_ratio = 1;
   s->t = s->t0 = t0;
   int want_dev = cfg->state == HY_STATE_DEVICE || (cfg->state == HY_STATE_AUTO && !hy_cl_is_cpu(hy_force_cl(f)));
-  /* distributed: the hard steps of the hybrid scheme (the soft step's
-   * decomposition and merged LET tree work on the host's copy) */
+  /* distributed: the hybrid scheme (its soft step's decomposition works on
+   * the host's copy of the positions and velocities) */
   const int scheme_ok = cfg->decompose ? cfg->scheme == HY_SCHEME_HYBRID : cfg->scheme != HY_SCHEME_DIRECT;
   s->on_device = want_dev && scheme_ok && hy_force_state_possible(f, p);
   s->host_fresh = 1;
@@ -101,13 +101,27 @@ static int to_device(struct hy_sim *s, int with_accw, struct hy_err *err) {
   return 0;
 }
 
+struct nonfinite_job {
+  const struct hy_part *p;
+  size_t *count; /* per thread */
+};
+
+static void nonfinite_body(void *arg, size_t b, size_t e, int tid) {
+  const struct nonfinite_job *j = arg;
+  const struct hy_part *p = j->p;
+  size_t k = 0;
+  for (size_t i = 3 * b; i < 3 * e; i++) k += !isfinite(p->pos[i]) || !isfinite(p->vel[i]) || !isfinite(p->acc_w[i]);
+  j->count[tid] += k;
+}
+
 int hy_sim_count_nonfinite(struct hy_sim *s, size_t *n_bad, struct hy_err *err) {
   if (s->on_device && !s->host_fresh) return hy_force_state_finite(s->f, n_bad, err);
-  size_t k = 0;
-  const struct hy_part *p = s->p;
-  for (size_t i = 0; i < 3 * p->n; i++)
-    if (!isfinite(p->pos[i]) || !isfinite(p->vel[i]) || !isfinite(p->acc_w[i])) k++;
-  *n_bad = k;
+  const int nt = hy_pool_size(s->pool);
+  struct nonfinite_job j = {.p = s->p, .count = hy_calloc("finite check", (size_t)nt, sizeof(size_t))};
+  hy_pool_for(s->pool, s->p->n, 65536, nonfinite_body, &j);
+  *n_bad = 0;
+  for (int t = 0; t < nt; t++) *n_bad += j.count[t];
+  hy_free(j.count);
   return 0;
 }
 

@@ -5,7 +5,8 @@
 # break the keys or the device's float frame: the snapshot's accelerations
 # and potentials of the hybrid scheme (1 rank with the tree on the host and
 # with the tree and the state on the device, and 2 ranks when a launcher
-# exists) and of the direct scheme match a double direct sum (tests/check_snapshot),
+# exists, also after a step with the state on the device) and of the direct
+# scheme match a double direct sum (tests/check_snapshot),
 # and a short run completes with the escaper still at about 1e12.
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
@@ -28,20 +29,25 @@ TimeEnd        0
 SnapshotFields Acceleration,Potential
 EOP
 
-forces() { # name "launcher" run-args...: a TimeEnd 0 run whose snapshot must pass check_snapshot
+forces() { # name "launcher" run-args...: a run whose last snapshot must pass check_snapshot
   name=$1 launch=$2; shift 2
   # shellcheck disable=SC2086
   if ! $launch "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/$name" --quiet "$@" 2>"$tmp/$name.err"; then
     echo "FAIL [$name]: the run failed:"; cat "$tmp/$name.err"; fail=1; return
   fi
   echo "[$name]"
-  "$check" "$tmp/$name/snapshot_000.hdf5" 4096 || { echo "FAIL [$name]: forces"; fail=1; }
+  snap=$(ls "$tmp/$name"/snapshot_*.hdf5 | tail -n 1)
+  "$check" "$snap" 4096 || { echo "FAIL [$name]: forces"; fail=1; }
 }
 forces hybrid1 "" -P TreeBuild=host -P ParticleState=host
 forces hybrid1dev "" -P TreeBuild=device -P ParticleState=device
 forces direct1 "" -P Scheme=direct
 if [ -n "${MPIEXEC:-}" ]; then
   forces hybrid2 "$MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2"
+  # one step with the state on the device: the soft step's merged tree
+  # built on the device in the bulk's frame
+  forces hybrid2dev "$MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2" -P TreeBuild=device -P ParticleState=device \
+    -P TimeEnd=0.005
 else
   echo "no MPI launcher: the 2-rank case is not tested"
 fi
