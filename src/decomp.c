@@ -15,6 +15,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "alloc.h"
+#include "trace.h"
 
 /* One particle on the wire: pos, vel, acc, acc_w (3 doubles each), mass,
  * pot (doubles), id (uint64), type (uint8); packed with memcpy, no padding. */
@@ -510,6 +511,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   unsigned char *sbuf = NULL, *rbuf = NULL;
 
   d->moved_ok = 0;
+  double tt = hy_trace_t();
   if (!(weight_extra >= 0) || !isfinite(weight_extra)) {
     ret = hy_err_set(err, "domain decomposition: weight_extra %g is not a finite number >= 0", weight_extra);
     goto done;
@@ -537,6 +539,8 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
     }
   }
   s.n_before = n;
+  hy_trace(HY_TRACE_MAIN, "dd_finite", tt);
+  tt = hy_trace_t();
 
   /* (1) N_samp = R_samp (N_local + N_hard) (W&N eq 12-13), at least 1 if
    * there are particles, at most N_local; uniform without replacement by
@@ -557,6 +561,8 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
     hy_free(taken);
   }
   s.n_samples_local = ns;
+  hy_trace(HY_TRACE_MAIN, "dd_sample", tt);
+  tt = hy_trace_t();
 
   /* (2) gather the sample counts, then the samples, on rank 0. The total
    * is broadcast first so that every rank agrees on whether it fits. */
@@ -587,6 +593,8 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   }
   MPI_TRY(MPI_Gatherv(samp, (int)(3 * ns), MPI_DOUBLE, all, rc, rd, MPI_DOUBLE, 0, d->comm),
           "MPI_Gatherv of samples");
+  hy_trace(HY_TRACE_MAIN, "dd_gather", tt);
+  tt = hy_trace_t();
 
   /* (3) multisection on rank 0, (4) broadcast of the boundaries. */
   if (d->rank == 0) multisection(d, all, (size_t)total);
@@ -597,6 +605,8 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   MPI_TRY(MPI_Bcast(d->new_bounds, (int)d->n_bounds, MPI_DOUBLE, 0, d->comm), "MPI_Bcast of boundaries");
   memcpy(d->bounds, d->new_bounds, d->n_bounds * sizeof(double));
   d->have_bounds = 1;
+  hy_trace(HY_TRACE_MAIN, "dd_bounds", tt);
+  tt = hy_trace_t();
 
   /* (5) destinations, a stable counting sort by destination, the counts. */
   dest = hy_malloc("decomposition destinations", n + 1, sizeof(int));
@@ -637,6 +647,8 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   hy_free(oj.count);
   hy_free(oj.at);
   hy_free(oj.leave_at);
+  hy_trace(HY_TRACE_MAIN, "dd_owners", tt);
+  tt = hy_trace_t();
   MPI_TRY(MPI_Alltoall(send_n, 1, MPI_UINT64_T, recv_n, 1, MPI_UINT64_T, d->comm), "MPI_Alltoall of counts");
   recv_off[0] = 0;
   for (int r = 0; r < P; r++) {
@@ -647,6 +659,8 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
     recv_off[r + 1] = recv_off[r] + (size_t)recv_n[r];
   }
   const size_t n_new = recv_off[P];
+  hy_trace(HY_TRACE_MAIN, "dd_counts", tt);
+  tt = hy_trace_t();
   const size_t n_keep = (size_t)send_n[d->rank];
 
   /* Only the particles that leave are packed and sent: pack them all first
@@ -683,6 +697,8 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
       if (r != d->rank) at += (size_t)recv_n[r];
     }
   }
+  hy_trace(HY_TRACE_MAIN, "dd_pack", tt);
+  tt = hy_trace_t();
   s.n_sent = n_out;
   s.n_recv = n_in;
   s.bytes_sent = (uint64_t)n_out * REC_BYTES;
@@ -769,6 +785,8 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   hy_free(sbase);
   s.n_after = n_new;
   d->moved_ok = 1;
+  hy_trace(HY_TRACE_MAIN, "dd_exchange", tt);
+  tt = hy_trace_t();
 
   /* Load-balance record: max and mean over ranks. */
   {
@@ -780,6 +798,7 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
     s.n_after_max = mx[1];
     s.n_after_mean = sum[1] / P;
   }
+  hy_trace(HY_TRACE_MAIN, "dd_balance", tt);
 
 done:
   s.time = hy_wtime() - t0;

@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "hy_shared.h"
+#include "trace.h"
 
 /* Doubles per item: position, mass, and the B2 and b_max of a sent cell (0
  * for a particle), so that the receiver's remote tree gets the moments of
@@ -189,6 +190,7 @@ int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box 
       }
   hy_free(all);
   st->t_boxes += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, "let_boxes", t0);
   return hy_mpi_check(rc, "LET: MPI_Allgather of the domain boxes", err);
 }
 
@@ -391,6 +393,7 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
   }
   L->near = (struct near_set){NULL, NULL, 0, 0};
   st->t_select += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, hard ? "let_select_hard" : "let_select_full", t0);
 }
 
 void hy_let_set_near(struct hy_let *L, const uint32_t *node, const double *pos, size_t n) {
@@ -432,6 +435,8 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
   }
   int rc = MPI_Alltoall(L->send_cnt, 2, MPI_UINT64_T, L->recv_cnt, 2, MPI_UINT64_T, L->comm);
   if (hy_mpi_check(rc, "LET: MPI_Alltoall of the item counts", err)) return -1;
+  hy_trace(HY_TRACE_MAIN, "let_counts", t0);
+  const double t1 = hy_trace_t();
   uint64_t total = 0, sent = 0, hard = 0;
   for (int r = 0; r < P; r++) {
     if (check_msg(L->recv_cnt[2 * r], r, "from", err) || check_msg(L->send_cnt[2 * r], r, "to", err)) return -1;
@@ -479,5 +484,6 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
   st->bytes_sent += sent * ITEM * sizeof(double);
   st->bytes_recv += total * ITEM * sizeof(double);
   st->t_comm += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, "let_items", t1);
   return 0;
 }

@@ -46,6 +46,7 @@
 #include "restart.h"
 #include "sim.h"
 #include "threads.h"
+#include "trace.h"
 
 /* Particles used to estimate the potential energy W of the ICs for r_v. */
 #define HY_RV_SAMPLE 8192
@@ -448,6 +449,7 @@ static int decompose_cb(void *ctx, struct hy_part *p, struct hy_moved *moved, st
   if (r->size > 1 && MPI_Barrier(r->comm) != MPI_SUCCESS)
     return hy_err_set(err, "domain decomposition: MPI_Barrier failed");
   r->dd_wait += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, "dd_barrier", t0);
   int rc = hy_decomp_exchange(r->dd, p, (double)hy_force_last_hard_items(r->force), &r->dd_st, err);
   moved->known = hy_decomp_moved(r->dd, &moved->holes, &moved->n_holes, &moved->n_keep) == 0;
   /* a non-finite position has no domain: every rank keeps its particles, so
@@ -696,8 +698,12 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
       r->p.vel[0] = NAN;
       hy_sim_host_changed(sim);
     }
+    const double t_step = hy_trace_t();
     if (hy_sim_step(sim, want, &tm, err) != 0) goto out;
+    hy_trace(HY_TRACE_MAIN, "step", t_step);
+    const double t_check = hy_trace_t();
     if (check_finite(r, sim, pool, s, hy_sim_time(sim), err) != 0) goto out;
+    hy_trace(HY_TRACE_MAIN, "check_finite", t_check);
     double t = hy_sim_time(sim);
     step_records(r, s, t, &tm);
     if (r->rank == 0 && (csv_flush(r->timings, "timings.csv", err) != 0 ||
@@ -1217,6 +1223,8 @@ int hy_cmd_run(int argc, char **argv) {
   /* 4. outputs (nothing was written before this point) */
   rc = test_file_size_limit(&err);
   if (any_failed(&r, rc, &err)) goto out;
+  rc = hy_trace_open(r.comm, &err); /* HYTREE_TRACE */
+  if (any_failed(&r, rc, &err)) goto out;
   r.params_text = hy_params_dump(r.par);
   if (r.rank == 0) {
     rc = make_dirs(r.outdir, &err);
@@ -1251,6 +1259,10 @@ int hy_cmd_run(int argc, char **argv) {
   }
   status = 0;
 out:
+  if (hy_trace_close(&err) != 0) { /* HYTREE_TRACE: the timeline, also of a failed run */
+    fprintf(stderr, "hytree: error: [rank %d] %s\n", r.rank, err.msg);
+    status = 1;
+  }
   if (r.energy && fclose(r.energy) != 0 && status == 0) {
     fprintf(stderr, "hytree: error: energy.csv: close failed: %s\n", strerror(errno));
     status = 1;

@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "hy_shared.h"
+#include "trace.h"
 
 struct hy_sim {
   struct hy_part *p;
@@ -219,6 +220,7 @@ static int decompose(struct hy_sim *s, struct hy_step_times *tm, struct hy_err *
   s->moved.known = 0;
   int rc = s->cfg.decompose(s->cfg.decompose_ctx, s->p, &s->moved, err);
   if (tm) tm->dd += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, "decompose", t0);
   return rc;
 }
 
@@ -304,6 +306,7 @@ static int host_hard_step(struct hy_sim *s, double dt, struct hy_err *err) {
 /* The end of a step whose soft part began at t0: its costs, the step count and the time. */
 static void end_step(struct hy_sim *s, struct hy_step_times *tm, double t_start, double t0) {
   double t1 = hy_wtime();
+  hy_trace(HY_TRACE_MAIN, "soft_step", t0);
   tm->soft = t1 - t0;
   take_stats(s, tm, 0);
   tm->total = t1 - t_start;
@@ -330,6 +333,7 @@ static int device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm
         hy_force_state_move(f, 1, dt, err) != 0)
       return -1;
     tm->hard[k - 1] = hy_wtime() - t0;
+    hy_trace(HY_TRACE_MAIN, "hard_step", t0);
     take_stats(s, tm, 1);
   }
   tm->n_hard = n - 1;
@@ -378,6 +382,7 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
       return -1;
     }
     tm->hard[k - 1] = hy_wtime() - t0;
+    hy_trace(HY_TRACE_MAIN, "hard_step", t0);
     take_stats(s, tm, 1);
   }
   tm->n_hard = n - 1;
@@ -428,6 +433,7 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
     double t0 = hy_wtime();
     if (host_hard_step(s, dt, err) != 0) return -1;
     tm->hard[k - 1] = hy_wtime() - t0;
+    hy_trace(HY_TRACE_MAIN, "hard_step", t0);
     take_stats(s, tm, 1);
   }
   tm->n_hard = n - 1;

@@ -18,7 +18,9 @@
 #    run says so, and its energy.csv and final snapshot equal, bit for bit,
 #    those of the 3-rank TreeBuild device run with the state on the host;
 #    the same on 2 ranks with LETWalk merged and separate (every walk merged,
-#    or every walk with a separate remote tree).
+#    or every walk with a separate remote tree). The device-state run is
+#    traced (HYTREE_TRACE): every rank writes its timeline, which
+#    tools/trace_report.py reads.
 #  - 2 ranks, ParticleState device with Scheme tree: refused with one line,
 #    no output.
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
@@ -116,7 +118,8 @@ fi
 if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P ParticleState=host \
      -P SnapshotFields=Acceleration \
      >"$tmp/mpi3d.log" 2>&1 &&
-   mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3s" -P TreeBuild=device -P SnapshotFields=Acceleration \
+   $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_TRACE="$tmp/trace" "$HYTREE" run "$tmp/p.txt" \
+     -P "OutputDir=$tmp/mpi3s" -P TreeBuild=device -P SnapshotFields=Acceleration \
      -P ParticleState=device >"$tmp/mpi3s.log" 2>&1; then
   grep -q "particle state kept on the device (decomposed on the host)" "$tmp/mpi3s.log" ||
     { echo "FAIL: 3-rank ParticleState device run does not say where the state is"; fail=1; }
@@ -125,6 +128,19 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
   if command -v h5diff >/dev/null 2>&1; then
     h5diff "$tmp/mpi3d/snapshot_001.hdf5" "$tmp/mpi3s/snapshot_001.hdf5" /PartType1 /PartType1 ||
       { echo "FAIL: 3 ranks: the final snapshot differs with the state on the device"; fail=1; }
+  fi
+  # its timelines (HYTREE_TRACE): one file per rank with the sub-steps and
+  # the device thread's walks, which tools/trace_report.py summarises
+  for r in 0 1 2; do
+    for ph in 0,hard_step 0,soft_step 0,decompose 1,walk_local 1,walk_merged; do
+      grep -q "^$ph," "$tmp/trace.$r.csv" 2>/dev/null ||
+        { echo "FAIL: 3 ranks: the trace of rank $r has no $ph phase"; fail=1; }
+    done
+  done
+  if command -v python3 >/dev/null 2>&1; then
+    python3 "$top_srcdir/tools/trace_report.py" "$tmp/trace" --timeline 2 >"$tmp/trace.txt" 2>&1 &&
+      grep -q "^rank 2: .* sub-steps" "$tmp/trace.txt" ||
+      { echo "FAIL: tools/trace_report.py on the 3-rank trace:"; cat "$tmp/trace.txt"; fail=1; }
   fi
 else
   echo "FAIL: 3-rank TreeBuild / ParticleState device runs:"; cat "$tmp/mpi3d.log" "$tmp/mpi3s.log"; fail=1

@@ -13,4 +13,4 @@ tools_bench_tree_SOURCES = tools/bench_tree.c
 tools_bench_tree_LDADD = src/libhytree.a $(HY_LIBS)
 
 # Benchmark driver (not installed): tools/benchmark.sh -N N -d gpu
-EXTRA_DIST += tools/benchmark.sh tools/scaling.sh
+EXTRA_DIST += tools/benchmark.sh tools/scaling.sh tools/trace_report.py

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""trace_report.py: summarise the timelines of a run made with HYTREE_TRACE=PREFIX.
+
+usage: tools/trace_report.py PREFIX [--skip K] [--timeline STEP]
+
+Reads PREFIX.R.csv of every rank R. For the hard and the soft sub-steps
+(their windows are the "hard_step" and "soft_step" phases; the first K
+steps are skipped, default 1, as they hold one-time start-up costs) it
+prints, per rank, the mean time per sub-step of every phase inside the
+window on the main thread (lane 0) and on the device thread (lane 1), and
+what share of the window each lane was busy; phases nest (a "decompose"
+holds its "dd_*" parts), so the rows need not add up to the window.
+--timeline STEP also prints every phase of that step, per rank, with its
+start and end relative to the step's start, to show which part waits for
+which.
+"""
+import argparse
+import collections
+import csv
+import glob
+import re
+import sys
+
+
+def load(prefix):
+    files = sorted(glob.glob(prefix + ".*.csv"), key=lambda f: int(re.search(r"\.(\d+)\.csv$", f).group(1)))
+    if not files:
+        sys.exit("trace_report: no files %s.*.csv" % prefix)
+    ranks = []
+    for f in files:
+        with open(f, newline="") as fh:
+            ev = [(int(r["lane"]), r["phase"], float(r["t0"]), float(r["t1"])) for r in csv.DictReader(fh)]
+        ranks.append(ev)
+    return ranks
+
+
+def windows(ev, name):
+    return sorted((t0, t1) for lane, ph, t0, t1 in ev if lane == 0 and ph == name)
+
+
+def inside(ev, w):
+    t0, t1 = w
+    return [e for e in ev if e[2] >= t0 - 1e-7 and e[3] <= t1 + 1e-7]
+
+
+def busy(intervals):
+    """Length of the union of intervals."""
+    tot, end = 0.0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            tot += b - a
+            end = b
+        elif b > end:
+            tot += b - end
+            end = b
+    return tot
+
+
+def summarise(ranks, kind, skip_steps):
+    print("## %s sub-steps (mean per sub-step, seconds)" % kind)
+    for r, ev in enumerate(ranks):
+        steps = windows(ev, "step")
+        if len(steps) <= skip_steps:
+            print("rank %d: only %d steps" % (r, len(steps)))
+            continue
+        t_from = steps[skip_steps][0]
+        ws = [w for w in windows(ev, kind + "_step") if w[0] >= t_from]
+        if not ws:
+            continue
+        acc = collections.defaultdict(float)
+        b = [0.0, 0.0]
+        for w in ws:
+            evw = inside(ev, w)
+            for lane, ph, t0, t1 in evw:
+                if ph not in ("hard_step", "soft_step", "step"):
+                    acc[(lane, ph)] += t1 - t0
+            for lane in (0, 1):
+                b[lane] += busy([(t0, t1) for ln, ph, t0, t1 in evw
+                                 if ln == lane and ph not in ("hard_step", "soft_step", "step", "wait_device")])
+        n = len(ws)
+        mean = sum(w[1] - w[0] for w in ws) / n
+        print("rank %d: %d sub-steps, %.4f s each; main thread busy %.0f %%, device thread %.0f %%"
+              % (r, n, mean, 100 * b[0] / n / mean, 100 * b[1] / n / mean))
+        for (lane, ph), t in sorted(acc.items(), key=lambda kv: -kv[1]):
+            print("  %-6s %-18s %.4f" % ("main" if lane == 0 else "device", ph, t / n))
+    print()
+
+
+def timeline(ranks, step_no):
+    print("## step %d, phases from the step's start [ms]" % step_no)
+    for r, ev in enumerate(ranks):
+        steps = windows(ev, "step")
+        if step_no - 1 >= len(steps):
+            continue
+        w = steps[step_no - 1]
+        print("rank %d (step %.1f ms)" % (r, 1e3 * (w[1] - w[0])))
+        for lane, ph, t0, t1 in sorted(inside(ev, w), key=lambda e: (e[2], -e[3])):
+            if ph == "step":
+                continue
+            print("  %s %8.2f %8.2f %7.2f  %s" % ("M" if lane == 0 else "D", 1e3 * (t0 - w[0]), 1e3 * (t1 - w[0]),
+                                                  1e3 * (t1 - t0), ph))
+    print()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("prefix")
+    ap.add_argument("--skip", type=int, default=1)
+    ap.add_argument("--timeline", type=int, default=0)
+    a = ap.parse_args()
+    ranks = load(a.prefix)
+    summarise(ranks, "hard", a.skip)
+    summarise(ranks, "soft", a.skip)
+    if a.timeline:
+        timeline(ranks, a.timeline)
+
+
+if __name__ == "__main__":
+    main()
