@@ -98,7 +98,8 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_split_count", &cl->k_split_count, err) ||
       make_kernel(cl, "hy_split_emit", &cl->k_split_emit, err) || make_kernel(cl, "hy_gather", &cl->k_gather, err) ||
       make_kernel(cl, "hy_moments", &cl->k_moments, err) || make_kernel(cl, "hy_bmax_big", &cl->k_bmax_big, err) ||
-      make_kernel(cl, "hy_unsort", &cl->k_unsort, err) || make_kernel(cl, "hy_add4", &cl->k_add, err))
+      make_kernel(cl, "hy_unsort", &cl->k_unsort, err) || make_kernel(cl, "hy_add4", &cl->k_add, err) ||
+      make_kernel(cl, "hy_open_cells", &cl->k_open_cells, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
   cl_kernel need[] = {cl->k_scan_block, cl->k_count, cl->k_scatter, cl->k_bmax_big};
@@ -116,14 +117,18 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
 void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,        cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_split_count, cl->k_split_emit, cl->k_gather,   cl->k_moments, cl->k_bmax_big,
-                    cl->k_unsort, cl->k_add};
+                    cl->k_unsort, cl->k_add, cl->k_open_cells};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
-  struct cl_buf *bs[] = {&cl->pos, &cl->key[0], &cl->key[1], &cl->idx[0], &cl->idx[1], &cl->c_lo,  &cl->c_hi,
-                         &cl->nxt, &cl->mor,    &cl->c_b2,   &cl->n_child, &cl->hist,  &cl->uout0, &cl->uout1,
-                         &cl->big, &cl->n_big, &cl->grp};
+  struct cl_buf *bs[] = {&cl->key[0], &cl->key[1], &cl->idx_tmp, &cl->n_child, &cl->hist,
+                         &cl->uout0,  &cl->uout1,  &cl->big,     &cl->n_big};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
+  for (int t = 0; t < 2; t++) {
+    struct cl_tree *T = &cl->tree[t];
+    struct cl_buf *tb[] = {&T->pos, &T->idx, &T->c_lo, &T->c_hi, &T->nxt, &T->mor, &T->c_b2, &T->grp};
+    for (size_t i = 0; i < sizeof tb / sizeof tb[0]; i++) hy_cl_buf_release(tb[i]);
+  }
   for (int i = 0; i < HY_CL_SCAN_LEVELS; i++) hy_cl_buf_release(&cl->scan[i]);
   for (int i = 0; i < HY_CL_HOST_N; i++) pinned_release(cl, &cl->host[i]);
 }
@@ -215,53 +220,57 @@ static int scan(struct hy_cl *cl, cl_mem data, size_t n, int level, struct evlis
   return 0;
 }
 
-static int ensure_build_buffers(struct hy_cl *cl, size_t n, size_t n_tiles, struct hy_err *err) {
+static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, size_t n_tiles,
+                                struct hy_err *err) {
   size_t n_nodes = hy_size_mul_or_die(n, 2, "tree nodes"); /* at most n - 1 cells */
-  return hy_cl_ensure_buf(cl, &cl->pos, hy_size_mul_or_die(n, 16, "positions"), "particle positions", err) ||
+  return hy_cl_ensure_buf(cl, &T->pos, hy_size_mul_or_die(n, 16, "positions"), "particle positions", err) ||
          hy_cl_ensure_buf(cl, &cl->key[0], hy_size_mul_or_die(n, 8, "keys"), "keys", err) ||
          hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(n, 8, "keys"), "sorted keys", err) ||
-         hy_cl_ensure_buf(cl, &cl->idx[0], hy_size_mul_or_die(n, 4, "indices"), "key order", err) ||
-         hy_cl_ensure_buf(cl, &cl->idx[1], hy_size_mul_or_die(n, 4, "indices"), "sorted key order", err) ||
-         hy_cl_ensure_buf(cl, &cl->node[0], hy_size_mul_or_die(n_nodes, 32, "tree nodes"), "tree nodes", err) ||
-         hy_cl_ensure_buf(cl, &cl->c_lo, hy_size_mul_or_die(n, 4, "cells"), "cell ranges", err) ||
-         hy_cl_ensure_buf(cl, &cl->c_hi, hy_size_mul_or_die(n, 4, "cells"), "cell ranges", err) ||
-         hy_cl_ensure_buf(cl, &cl->c_b2, hy_size_mul_or_die(n, 4, "cells"), "cell B2", err) ||
+         hy_cl_ensure_buf(cl, &T->idx, hy_size_mul_or_die(n, 4, "indices"), "key order", err) ||
+         hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(n, 4, "indices"), "sorted key order", err) ||
+         hy_cl_ensure_buf(cl, &cl->node[slot], hy_size_mul_or_die(n_nodes, 32, "tree nodes"), "tree nodes", err) ||
+         hy_cl_ensure_buf(cl, &T->c_lo, hy_size_mul_or_die(n, 4, "cells"), "cell ranges", err) ||
+         hy_cl_ensure_buf(cl, &T->c_hi, hy_size_mul_or_die(n, 4, "cells"), "cell ranges", err) ||
+         hy_cl_ensure_buf(cl, &T->c_b2, hy_size_mul_or_die(n, 4, "cells"), "cell B2", err) ||
          hy_cl_ensure_buf(cl, &cl->n_child, hy_size_mul_or_die(n + 1, 4, "cells"), "child counts", err) ||
-         hy_cl_ensure_buf(cl, &cl->nxt, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
-         hy_cl_ensure_buf(cl, &cl->mor, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
+         hy_cl_ensure_buf(cl, &T->nxt, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
+         hy_cl_ensure_buf(cl, &T->mor, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
          hy_cl_ensure_buf(cl, &cl->big, hy_size_mul_or_die(n / BMAX_SERIAL + 1, 4, "cells"), "large cells", err) ||
          hy_cl_ensure_buf(cl, &cl->n_big, 16, "large cell count", err) ||
          hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
                           "sort histogram", err);
 }
 
-static int enqueue_moments(struct hy_cl *cl, size_t n, double a_err_d, struct evlist *ev, struct hy_err *err);
+static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d,
+                           struct evlist *ev, struct hy_err *err);
 
 static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct evlist *ev, struct hy_err *err) {
   const size_t n = a->n;
+  const int slot = a->slot;
+  struct cl_tree *T = &cl->tree[slot];
   const size_t tile = cl->build_wg * SORT_PER;
   const size_t n_tiles = (n + tile - 1) / tile;
-  if (ensure_build_buffers(cl, n, n_tiles, err) != 0) return -1;
-  cl->node_id[0] = 0;
-  cl->sorted_n = 0;
-  cl->n_gen = 0;
+  if (ensure_build_buffers(cl, T, slot, n, n_tiles, err) != 0) return -1;
+  cl->node_id[slot] = 0;
+  T->sorted_n = 0;
+  T->n_gen = 0;
   cl_int e;
   if (a->pos) {
-    e = clEnqueueWriteBuffer(cl->q, cl->pos.mem, CL_FALSE, 0, n * 16, a->pos, 0, NULL, ev_new(ev, PH_UPLOAD));
+    e = clEnqueueWriteBuffer(cl->q, T->pos.mem, CL_FALSE, 0, n * 16, a->pos, 0, NULL, ev_new(ev, PH_UPLOAD));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
                         hy_cl_errname(e));
-  } else if (cl->state_n + cl->appended != n || a->grp) {
+  } else if (slot != 0 || cl->state_n + cl->appended != n || a->grp) {
     return hy_err_set(err, "internal error: device tree build from a device state of %zu particles and %zu items, "
                            "not %zu", cl->state_n, cl->appended, n);
   }
   /* the state's positions with LET items behind them: their moments are on the device (hy_cl_state_append) */
-  cl->has_grp = a->grp != NULL || (!a->pos && cl->appended > 0);
+  T->has_grp = a->grp != NULL || (!a->pos && cl->appended > 0);
   if (a->grp) {
-    if (hy_cl_ensure_buf(cl, &cl->grp, hy_size_mul_or_die(n, 8, "particle groups"), "LET item moments", err) != 0)
+    if (hy_cl_ensure_buf(cl, &T->grp, hy_size_mul_or_die(n, 8, "particle groups"), "LET item moments", err) != 0)
       return -1;
-    e = clEnqueueWriteBuffer(cl->q, cl->grp.mem, CL_FALSE, 0, n * 8, a->grp, 0, NULL, ev_new(ev, PH_UPLOAD));
+    e = clEnqueueWriteBuffer(cl->q, T->grp.mem, CL_FALSE, 0, n * 8, a->grp, 0, NULL, ev_new(ev, PH_UPLOAD));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: uploading %zu LET item moments failed on %s: %s", n, cl->name,
                         hy_cl_errname(e));
@@ -271,17 +280,19 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   cl_uint un = (cl_uint)n;
   cl_float lo[3] = {(cl_float)a->lo[0], (cl_float)a->lo[1], (cl_float)a->lo[2]};
   cl_float scale = (cl_float)((double)(1u << HY_KEY_BITS) / a->side);
-  if (set_args(cl, cl->k_keys, "hy_keys", err, M(cl->pos), V(un), V(lo[0]), V(lo[1]), V(lo[2]), V(scale),
-               M(cl->key[0]), M(cl->idx[0]), END) ||
+  /* the sort's ping-pong pairs: (key[0], T->idx), where it ends, and (key[1], idx_tmp) */
+  struct cl_buf *kb[2] = {&cl->key[0], &cl->key[1]}, *ib[2] = {&T->idx, &cl->idx_tmp};
+  if (set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(un), V(lo[0]), V(lo[1]), V(lo[2]), V(scale),
+               M(*kb[0]), M(*ib[0]), END) ||
       launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
     return -1;
   int s = 0;
   for (cl_uint shift = 0; shift < 3 * HY_KEY_BITS; shift += RADIX_BITS) {
-    if (set_args(cl, cl->k_count, "hy_radix_count", err, M(cl->key[s]), V(un), V(shift), M(cl->hist), END) ||
+    if (set_args(cl, cl->k_count, "hy_radix_count", err, M(*kb[s]), V(un), V(shift), M(cl->hist), END) ||
         launch(cl, cl->k_count, "hy_radix_count", n_tiles * cl->build_wg, ev_new(ev, PH_SORT), err) ||
         scan(cl, cl->hist.mem, n_tiles * RADIX, 0, ev, PH_SORT, err) ||
-        set_args(cl, cl->k_scatter, "hy_radix_scatter", err, M(cl->key[s]), M(cl->idx[s]), V(un), V(shift),
-                 M(cl->hist), M(cl->key[1 - s]), M(cl->idx[1 - s]), END) ||
+        set_args(cl, cl->k_scatter, "hy_radix_scatter", err, M(*kb[s]), M(*ib[s]), V(un), V(shift),
+                 M(cl->hist), M(*kb[1 - s]), M(*ib[1 - s]), END) ||
         launch(cl, cl->k_scatter, "hy_radix_scatter", n_tiles * cl->build_wg, ev_new(ev, PH_SORT), err))
       return -1;
     s = 1 - s;
@@ -292,11 +303,11 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   const cl_int n_part = (cl_int)n;
   cl_uint root_range[2] = {0, un};
   cl_int root_next = HY_NONE;
-  if ((e = clEnqueueWriteBuffer(cl->q, cl->c_lo.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[0], 0, NULL,
+  if ((e = clEnqueueWriteBuffer(cl->q, T->c_lo.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[0], 0, NULL,
                                 ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
-      (e = clEnqueueWriteBuffer(cl->q, cl->c_hi.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[1], 0, NULL,
+      (e = clEnqueueWriteBuffer(cl->q, T->c_hi.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[1], 0, NULL,
                                 ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
-      (e = clEnqueueWriteBuffer(cl->q, cl->nxt.mem, CL_FALSE, n * sizeof(cl_int), sizeof(cl_int), &root_next, 0,
+      (e = clEnqueueWriteBuffer(cl->q, T->nxt.mem, CL_FALSE, n * sizeof(cl_int), sizeof(cl_int), &root_next, 0,
                                 NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: writing the root cell failed on %s: %s", cl->name, hy_cl_errname(e));
   cl_uint gen_first[MAX_GENERATIONS], gen_count[MAX_GENERATIONS];
@@ -308,8 +319,8 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     gen_count[n_gen] = count;
     n_gen++;
     cl_uint made = 0;
-    if (set_args(cl, cl->k_split_count, "hy_split_count", err, M(cl->key[0]), V(first), V(count), M(cl->c_lo),
-                 M(cl->c_hi), V(crit), M(cl->n_child), END) ||
+    if (set_args(cl, cl->k_split_count, "hy_split_count", err, M(cl->key[0]), V(first), V(count), M(T->c_lo),
+                 M(T->c_hi), V(crit), M(cl->n_child), END) ||
         launch(cl, cl->k_split_count, "hy_split_count", (size_t)count + 1, ev_new(ev, PH_CELLS), err) ||
         scan(cl, cl->n_child.mem, (size_t)count + 1, 0, ev, PH_CELLS, err))
       return -1;
@@ -321,8 +332,8 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     if ((size_t)total + made > n - 1)
       return hy_err_set(err, "internal error: device tree build made %zu cells for %zu particles",
                         (size_t)total + made, n);
-    if (set_args(cl, cl->k_split_emit, "hy_split_emit", err, M(cl->key[0]), V(first), V(count), M(cl->c_lo),
-                 M(cl->c_hi), V(crit), M(cl->n_child), V(total), V(n_part), M(cl->nxt), M(cl->mor), END) ||
+    if (set_args(cl, cl->k_split_emit, "hy_split_emit", err, M(cl->key[0]), V(first), V(count), M(T->c_lo),
+                 M(T->c_hi), V(crit), M(cl->n_child), V(total), V(n_part), M(T->nxt), M(T->mor), END) ||
         launch(cl, cl->k_split_emit, "hy_split_emit", count, ev_new(ev, PH_CELLS), err))
       return -1;
     first = total;
@@ -330,10 +341,16 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     count = made;
   }
 
-  cl->n_gen = n_gen;
-  memcpy(cl->gen_first, gen_first, (size_t)n_gen * sizeof gen_first[0]);
-  memcpy(cl->gen_count, gen_count, (size_t)n_gen * sizeof gen_count[0]);
-  if (enqueue_moments(cl, n, a->a_err, ev, err) != 0) return -1;
+  T->n_gen = n_gen;
+  memcpy(T->gen_first, gen_first, (size_t)n_gen * sizeof gen_first[0]);
+  memcpy(T->gen_count, gen_count, (size_t)n_gen * sizeof gen_count[0]);
+  if (enqueue_moments(cl, T, slot, n, a->a_err, ev, err) != 0) return -1;
+  if (a->open_all && total > 0) { /* every cell opened by every sink: r_b^2 = FLT_MAX */
+    cl_uint nc = total;
+    if (set_args(cl, cl->k_open_cells, "hy_open_cells", err, M(cl->node[slot]), V(n_part), V(nc), END) ||
+        launch(cl, cl->k_open_cells, "hy_open_cells", nc, ev_new(ev, PH_MOMENTS), err))
+      return -1;
+  }
   e = clFinish(cl->q);
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: the device tree build failed on %s: %s (a kernel fault or too little device "
@@ -341,25 +358,26 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   res->root = n_part;
   res->n_cell = total;
   res->generations = n_gen;
-  cl->node_id[0] = a->tree_id;
-  cl->sorted_n = n;
-  cl->n_cell = total;
+  cl->node_id[slot] = a->tree_id;
+  T->sorted_n = n;
+  T->n_cell = total;
   return 0;
 }
 
 /* Particle records in key order, then the cell moments from the deepest
- * generation up (the generations of cl->gen_*). */
-static int enqueue_moments(struct hy_cl *cl, size_t n, double a_err_d, struct evlist *ev, struct hy_err *err) {
+ * generation up (the generations of T). */
+static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d,
+                           struct evlist *ev, struct hy_err *err) {
   const cl_uint un = (cl_uint)n;
   const cl_int n_part = (cl_int)n;
-  const int n_gen = cl->n_gen;
-  const cl_uint *gen_first = cl->gen_first, *gen_count = cl->gen_count;
+  const int n_gen = T->n_gen;
+  const cl_uint *gen_first = T->gen_first, *gen_count = T->gen_count;
   cl_int e;
   cl_float a_err = (cl_float)a_err_d;
   /* without item moments the kernels get a valid buffer they do not read */
-  const cl_int has_grp = cl->has_grp;
-  const struct cl_buf *grp = has_grp ? &cl->grp : &cl->pos;
-  if (set_args(cl, cl->k_gather, "hy_gather", err, M(cl->pos), M(cl->idx[0]), V(un), M(cl->nxt), M(cl->node[0]),
+  const cl_int has_grp = T->has_grp;
+  const struct cl_buf *grp = has_grp ? &T->grp : &T->pos;
+  if (set_args(cl, cl->k_gather, "hy_gather", err, M(T->pos), M(T->idx), V(un), M(T->nxt), M(cl->node[slot]),
                END) ||
       launch(cl, cl->k_gather, "hy_gather", n, ev_new(ev, PH_MOMENTS), err))
     return -1;
@@ -369,15 +387,15 @@ static int enqueue_moments(struct hy_cl *cl, size_t n, double a_err_d, struct ev
                             ev_new(ev, PH_MOMENTS));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
-    if (set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(cl->c_lo),
-                 M(cl->c_hi), M(cl->nxt), M(cl->mor), M(cl->c_b2), V(a_err), M(cl->node[0]), M(cl->big),
-                 M(cl->n_big), M(cl->idx[0]), M(*grp), V(has_grp), END) ||
+    if (set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(T->c_lo),
+                 M(T->c_hi), M(T->nxt), M(T->mor), M(T->c_b2), V(a_err), M(cl->node[slot]), M(cl->big),
+                 M(cl->n_big), M(T->idx), M(*grp), V(has_grp), END) ||
         launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
       return -1;
     /* cells of more than BMAX_SERIAL particles (each holds that many, so
      * there are fewer than n / BMAX_SERIAL of them) */
-    if (set_args(cl, cl->k_bmax_big, "hy_bmax_big", err, V(n_part), M(cl->c_lo), M(cl->c_hi), M(cl->c_b2),
-                 M(cl->big), M(cl->n_big), V(a_err), M(cl->node[0]), M(cl->idx[0]), M(*grp), V(has_grp), END) ||
+    if (set_args(cl, cl->k_bmax_big, "hy_bmax_big", err, V(n_part), M(T->c_lo), M(T->c_hi), M(T->c_b2),
+                 M(cl->big), M(cl->n_big), V(a_err), M(cl->node[slot]), M(T->idx), M(*grp), V(has_grp), END) ||
         launch(cl, cl->k_bmax_big, "hy_bmax_big", BMAX_GROUPS * cl->build_wg, ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
@@ -388,6 +406,8 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
                      struct hy_err *err) {
   memset(res, 0, sizeof *res);
   if (a->n < 2) return hy_err_set(err, "internal error: device tree build of %zu particles", a->n);
+  if (a->slot < 0 || a->slot > 1 || (a->slot == 1 && !a->pos))
+    return hy_err_set(err, "internal error: device tree build in slot %d", a->slot);
   if (a->n > (size_t)INT_MAX / 2)
     return hy_err_set(err, "device tree build: %zu particles exceed the 32-bit node index range", a->n);
   if (!(a->side > 0.0)) return hy_err_set(err, "internal error: device tree build with cube side %g", a->side);
@@ -407,7 +427,8 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
 int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err, uint64_t tree_id,
                      struct hy_cl_build_result *res, struct hy_err *err) {
   memset(res, 0, sizeof *res);
-  if (n != cl->sorted_n || cl->n_gen == 0)
+  struct cl_tree *T = &cl->tree[0];
+  if (n != T->sorted_n || T->n_gen == 0)
     return hy_err_set(err, "internal error: refit of %zu particles without a device-built tree of them", n);
   if (!pos && cl->state_n != n)
     return hy_err_set(err, "internal error: refit from a device state of %zu particles, not %zu", cl->state_n, n);
@@ -416,12 +437,12 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
   cl->node_id[0] = 0;
   int rc = 0;
   if (pos) {
-    e = clEnqueueWriteBuffer(cl->q, cl->pos.mem, CL_FALSE, 0, n * 16, pos, 0, NULL, ev_new(&ev, PH_UPLOAD));
+    e = clEnqueueWriteBuffer(cl->q, T->pos.mem, CL_FALSE, 0, n * 16, pos, 0, NULL, ev_new(&ev, PH_UPLOAD));
     if (e != CL_SUCCESS)
       rc = hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
                       hy_cl_errname(e));
   }
-  if (rc == 0) rc = enqueue_moments(cl, n, a_err, &ev, err);
+  if (rc == 0) rc = enqueue_moments(cl, T, 0, n, a_err, &ev, err);
   if (rc == 0 && (e = clFinish(cl->q)) != CL_SUCCESS)
     rc = hy_err_set(err, "OpenCL: the device tree refit failed on %s: %s", cl->name, hy_cl_errname(e));
   if (rc != 0) clFinish(cl->q);
@@ -429,8 +450,8 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
   ev_finish(&ev, rc == 0 ? t : NULL);
   if (rc != 0) return -1;
   res->root = (int32_t)n;
-  res->n_cell = cl->n_cell;
-  res->generations = cl->n_gen;
+  res->n_cell = T->n_cell;
+  res->generations = T->n_gen;
   res->upload = t[PH_UPLOAD];
   res->moments = t[PH_MOMENTS];
   cl->node_id[0] = tree_id;
@@ -438,10 +459,10 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
 }
 
 int hy_cl_unsort(struct hy_cl *cl, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err) {
-  if (n != cl->sorted_n || !cl->k_unsort)
+  if (n != cl->tree[0].sorted_n || !cl->k_unsort)
     return hy_err_set(err, "internal error: unsorting %zu results without a device-built tree of them", n);
   cl_uint un = (cl_uint)n;
-  if (set_args(cl, cl->k_unsort, "hy_unsort", err, M(cl->idx[0]), V(un), sizeof(cl_mem), (const void *)&src,
+  if (set_args(cl, cl->k_unsort, "hy_unsort", err, M(cl->tree[0].idx), V(un), sizeof(cl_mem), (const void *)&src,
                sizeof(cl_mem), (const void *)&dst, END))
     return -1;
   return launch(cl, cl->k_unsort, "hy_unsort", n, ev, err);
@@ -449,18 +470,19 @@ int hy_cl_unsort(struct hy_cl *cl, cl_mem src, cl_mem dst, size_t n, cl_event *e
 
 int hy_cl_tree_download(struct hy_cl *cl, size_t n, size_t n_cell, float *cells, int32_t *next, float *b2,
                         uint32_t *idx, double *seconds, struct hy_err *err) {
-  if (n != cl->sorted_n || n_cell != cl->n_cell || cl->n_gen == 0)
+  struct cl_tree *T = &cl->tree[0];
+  if (n != T->sorted_n || n_cell != T->n_cell || T->n_gen == 0)
     return hy_err_set(err, "internal error: download of a tree of %zu particles and %zu cells without it", n,
                       n_cell);
   struct evlist ev = {0};
   cl_int e;
   if ((e = clEnqueueReadBuffer(cl->q, cl->node[0].mem, CL_FALSE, hy_size_mul_or_die(n, 32, "tree nodes"),
                                n_cell * 32, cells, 0, NULL, ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
-      (next && (e = clEnqueueReadBuffer(cl->q, cl->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL,
+      (next && (e = clEnqueueReadBuffer(cl->q, T->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL,
                                         ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS) ||
-      (e = clEnqueueReadBuffer(cl->q, cl->c_b2.mem, CL_FALSE, 0, n_cell * 4, b2, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
+      (e = clEnqueueReadBuffer(cl->q, T->c_b2.mem, CL_FALSE, 0, n_cell * 4, b2, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
           CL_SUCCESS ||
-      (idx && (e = clEnqueueReadBuffer(cl->q, cl->idx[0].mem, CL_FALSE, 0, n * 4, idx, 0, NULL,
+      (idx && (e = clEnqueueReadBuffer(cl->q, T->idx.mem, CL_FALSE, 0, n * 4, idx, 0, NULL,
                                        ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS) ||
       (e = clFinish(cl->q)) != CL_SUCCESS) {
     clFinish(cl->q);

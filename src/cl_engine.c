@@ -447,12 +447,12 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if (times) memset(times, 0, sizeof *times);
   if (counts) counts[0] = counts[1] = 0;
   if (a->n_sink == 0) return 0;
-  if (a->unsort && (a->slot != 0 || a->self_base != 0 || a->n_sink != cl->sorted_n || a->tree_id == 0 ||
+  if (a->unsort && (a->slot != 0 || a->self_base != 0 || a->n_sink != cl->tree[0].sorted_n || a->tree_id == 0 ||
                     cl->node_id[0] != a->tree_id))
     return hy_err_set(err, "internal error: walk of a device-built tree that is not resident");
   if (!a->out0 && !a->unsort && !a->add_unsorted) return hy_err_set(err, "internal error: walk results with nowhere to go");
   if ((a->sinks_resident || a->add_unsorted) &&
-      (a->n_sink != cl->sorted_n || a->self_base >= 0 || a->unsort || (a->add_unsorted && !a->sinks_resident)))
+      (a->n_sink != cl->tree[0].sorted_n || a->self_base >= 0 || a->unsort || (a->add_unsorted && !a->sinks_resident)))
     return hy_err_set(err, "internal error: walk with resident sinks that do not match the last device build");
   cl_kernel k;
   if (get_walk_kernel(cl, cfg->mode, cfg->want_pot, &k, err) != 0) return -1;
@@ -505,7 +505,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     cl_uint i = 0;
     if ((e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->node[a->slot].mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_part, &n_part)) || (e = clSetKernelArg(k, i++, sizeof root, &root)) ||
-        (e = clSetKernelArg(k, i++, sizeof(cl_mem), a->sinks_resident ? &cl->pos.mem : &cl->sink.mem)) ||
+        (e = clSetKernelArg(k, i++, sizeof(cl_mem), a->sinks_resident ? &cl->tree[0].pos.mem : &cl->sink.mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_sink, &n_sink)) ||
         (e = clSetKernelArg(k, i++, sizeof self_base, &self_base)) ||
         (e = clSetKernelArg(k, i++, sizeof eps2, &eps2)) || (e = clSetKernelArg(k, i++, sizeof r1, &r1)) ||
@@ -661,7 +661,7 @@ int hy_cl_unsorted_read(struct hy_cl *cl, size_t n, int split, float *out0, floa
   if (times) memset(times, 0, sizeof *times);
   if (n == 0) return 0;
   size_t bytes = hy_size_mul_or_die(n, 4 * sizeof(float), "walk results");
-  if (n != cl->sorted_n || cl->uout0.size < bytes || (split && cl->uout1.size < bytes))
+  if (n != cl->tree[0].sorted_n || cl->uout0.size < bytes || (split && cl->uout1.size < bytes))
     return hy_err_set(err, "internal error: reading %zu walk results that are not on the device", n);
   cl_event ev[2] = {0};
   cl_int e;

@@ -82,7 +82,8 @@ enum {
   HY_CL_HOST_TREE = 4, /* the device-built tree for the host (hy_cl_tree_download) */
   HY_CL_HOST_XYZ = 5,  /* the device state's transfers; positions for the LET selection */
   HY_CL_HOST_NEAR = 6, /* hy_cl_state_near: key indices */
-  HY_CL_HOST_N = 7
+  HY_CL_HOST_ITEMS = 7, /* the remote tree's LET items (float4 positions, then float2 B2 and b_max) */
+  HY_CL_HOST_N = 8
 };
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its
@@ -103,7 +104,10 @@ struct hy_cl_build_args {
   double side;        /**< side of the key cube */
   int n_crit;         /**< leaf size */
   double a_err;       /**< absolute MAC accuracy, for G = 1 sums */
-  uint64_t tree_id;   /**< the tree is resident in walk slot 0 under this id */
+  uint64_t tree_id;   /**< the tree is resident in walk slot `slot` under this id */
+  int slot;           /**< 0: the local (or merged) tree; 1: a second tree beside it (pos needed), the
+                           remote tree of received LET items */
+  int open_all;       /**< every cell's r_b^2 set to FLT_MAX, so that walks open every cell */
 };
 
 /** What a device build made and what it cost (profiling events) [s]. */
@@ -117,10 +121,12 @@ struct hy_cl_build_result {
   double moments;     /**< particle records and cell moments */
 };
 
-/** Build the tree on the device; it stays resident for hy_cl_walk with
- *  unsort set. pos NULL: the positions packed by hy_cl_state_pack (and the
- *  items hy_cl_state_append put behind them; grp must then be NULL).
- *  Returns 0 or -1 with err set. */
+/** Build the tree on the device; it stays resident for hy_cl_walk (slot 0:
+ *  with unsort set; slot 1: a walk of slot 1 with its tree_id, node NULL).
+ *  pos NULL (slot 0 only): the positions packed by hy_cl_state_pack (and the
+ *  items hy_cl_state_append put behind them; grp must then be NULL). A
+ *  build in slot 1 leaves slot 0's tree as it was. Returns 0 or -1 with err
+ *  set. */
 int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                      struct hy_err *err);
 

@@ -32,6 +32,20 @@ struct cl_pinned {
 #define HY_CL_SCAN_LEVELS 6 /* scan of up to (4 * wg)^6 values */
 #define MAX_GENERATIONS 96  /* > 3 * 21 + 1: a cell generation descends at least one key level */
 
+/* A tree built on the device (cl_build.c), its node records in the walk
+ * buffer of its slot (hy_cl.node[slot]). */
+struct cl_tree {
+  struct cl_buf pos;   /* positions and masses (float4, host order) */
+  struct cl_buf idx;   /* key order -> host order */
+  struct cl_buf c_lo, c_hi, nxt, mor, c_b2;
+  struct cl_buf grp;   /* LET items: B2 and b_max per particle (float2, host order) */
+  int has_grp;         /* the last build's particles carry grp */
+  size_t sorted_n;     /* particles of the last build (0: none) */
+  size_t n_cell;       /* its cells */
+  int n_gen;           /* its cell generations (0: no tree to refit) */
+  cl_uint gen_first[MAX_GENERATIONS], gen_count[MAX_GENERATIONS];
+};
+
 struct hy_cl {
   cl_platform_id platform;
   cl_device_id device;
@@ -55,20 +69,17 @@ struct hy_cl {
   struct cl_buf sink, out0, out1, counts, dsrc;
   uint64_t *counts_host; /* per work-group interaction counts of the last walk */
   size_t counts_host_n;
-  /* device tree build (cl_build.c) */
+  /* device tree build (cl_build.c): one tree per walk slot (0: the local
+   * or merged tree, 1: the remote tree of received LET items), sharing the
+   * sort's and the cell generations' scratch buffers */
   cl_program build_prog;
   cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_split_count, k_split_emit, k_gather,
-      k_moments, k_bmax_big, k_unsort, k_add;
+      k_moments, k_bmax_big, k_unsort, k_add, k_open_cells;
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
-  struct cl_buf pos, key[2], idx[2]; /* positions (host order), keys and indices (sort ping-pong) */
-  struct cl_buf c_lo, c_hi, nxt, mor, c_b2, n_child, hist, uout0, uout1, big, n_big;
-  struct cl_buf grp;                /* merged trees: B2 and b_max per particle (float2, host order) */
-  int has_grp;                     /* the last build's particles carry grp */
+  struct cl_tree tree[2];
+  struct cl_buf key[2], idx_tmp;   /* sort scratch: keys (ping-pong) and the indices' second buffer */
+  struct cl_buf n_child, hist, uout0, uout1, big, n_big;
   struct cl_buf scan[HY_CL_SCAN_LEVELS];
-  size_t sorted_n;                 /* particles of the last device build (idx[0] is their key order) */
-  size_t n_cell;                   /* its cells */
-  int n_gen;                       /* its cell generations (0: no tree to refit) */
-  cl_uint gen_first[MAX_GENERATIONS], gen_count[MAX_GENERATIONS];
   struct cl_pinned host[HY_CL_HOST_N];
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;

@@ -174,7 +174,7 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
   if (s > n || s > HY_TREE_SAMPLE)
     return hy_err_set(err, "internal error: a sample of %zu of %zu positions", s, n);
   cl_uint us = (cl_uint)s;
-  if (hy_cl_ensure_buf(cl, &cl->pos, hy_size_mul_or_die(n, 16, "positions"), "particle positions", err)) return -1;
+  if (hy_cl_ensure_buf(cl, &cl->tree[0].pos, hy_size_mul_or_die(n, 16, "positions"), "particle positions", err)) return -1;
   cl_uint un = (cl_uint)n;
   const char *nm = "hy_st_pack";
   if (set_arg(cl, cl->k_pack, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
@@ -183,7 +183,7 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
       set_arg(cl, cl->k_pack, 3, sizeof(double), &origin[0], nm, err) ||
       set_arg(cl, cl->k_pack, 4, sizeof(double), &origin[1], nm, err) ||
       set_arg(cl, cl->k_pack, 5, sizeof(double), &origin[2], nm, err) ||
-      set_arg(cl, cl->k_pack, 6, sizeof(cl_mem), &cl->pos.mem, nm, err) ||
+      set_arg(cl, cl->k_pack, 6, sizeof(cl_mem), &cl->tree[0].pos.mem, nm, err) ||
       set_arg(cl, cl->k_pack, 7, sizeof(cl_mem), &cl->s_red.mem, nm, err) ||
       set_arg(cl, cl->k_pack, 8, sizeof us, &us, nm, err) ||
       run_grid(cl, cl->k_pack, "packing the positions on the device", seconds, err))
@@ -218,7 +218,7 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
                        struct hy_err *err) {
   if (need_state(cl, "unpack", err)) return -1;
   size_t n = cl->state_n;
-  if (n + cl->appended != cl->sorted_n)
+  if (n + cl->appended != cl->tree[0].sorted_n)
     return hy_err_set(err, "internal error: unpacking walk results of another particle set");
   if ((split && hy_cl_ensure_buf(cl, &cl->s_acc, n * 3 * sizeof(double), "accelerations (double)", err)) ||
       (want_pot && hy_cl_ensure_buf(cl, &cl->s_pot, n * sizeof(double), "potentials (double)", err)))
@@ -269,14 +269,14 @@ int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, s
   double t0 = hy_wtime();
   const size_t n = cl->state_n, nm = n + m;
   if (hy_cl_check_int(nm, "particles and LET items", err) ||
-      ensure_keep(cl, &cl->pos, hy_size_mul_or_die(nm, 16, "positions"), n * 16, "particle positions", err) ||
-      hy_cl_ensure_buf(cl, &cl->grp, hy_size_mul_or_die(nm, 8, "particle groups"), "LET item moments", err))
+      ensure_keep(cl, &cl->tree[0].pos, hy_size_mul_or_die(nm, 16, "positions"), n * 16, "particle positions", err) ||
+      hy_cl_ensure_buf(cl, &cl->tree[0].grp, hy_size_mul_or_die(nm, 8, "particle groups"), "LET item moments", err))
     return -1;
   const cl_float zero = 0.0f;
-  cl_int e = clEnqueueFillBuffer(cl->q, cl->grp.mem, &zero, sizeof zero, 0, n * 8, 0, NULL, NULL);
+  cl_int e = clEnqueueFillBuffer(cl->q, cl->tree[0].grp.mem, &zero, sizeof zero, 0, n * 8, 0, NULL, NULL);
   if (e == CL_SUCCESS && m)
-    e = clEnqueueWriteBuffer(cl->q, cl->pos.mem, CL_FALSE, n * 16, m * 16, items, 0, NULL, NULL);
-  if (e == CL_SUCCESS && m) e = clEnqueueWriteBuffer(cl->q, cl->grp.mem, CL_FALSE, n * 8, m * 8, grp, 0, NULL, NULL);
+    e = clEnqueueWriteBuffer(cl->q, cl->tree[0].pos.mem, CL_FALSE, n * 16, m * 16, items, 0, NULL, NULL);
+  if (e == CL_SUCCESS && m) e = clEnqueueWriteBuffer(cl->q, cl->tree[0].grp.mem, CL_FALSE, n * 8, m * 8, grp, 0, NULL, NULL);
   if (e == CL_SUCCESS) e = clFinish(cl->q);
   if (e != CL_SUCCESS) {
     clFinish(cl->q);
@@ -344,7 +344,7 @@ int hy_cl_state_near(struct hy_cl *cl, const double *boxes, size_t nb, double r2
                      size_t *m, double *seconds, struct hy_err *err) {
   if (need_state(cl, "near-box selection", err)) return -1;
   const size_t n = cl->state_n;
-  if (cl->sorted_n != n || cl->appended != 0)
+  if (cl->tree[0].sorted_n != n || cl->appended != 0)
     return hy_err_set(err, "internal error: near-box selection without a device-built tree of the state");
   double t0 = hy_wtime();
   *m = 0;
@@ -364,7 +364,7 @@ int hy_cl_state_near(struct hy_cl *cl, const double *boxes, size_t nb, double r2
   cl_kernel kc = cl->k_near_count, ke = cl->k_near_emit;
   /* the per-group counts go to the reduction buffer */
   if (set_arg(cl, kc, 0, sizeof(cl_mem), &cl->s_pos.mem, nc, err) ||
-      set_arg(cl, kc, 1, sizeof(cl_mem), &cl->idx[0].mem, nc, err) || set_arg(cl, kc, 2, sizeof un, &un, nc, err) ||
+      set_arg(cl, kc, 1, sizeof(cl_mem), &cl->tree[0].idx.mem, nc, err) || set_arg(cl, kc, 2, sizeof un, &un, nc, err) ||
       set_arg(cl, kc, 3, sizeof(cl_mem), &cl->s_boxes.mem, nc, err) ||
       set_arg(cl, kc, 4, sizeof unb, &unb, nc, err) || set_arg(cl, kc, 5, sizeof lim2, &lim2, nc, err) ||
       set_arg(cl, kc, 6, sizeof chunk, &chunk, nc, err) || set_arg(cl, kc, 7, sizeof(cl_mem), &cl->s_red.mem, nc, err) ||
@@ -383,7 +383,7 @@ int hy_cl_state_near(struct hy_cl *cl, const double *boxes, size_t nb, double r2
       hy_cl_ensure_buf(cl, &cl->s_near_x, total * 24, "near-particle positions", err))
     return -1;
   if (set_arg(cl, ke, 0, sizeof(cl_mem), &cl->s_pos.mem, ne, err) ||
-      set_arg(cl, ke, 1, sizeof(cl_mem), &cl->idx[0].mem, ne, err) || set_arg(cl, ke, 2, sizeof un, &un, ne, err) ||
+      set_arg(cl, ke, 1, sizeof(cl_mem), &cl->tree[0].idx.mem, ne, err) || set_arg(cl, ke, 2, sizeof un, &un, ne, err) ||
       set_arg(cl, ke, 3, sizeof(cl_mem), &cl->s_boxes.mem, ne, err) ||
       set_arg(cl, ke, 4, sizeof unb, &unb, ne, err) || set_arg(cl, ke, 5, sizeof lim2, &lim2, ne, err) ||
       set_arg(cl, ke, 6, sizeof chunk, &chunk, ne, err) || set_arg(cl, ke, 7, sizeof(cl_mem), &cl->s_red.mem, ne, err) ||

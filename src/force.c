@@ -13,6 +13,7 @@
 #include "alloc.h"
 #include "hy_shared.h"
 #include "let.h"
+#include "trace.h"
 #include "worker.h"
 
 /* One device walk, run on the device thread. */
@@ -24,6 +25,10 @@ struct walk_job {
   struct hy_cl_times tm;
   struct hy_err err;
   int fetch; /* no walk: read the results an unsort walk left on the device into a.out0 / a.out1 */
+  const char *what; /* its name in the trace (trace.h) */
+  const struct hy_cl_build_args *build; /* NULL, or the tree to build first (slot 1: the remote tree) */
+  double t_build;   /* its wall time */
+  struct hy_cl_build_result bres;
 };
 
 struct hy_force {
@@ -49,6 +54,8 @@ struct hy_force {
   struct hy_tree rtree;     /* remote tree */
   float *rnode;             /* its node records, in the local tree's frame */
   size_t rnode_cap;
+  int rdev;                 /* the remote tree of the last exchange is built on the device (rbuild) */
+  struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
   int merged;               /* HY_LET_*: when to walk one tree of local particles + LET items */
   int sinks_packed;         /* f->sink holds the positions of the last build */
   uint64_t first_bad;       /* lowest ID with a non-finite position at the first build that saw one */
@@ -237,12 +244,12 @@ static void pack_body(void *arg, size_t b, size_t e, int tid) {
   if (bad < j->red_bad[tid]) j->red_bad[tid] = bad;
 }
 
-/* Pack p's n particles relative to f->origin into out (and their B2, b_max
+/* Pack p's n particles relative to origin into out (and their B2, b_max
  * into grp when not NULL) on the pool's threads; red receives lo[3], hi[3]
  * (relative to the origin), sum m and sum m x[3] of the finite positions,
  * *bad the lowest ID with a non-finite one (if lower than before). */
-static void pack_run(struct hy_force *f, const struct hy_part *p, float *out, float *grp, double red[10],
-                     uint64_t *bad) {
+static void pack_run(struct hy_force *f, const struct hy_part *p, const double origin[3], float *out, float *grp,
+                     double red[10], uint64_t *bad) {
   const int nt = hy_pool_size(f->pool);
   if (f->red_n < nt) {
     hy_free(f->red);
@@ -261,7 +268,7 @@ static void pack_run(struct hy_force *f, const struct hy_part *p, float *out, fl
     q[6] = 0.0;
     f->red_bad[t] = UINT64_MAX;
   }
-  struct pack_job pj = {.p = p, .origin = f->origin, .out = out, .grp = grp, .red = f->red, .red_bad = f->red_bad};
+  struct pack_job pj = {.p = p, .origin = origin, .out = out, .grp = grp, .red = f->red, .red_bad = f->red_bad};
   hy_pool_for(f->pool, p->n, 16384, pack_body, &pj);
   for (int d = 0; d < 3; d++) {
     red[d] = INFINITY;
@@ -338,6 +345,7 @@ static int build_packed(struct hy_force *f, size_t n, const float *pos4, const f
             : hy_cl_tree_build(f->cl, &a, &res, err))
     return -1;
   double t2 = hy_wtime();
+  hy_trace(HY_TRACE_MAIN, refit ? "refit" : "build", t1);
   struct hy_tree *t = &f->tree;
   t->n_part = n;
   t->n_cell = res.n_cell;
@@ -380,10 +388,13 @@ static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *
   /* a refit changes the cells' moments only: the particle links and the key
    * order in the staging buffer are still those of the build it refitted */
   if (hy_cl_tree_download(f->cl, n, nc, cells, refit ? NULL : next, b2, refit ? NULL : idx, &tx, err) != 0) return -1;
+  hy_trace(HY_TRACE_MAIN, "tree_download", t0);
+  const double t1 = hy_trace_t();
   if (refit)
     hy_tree_refit_records(&f->tree, f->frame, cells, b2, f->pool);
   else
     hy_tree_from_records(&f->tree, n, nc, f->frame, cells, next, b2, idx, f->pool);
+  hy_trace(HY_TRACE_MAIN, "tree_records", t1);
   f->st.download += tx;
   f->st.export_ += hy_wtime() - t0 - tx;
   return 0;
@@ -424,7 +435,7 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   uint64_t bad = UINT64_MAX;
   double red[10];
   for (int pass = 0; pass < 2; pass++) {
-    pack_run(f, p, pos4, grp, red, &bad);
+    pack_run(f, p, f->origin, pos4, grp, red, &bad);
     if (pass == 1) break;
     /* escapers shrank the key cube: pack again relative to the bulk's centre */
     if (!key_cube(n, red, f->origin, sample, s, centre, &half)) break;
@@ -467,6 +478,8 @@ static void resident_walk_job(struct hy_force *f, struct walk_job *j, const stru
   j->cl = f->cl;
   j->wc = *wc;
   j->fetch = 0;
+  j->build = NULL;
+  j->what = f->dev_merged ? "walk_merged" : "walk_local";
   j->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
                                   .n_part = f->tree.n_part,
                                   .root = f->tree.root,
@@ -586,6 +599,7 @@ int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size
   hy_pool_for(f->pool, n_holes, 16384, patch_body, &pj);
   int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, idx, rec, n_holes, err);
   f->st.upload += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, "state_patch", t0);
   f->pos_synced = rc == 0;
   return rc;
 }
@@ -619,12 +633,18 @@ int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int 
 }
 
 int hy_force_state_get_moved(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
-  return state_get(f, p->n, p->pos, p->vel, NULL, NULL, NULL, err);
+  const double t0 = hy_trace_t();
+  int rc = state_get(f, p->n, p->pos, p->vel, NULL, NULL, NULL, err);
+  hy_trace(HY_TRACE_MAIN, "state_get_moved", t0);
+  return rc;
 }
 
 int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err) {
   if (!kick) f->pos_synced = 0;
-  return hy_cl_state_step(f->cl, kick, dt, err);
+  const double t0 = hy_trace_t();
+  int rc = hy_cl_state_step(f->cl, kick, dt, err);
+  hy_trace(HY_TRACE_MAIN, kick ? "kick" : "drift", t0);
+  return rc;
 }
 
 int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err) {
@@ -674,7 +694,9 @@ static int state_let_view(struct hy_force *f, const struct hy_part *p, int mode,
     uint32_t *node = NULL;
     double *pos = NULL;
     size_t m = 0;
+    const double tn = hy_trace_t();
     rc = hy_cl_state_near(f->cl, boxes, nb, f->cfg.r2, &node, &pos, &m, &f->st.download, err);
+    hy_trace(HY_TRACE_MAIN, "near", tn);
     hy_free(boxes);
     if (rc != 0) return -1;
     hy_let_set_near(f->let, node, pos, m);
@@ -713,7 +735,7 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   const size_t s = hy_tree_sample2(p->pos, n, f->remote.pos, m, sample); /* as of the merged set */
   for (int pass = 0; pass < 2; pass++) {
     uint64_t bad = UINT64_MAX;
-    if (m) pack_run(f, &f->remote, items, grp, mred, &bad);
+    if (m) pack_run(f, &f->remote, f->origin, items, grp, mred, &bad);
     for (int d = 0; d < 3; d++) {
       bounds[d] = m ? fmin(mred[d], red[d]) : red[d];
       bounds[3 + d] = m ? fmax(mred[3 + d], red[3 + d]) : red[3 + d];
@@ -724,8 +746,11 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
     if (hy_cl_state_pack(f->cl, f->origin, lred, 0, NULL, &tk, err) != 0) return -1;
     red = lred; /* the local particles' ranges in the new frame */
   }
+  hy_trace(HY_TRACE_MAIN, "pack_items", t0);
   double tu = 0.0;
+  const double ta = hy_trace_t();
   if (hy_cl_state_append(f->cl, items, grp, m, &tu, err) != 0) return -1;
+  hy_trace(HY_TRACE_MAIN, "append_items", ta);
   f->st.upload += tu;
   int rc = build_packed(f, nm, NULL, NULL, centre, half, hy_wtime() - t0 - tu, 0, err);
   f->dev_merged = 1;
@@ -759,6 +784,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
   const int rf = refit && !merged && can_refit(f, p->n);
+  const double tp = hy_trace_t();
   if (rf && f->let) { /* several ranks: a refit keeps the frame of the build it refits, as device_build */
     if (hy_cl_state_pack(f->cl, f->origin, red, s, sample, &tk, err) != 0) return -1;
     if (key_cube(p->n, red, f->origin, sample, s, centre, &half)) {
@@ -771,6 +797,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
     if (key_cube(p->n, red, zero, sample, s, centre, &half)) memcpy(f->origin, centre, sizeof f->origin);
     if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
   }
+  hy_trace(HY_TRACE_MAIN, "pack", tp);
   if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
   box_from_pack(f, red);
   if (build_packed(f, p->n, NULL, NULL, centre, half, hy_wtime() - t0, rf, err) != 0) return -1;
@@ -810,8 +837,10 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   f->st.device_busy += hy_worker_take_busy(f->worker);
   if (rc != 0) return -1;
   double tu = 0.0;
+  const double tq = hy_trace_t();
   if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot, &tu, err) != 0)
     return -1;
+  hy_trace(HY_TRACE_MAIN, "unpack", tq);
   f->st.kernel += tu;
   f->st.n_walks++;
   f->st.walk_wall += hy_wtime() - t1;
@@ -920,11 +949,27 @@ static void pack_sinks(struct hy_force *f, const struct hy_part *p) {
 
 static int walk_job_run(void *arg) {
   struct walk_job *j = arg;
+  double t0 = hy_trace_t();
+  int rc;
+  j->t_build = 0.0;
+  if (j->build) { /* the remote tree first, then its walk */
+    const double tb = hy_wtime();
+    if (hy_cl_tree_build(j->cl, j->build, &j->bres, &j->err) != 0) return -1;
+    j->t_build = hy_wtime() - tb;
+    j->a.n_part = j->build->n;
+    j->a.n_nodes = j->build->n + j->bres.n_cell;
+    j->a.root = j->bres.root;
+    hy_trace(HY_TRACE_DEVICE, "remote_build_device", t0);
+    t0 = hy_trace_t();
+  }
   if (j->fetch) {
     j->counts[0] = j->counts[1] = 0;
-    return hy_cl_unsorted_read(j->cl, j->a.n_sink, j->wc.mode == HY_WALK_SPLIT, j->a.out0, j->a.out1, &j->tm, &j->err);
+    rc = hy_cl_unsorted_read(j->cl, j->a.n_sink, j->wc.mode == HY_WALK_SPLIT, j->a.out0, j->a.out1, &j->tm, &j->err);
+  } else {
+    rc = hy_cl_walk(j->cl, &j->a, &j->wc, j->counts, &j->tm, &j->err);
   }
-  return hy_cl_walk(j->cl, &j->a, &j->wc, j->counts, &j->tm, &j->err);
+  hy_trace(HY_TRACE_DEVICE, j->fetch ? "fetch" : j->what ? j->what : "walk", t0);
+  return rc;
 }
 
 /* Wait for the device thread; on failure copy its message. */
@@ -932,11 +977,19 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
   double t0 = hy_wtime();
   int rc = hy_worker_wait(f->worker);
   f->st.wait_device += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, "wait_device", t0);
   if (rc != 0) {
     *err = j->err;
     return -1;
   }
   add_times(f, &j->tm);
+  if (j->build) {
+    f->st.remote_build += j->t_build;
+    f->st.upload += j->bres.upload;
+    f->st.dev_sort += j->bres.sort;
+    f->st.dev_cells += j->bres.cells;
+    f->st.dev_moments += j->bres.moments;
+  }
   f->st.n_pp += j->counts[HY_COUNT_PP];
   f->st.n_pc += j->counts[HY_COUNT_PC];
   return 0;
@@ -946,6 +999,7 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
 /* have_boxes: this walk's tight boxes were exchanged already (state_let_view) */
 static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int have_boxes, struct hy_err *err) {
   struct hy_let_stats ls = {0};
+  f->rdev = 0; /* until remote_tree has the remote tree built on the device */
   const int hard = mode == HY_WALK_HARD;
   int rc = have_boxes ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, &ls, err);
   if (rc == 0) {
@@ -980,14 +1034,64 @@ static int build_second_tree(struct hy_force *f, struct hy_part *q, struct hy_er
   }
   hy_tree_export_at(&f->rtree, q, f->frame, f->rnode, f->pool);
   f->st.remote_build += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, "remote_build", t0);
   return 0;
 }
 
-/* Exchange the LET and build the remote tree of the received items. */
+static void open_cells_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  float *cell = arg; /* the first cell's record */
+  for (size_t c = b; c < e; c++) cell[8 * c + 4] = FLT_MAX; /* r_b^2: every sink opens the cell */
+}
+
+/* With a device-built local tree the remote tree is built on the device as
+ * well, by the device thread after the local walk (walk_job.build): here its
+ * items are packed in the local records' frame (with their B2 and b_max)
+ * and its key cube is chosen as for a local build. */
+static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) {
+  double t0 = hy_wtime();
+  const size_t m = f->remote.n;
+  float *buf = hy_cl_host_buffer(f->cl, HY_CL_HOST_ITEMS, hy_size_mul_or_die(m, 24, "LET items"), err);
+  if (!buf) return -1;
+  float *pos4 = buf, *grp = buf + 4 * m;
+  double red[10], sample[3 * HY_TREE_SAMPLE], centre[3], half;
+  uint64_t bad = UINT64_MAX; /* items are checked where they are sent from */
+  pack_run(f, &f->remote, f->frame, pos4, grp, red, &bad);
+  const size_t s = hy_tree_sample(f->remote.pos, m, sample);
+  key_cube(m, red, f->frame, sample, s, centre, &half);
+  f->rbuild = (struct hy_cl_build_args){.pos = pos4,
+                                        .grp = grp,
+                                        .n = m,
+                                        .lo = {centre[0] - half - f->frame[0], centre[1] - half - f->frame[1],
+                                               centre[2] - half - f->frame[2]},
+                                        .side = 2.0 * half,
+                                        .n_crit = f->cfg.n_crit,
+                                        .a_err = f->cfg.a_err / f->cfg.G,
+                                        .tree_id = atomic_fetch_add(&tree_serial, 1),
+                                        .slot = 1,
+                                        .open_all = mode == HY_WALK_HARD};
+  f->rdev = 1;
+  f->st.remote_build += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, "remote_pack", t0);
+  return 0;
+}
+
+/* Exchange the LET and build the remote tree of the received items. In a
+ * hard walk every cell of that tree is opened: its leaves, the hard-LET
+ * items, were accepted by the sender's MAC against this rank's whole box,
+ * so each is already as coarse as any of its sinks may take it, and
+ * accepting groups of them as well would approximate a second time (the
+ * 99th percentile of the galaxy's hard force on 4 ranks rose above 1.2
+ * times that of one rank). The cut-off at R2 + b_max still skips every cell
+ * out of reach, so a sink meets only the items within R2 of it. */
 static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int have_boxes, struct hy_err *err) {
   if (exchange_let(f, p, mode, have_boxes, err) != 0) return -1;
   if (f->remote.n == 0 || p->n == 0) return 0;
-  return build_second_tree(f, &f->remote, err);
+  if (f->dev_build && f->remote.n >= 2) return remote_device_args(f, mode, err);
+  if (build_second_tree(f, &f->remote, err) != 0) return -1;
+  if (mode == HY_WALK_HARD && f->rtree.n_cell > 0)
+    hy_pool_for(f->pool, f->rtree.n_cell, 65536, open_cells_body, f->rnode + 8 * f->rtree.n_part);
+  return 0;
 }
 
 static float int_bits(int32_t v) {
@@ -1003,6 +1107,20 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
   j->cl = f->cl;
   j->wc = *wc;
   j->fetch = 0;
+  j->what = "walk_remote";
+  j->build = NULL;
+  if (f->rdev) { /* built on the device first (walk_job_run sets the counts) */
+    j->build = &f->rbuild;
+    j->a = (struct hy_cl_walk_args){.tree_id = f->rbuild.tree_id,
+                                    .slot = 1,
+                                    .sink = f->sink,
+                                    .n_sink = n_sink,
+                                    .sink_id = sink_id,
+                                    .self_base = self_base,
+                                    .out0 = out0,
+                                    .out1 = out1};
+    return;
+  }
   j->a = (struct hy_cl_walk_args){.node = f->rnode,
                                   .n_nodes = hy_tree_n_nodes(&f->rtree),
                                   .n_part = f->rtree.n_part,
@@ -1087,7 +1205,7 @@ static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_e
   double red[10];
   uint64_t bad = UINT64_MAX;
   if (m)
-    pack_run(f, &f->remote, pos4 + 4 * n, grp + 2 * n, red, &bad);
+    pack_run(f, &f->remote, f->origin, pos4 + 4 * n, grp + 2 * n, red, &bad);
   for (int d = 0; d < 3; d++) {
     red[d] = m ? fmin(red[d], f->packed_red[d]) : f->packed_red[d];
     red[3 + d] = m ? fmax(red[3 + d], f->packed_red[3 + d]) : f->packed_red[3 + d];
@@ -1202,6 +1320,8 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
     lj->cl = f->cl;
     lj->wc = wc;
     lj->fetch = 0;
+    lj->build = NULL;
+    lj->what = "walk_local";
     lj->a = (struct hy_cl_walk_args){.node = f->node,
                                      .n_nodes = hy_tree_n_nodes(&f->tree),
                                      .n_part = f->tree.n_part,

@@ -77,7 +77,7 @@ for np in 1 2 4; do
   # shellcheck disable=SC2086
   run plummer-dev "$np" $pl -b device && [ "$np" -gt 1 ] && compare plummer-dev "$np"
 done
-for np in 1 3; do
+for np in 1 3 4; do
   # shellcheck disable=SC2086
   run galaxy-dev "$np" $gal -b device && [ "$np" -gt 1 ] && compare galaxy-dev "$np"
 done
