@@ -220,6 +220,49 @@ static int scan(struct hy_cl *cl, cl_mem data, size_t n, int level, struct evlis
   return 0;
 }
 
+/* Stable LSD radix sort of n (key, val) pairs by the key's low `bits` bits
+ * (kb[0], ib[0] -> sorted back into kb[0], ib[0]; kb[1], ib[1] are scratch),
+ * HY_RADIX_BITS per pass, an even number of passes. cl->hist must hold
+ * RADIX entries per sort tile. */
+static int sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
+                      struct evlist *ev, int phase, struct hy_err *err) {
+  const size_t tile = cl->build_wg * SORT_PER;
+  const size_t n_tiles = (n + tile - 1) / tile;
+  unsigned passes = (bits + RADIX_BITS - 1) / RADIX_BITS;
+  passes += passes & 1u; /* the result lands in the first pair */
+  const cl_uint un = (cl_uint)n;
+  int s = 0;
+  for (cl_uint shift = 0; shift < passes * RADIX_BITS; shift += RADIX_BITS) {
+    if (set_args(cl, cl->k_count, "hy_radix_count", err, M(*kb[s]), V(un), V(shift), M(cl->hist), END) ||
+        launch(cl, cl->k_count, "hy_radix_count", n_tiles * cl->build_wg, ev_new(ev, phase), err) ||
+        scan(cl, cl->hist.mem, n_tiles * RADIX, 0, ev, phase, err) ||
+        set_args(cl, cl->k_scatter, "hy_radix_scatter", err, M(*kb[s]), M(*ib[s]), V(un), V(shift),
+                 M(cl->hist), M(*kb[1 - s]), M(*ib[1 - s]), END) ||
+        launch(cl, cl->k_scatter, "hy_radix_scatter", n_tiles * cl->build_wg, ev_new(ev, phase), err))
+      return -1;
+    s = 1 - s;
+  }
+  return 0;
+}
+
+int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
+                     double *seconds, struct hy_err *err) {
+  if (n < 2) return 0;
+  if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_check_int(n, "sort pairs", err)) return -1;
+  const size_t tile = cl->build_wg * SORT_PER;
+  const size_t n_tiles = (n + tile - 1) / tile;
+  if (hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
+                       err) != 0)
+    return -1;
+  struct evlist ev = {0};
+  int rc = sort_pairs(cl, kb, ib, n, bits, &ev, PH_SORT, err);
+  if (rc != 0) clFinish(cl->q);
+  double t[PH_N] = {0};
+  ev_finish(&ev, rc == 0 ? t : NULL);
+  if (seconds) *seconds += t[PH_SORT];
+  return rc;
+}
+
 static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, size_t n_tiles,
                                 struct hy_err *err) {
   size_t n_nodes = hy_size_mul_or_die(n, 2, "tree nodes"); /* at most n - 1 cells */
@@ -286,18 +329,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
                M(*kb[0]), M(*ib[0]), END) ||
       launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
     return -1;
-  int s = 0;
-  for (cl_uint shift = 0; shift < 3 * HY_KEY_BITS; shift += RADIX_BITS) {
-    if (set_args(cl, cl->k_count, "hy_radix_count", err, M(*kb[s]), V(un), V(shift), M(cl->hist), END) ||
-        launch(cl, cl->k_count, "hy_radix_count", n_tiles * cl->build_wg, ev_new(ev, PH_SORT), err) ||
-        scan(cl, cl->hist.mem, n_tiles * RADIX, 0, ev, PH_SORT, err) ||
-        set_args(cl, cl->k_scatter, "hy_radix_scatter", err, M(*kb[s]), M(*ib[s]), V(un), V(shift),
-                 M(cl->hist), M(*kb[1 - s]), M(*ib[1 - s]), END) ||
-        launch(cl, cl->k_scatter, "hy_radix_scatter", n_tiles * cl->build_wg, ev_new(ev, PH_SORT), err))
-      return -1;
-    s = 1 - s;
-  }
-  if (s != 0) return hy_err_set(err, "internal error: odd number of radix passes");
+  if (sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0) return -1;
 
   /* cells, one generation at a time */
   const cl_int n_part = (cl_int)n;

@@ -243,6 +243,7 @@ void hy_cl_free(struct hy_cl *cl) {
     }
   if (cl->direct_k) clReleaseKernel(cl->direct_k);
   if (cl->direct_prog) clReleaseProgram(cl->direct_prog);
+  hy_cl_let_free(cl);
   hy_cl_build_free(cl);
   hy_cl_state_free(cl);
   hy_cl_buf_release(&cl->node[0]);
@@ -414,6 +415,26 @@ int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const cha
   }
   b->size = want;
   cl->in_use += want;
+  return 0;
+}
+
+int hy_cl_ensure_buf_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size_t keep, const char *label,
+                       struct hy_err *err) {
+  if (b->mem && b->size >= bytes) return 0;
+  struct cl_buf old = *b;
+  b->mem = NULL;
+  b->size = 0;
+  if (hy_cl_ensure_buf(cl, b, bytes, label, err) != 0) {
+    *b = old;
+    return -1;
+  }
+  cl_int e = keep ? clEnqueueCopyBuffer(cl->q, old.mem, b->mem, 0, 0, keep, 0, NULL, NULL) : CL_SUCCESS;
+  if (e == CL_SUCCESS) e = clFinish(cl->q);
+  cl->in_use -= old.size;
+  hy_cl_buf_release(&old);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: copying '%s' into a larger buffer failed on %s: %s", label, cl->name,
+                      hy_cl_errname(e));
   return 0;
 }
 

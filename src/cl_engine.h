@@ -81,9 +81,10 @@ enum {
   HY_CL_HOST_GRP = 3,  /* merged trees: item moments */
   HY_CL_HOST_TREE = 4, /* the device-built tree for the host (hy_cl_tree_download) */
   HY_CL_HOST_XYZ = 5,  /* the device state's transfers; positions for the LET selection */
-  HY_CL_HOST_NEAR = 6, /* hy_cl_state_near: key indices */
+  HY_CL_HOST_NEAR = 6, /* hy_force_state_patch: indices of the moved particles */
   HY_CL_HOST_ITEMS = 7, /* the remote tree's LET items (float4 positions, then float2 B2 and b_max) */
-  HY_CL_HOST_N = 8
+  HY_CL_HOST_LET = 8,   /* hy_cl_let_select: the selected items */
+  HY_CL_HOST_N = 9
 };
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its
@@ -219,20 +220,25 @@ int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, s
 int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
                       const double *tail_vel, const double *tail_mass, const uint32_t *idx, const double *rec,
                       size_t m, struct hy_err *err);
-/** The state's particles within r2 of any of nb boxes (6 doubles each:
- *  lo[3], hi[3]), for the hard LET selection of distributed runs: their
- *  key indices in the last device build (sorted) and positions (3 doubles
- *  each), m of them, in the engine's host staging memory (valid until the
- *  next state transfer). A superset: particles a rounding unit farther may
- *  be listed. The last build must be the state's (not merged). */
-int hy_cl_state_near(struct hy_cl *cl, const double *boxes, size_t nb, double r2, uint32_t **keys, double **pos,
-                     size_t *m, double *seconds, struct hy_err *err);
 /** Walk results left on the device (hy_cl_walk, unsort, out0 NULL; after
  *  a merged build, the state's particles come first) into the
  *  state: split 0: acc_w = G out0; split 1: acc_w = G (out0 + n out1), acc =
  *  G (out0 + out1); want_pot: pot = G out0.w. */
 int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, int want_pot, double *seconds,
                        struct hy_err *err);
+/** The LET items of the state's tree (the last device build, of the
+ *  state's particles) for nb destination boxes (6 doubles each: lo[3],
+ *  hi[3]): the full LET (hard = 0; count_hard: also count what the hard LET
+ *  would send) or the hard LET cut at r2 (Watanabe & Nakasato eq 14, 15).
+ *  The same items, in the same order and arithmetic, as let.c's host
+ *  selection walks of that tree (frame: its records' frame, hy_cl_state_pack's
+ *  origin): *items (6 doubles each: x, y, z, m, B2, b_max; the engine's
+ *  staging memory, valid until the next call) holds those of destination 0,
+ *  then 1, ..., count[j] of destination j and hcount[j] hard-LET items
+ *  counted. seconds: wall time. Needs the state kernels (double precision). */
+int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const double frame[3], double r2, int hard,
+                     int count_hard, double **items, size_t *count, uint64_t *hcount, double *seconds,
+                     struct hy_err *err);
 /** Particles with a non-finite position, velocity or kick acceleration:
  *  their number and the lowest index (-1: none). */
 int hy_cl_state_finite(struct hy_cl *cl, size_t *n_bad, long *first, struct hy_err *err);

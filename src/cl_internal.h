@@ -81,11 +81,14 @@ struct hy_cl {
   struct cl_buf n_child, hist, uout0, uout1, big, n_big;
   struct cl_buf scan[HY_CL_SCAN_LEVELS];
   struct cl_pinned host[HY_CL_HOST_N];
+  /* LET selection on the device (cl_let.c) */
+  cl_program let_prog;
+  cl_kernel k_let_vis, k_let_emit, k_let_gather;
+  struct cl_buf l_vis, l_boxes, l_cnt, l_key[2], l_val[2], l_items;
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
-  cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_near_count, k_near_emit, k_scatter_state;
+  cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_scatter_state;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
-  struct cl_buf s_boxes, s_near_k, s_near_x; /* hy_cl_state_near: boxes, key indices, positions */
   struct cl_buf s_patch_i, s_patch_x;        /* hy_cl_state_patch: indices, records */
   size_t state_n;  /* particles in the state buffers (0: none) */
   size_t appended; /* LET items packed behind the state's positions (hy_cl_state_append; 0 after a pack) */
@@ -106,6 +109,16 @@ static inline const char *hy_cl_dev_label(const struct hy_cl *cl) {
 
 /** Grow buffer b to at least bytes (checked against the device's limits). */
 int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label, struct hy_err *err);
+/** As hy_cl_ensure_buf, keeping the first `keep` bytes of b's contents. */
+int hy_cl_ensure_buf_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size_t keep, const char *label,
+                          struct hy_err *err);
+/** cl_build.c: stable radix sort of n (ulong key, uint val) pairs by the
+ *  keys' low `bits` bits, from and into kb[0], ib[0] (kb[1], ib[1]:
+ *  scratch of n entries); waits for it; kernel time added to *seconds. */
+int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
+                     double *seconds, struct hy_err *err);
+/** cl_let.c: release the LET selection's kernels and buffers. */
+void hy_cl_let_free(struct hy_cl *cl);
 void hy_cl_buf_release(struct cl_buf *b);
 /** Build a program from its embedded source (or $HYTREE_KERNEL_DIR/file) with
  *  extra defines; a failure prints the build log to stderr. */

@@ -54,22 +54,18 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
   if (hy_cl_build_program(cl, "state.cl", hy_cl_source_state, defs, &cl->state_prog, err) != 0) return -1;
   if (state_kernel(cl, "hy_st_axpy", &cl->k_axpy, err) || state_kernel(cl, "hy_st_pack", &cl->k_pack, err) ||
       state_kernel(cl, "hy_st_unpack", &cl->k_unpack, err) || state_kernel(cl, "hy_st_finite", &cl->k_finite, err) ||
-      state_kernel(cl, "hy_st_near_count", &cl->k_near_count, err) ||
-      state_kernel(cl, "hy_st_near_emit", &cl->k_near_emit, err) ||
       state_kernel(cl, "hy_st_scatter", &cl->k_scatter_state, err))
     return -1;
   return 0;
 }
 
 void hy_cl_state_free(struct hy_cl *cl) {
-  cl_kernel ks[] = {cl->k_axpy,   cl->k_pack,       cl->k_unpack,     cl->k_finite,
-                    cl->k_near_count, cl->k_near_emit, cl->k_scatter_state};
+  cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_scatter_state};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
-  struct cl_buf *bs[] = {&cl->s_pos,   &cl->s_vel,   &cl->s_mass,   &cl->s_accw,  &cl->s_acc,
-                         &cl->s_pot,   &cl->s_red,   &cl->s_boxes,  &cl->s_near_k, &cl->s_near_x,
-                         &cl->s_patch_i, &cl->s_patch_x};
+  struct cl_buf *bs[] = {&cl->s_pos, &cl->s_vel,     &cl->s_mass,    &cl->s_accw, &cl->s_acc,
+                         &cl->s_pot, &cl->s_red,     &cl->s_patch_i, &cl->s_patch_x};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
 }
 
@@ -242,34 +238,13 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
   return run_grid(cl, cl->k_unpack, "unpacking the walk results on the device", seconds, err);
 }
 
-/* Grow b to hold bytes, keeping its first `keep` bytes. */
-static int ensure_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size_t keep, const char *label,
-                       struct hy_err *err) {
-  if (b->mem && b->size >= bytes) return 0;
-  struct cl_buf old = *b;
-  b->mem = NULL;
-  b->size = 0;
-  if (hy_cl_ensure_buf(cl, b, bytes, label, err) != 0) {
-    *b = old;
-    return -1;
-  }
-  cl_int e = keep ? clEnqueueCopyBuffer(cl->q, old.mem, b->mem, 0, 0, keep, 0, NULL, NULL) : CL_SUCCESS;
-  if (e == CL_SUCCESS) e = clFinish(cl->q);
-  cl->in_use -= old.size;
-  hy_cl_buf_release(&old);
-  if (e != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: copying '%s' into a larger buffer failed on %s: %s", label, cl->name,
-                      hy_cl_errname(e));
-  return 0;
-}
-
 int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
                        struct hy_err *err) {
   if (need_state(cl, "append", err)) return -1;
   double t0 = hy_wtime();
   const size_t n = cl->state_n, nm = n + m;
   if (hy_cl_check_int(nm, "particles and LET items", err) ||
-      ensure_keep(cl, &cl->tree[0].pos, hy_size_mul_or_die(nm, 16, "positions"), n * 16, "particle positions", err) ||
+      hy_cl_ensure_buf_keep(cl, &cl->tree[0].pos, hy_size_mul_or_die(nm, 16, "positions"), n * 16, "particle positions", err) ||
       hy_cl_ensure_buf(cl, &cl->tree[0].grp, hy_size_mul_or_die(nm, 8, "particle groups"), "LET item moments", err))
     return -1;
   const cl_float zero = 0.0f;
@@ -295,9 +270,9 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
     return hy_err_set(err, "internal error: patching a state of %zu particles to %zu (%zu kept)", cl->state_n, n_new,
                       n_keep);
   const size_t b3 = hy_size_mul_or_die(n_new, 3 * sizeof(double), "particle state"), nt = n_new - n_keep;
-  if (ensure_keep(cl, &cl->s_pos, b3, n_keep * 24, "positions (double)", err) ||
-      ensure_keep(cl, &cl->s_vel, b3, n_keep * 24, "velocities (double)", err) ||
-      ensure_keep(cl, &cl->s_mass, n_new * sizeof(double), n_keep * 8, "masses (double)", err) ||
+  if (hy_cl_ensure_buf_keep(cl, &cl->s_pos, b3, n_keep * 24, "positions (double)", err) ||
+      hy_cl_ensure_buf_keep(cl, &cl->s_vel, b3, n_keep * 24, "velocities (double)", err) ||
+      hy_cl_ensure_buf_keep(cl, &cl->s_mass, n_new * sizeof(double), n_keep * 8, "masses (double)", err) ||
       hy_cl_ensure_buf(cl, &cl->s_accw, b3, "kick accelerations (double)", err) ||
       (m && (hy_cl_ensure_buf(cl, &cl->s_patch_i, m * 4, "moved particles", err) ||
              hy_cl_ensure_buf(cl, &cl->s_patch_x, hy_size_mul_or_die(m, 56, "moved particles"), "moved particles",
@@ -337,71 +312,6 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
                       hy_cl_errname(e));
   }
   cl->state_n = n_new;
-  return 0;
-}
-
-int hy_cl_state_near(struct hy_cl *cl, const double *boxes, size_t nb, double r2, uint32_t **keys, double **pos,
-                     size_t *m, double *seconds, struct hy_err *err) {
-  if (need_state(cl, "near-box selection", err)) return -1;
-  const size_t n = cl->state_n;
-  if (cl->tree[0].sorted_n != n || cl->appended != 0)
-    return hy_err_set(err, "internal error: near-box selection without a device-built tree of the state");
-  double t0 = hy_wtime();
-  *m = 0;
-  if (nb == 0) return 0;
-  const double lim = r2 * (1.0 + 1e-9); /* a superset: the host applies the exact test */
-  const double lim2 = lim * lim;
-  const cl_uint un = (cl_uint)n, unb = (cl_uint)nb, chunk = (cl_uint)((n + STATE_GROUPS - 1) / STATE_GROUPS);
-  if (hy_cl_ensure_buf(cl, &cl->s_boxes, hy_size_mul_or_die(nb, 6 * sizeof(double), "boxes"), "boxes", err) ||
-      hy_cl_ensure_buf(cl, &cl->s_red, RED_DOUBLES * sizeof(double), "reductions", err))
-    return -1;
-  cl_int e = clEnqueueWriteBuffer(cl->q, cl->s_boxes.mem, CL_FALSE, 0, nb * 6 * sizeof(double), boxes, 0, NULL, NULL);
-  if (e != CL_SUCCESS) {
-    clFinish(cl->q);
-    return hy_err_set(err, "OpenCL: uploading the LET boxes failed on %s: %s", cl->name, hy_cl_errname(e));
-  }
-  const char *nc = "hy_st_near_count", *ne = "hy_st_near_emit";
-  cl_kernel kc = cl->k_near_count, ke = cl->k_near_emit;
-  /* the per-group counts go to the reduction buffer */
-  if (set_arg(cl, kc, 0, sizeof(cl_mem), &cl->s_pos.mem, nc, err) ||
-      set_arg(cl, kc, 1, sizeof(cl_mem), &cl->tree[0].idx.mem, nc, err) || set_arg(cl, kc, 2, sizeof un, &un, nc, err) ||
-      set_arg(cl, kc, 3, sizeof(cl_mem), &cl->s_boxes.mem, nc, err) ||
-      set_arg(cl, kc, 4, sizeof unb, &unb, nc, err) || set_arg(cl, kc, 5, sizeof lim2, &lim2, nc, err) ||
-      set_arg(cl, kc, 6, sizeof chunk, &chunk, nc, err) || set_arg(cl, kc, 7, sizeof(cl_mem), &cl->s_red.mem, nc, err) ||
-      run_grid(cl, kc, "counting the particles near other domains", NULL, err))
-    return -1;
-  cl_uint counts[STATE_GROUPS];
-  e = clEnqueueReadBuffer(cl->q, cl->s_red.mem, CL_TRUE, 0, sizeof counts, counts, 0, NULL, NULL);
-  if (e != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: reading the near-box counts failed on %s: %s", cl->name, hy_cl_errname(e));
-  size_t total = 0;
-  for (int g = 0; g < STATE_GROUPS; g++) total += counts[g];
-  if (total == 0) return 0;
-  uint32_t *hk = hy_cl_host_buffer(cl, HY_CL_HOST_NEAR, hy_size_mul_or_die(total, 4, "near particles"), err);
-  double *hx = hk ? hy_cl_host_buffer(cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(total, 24, "near particles"), err) : NULL;
-  if (!hx || hy_cl_ensure_buf(cl, &cl->s_near_k, total * 4, "near-particle keys", err) ||
-      hy_cl_ensure_buf(cl, &cl->s_near_x, total * 24, "near-particle positions", err))
-    return -1;
-  if (set_arg(cl, ke, 0, sizeof(cl_mem), &cl->s_pos.mem, ne, err) ||
-      set_arg(cl, ke, 1, sizeof(cl_mem), &cl->tree[0].idx.mem, ne, err) || set_arg(cl, ke, 2, sizeof un, &un, ne, err) ||
-      set_arg(cl, ke, 3, sizeof(cl_mem), &cl->s_boxes.mem, ne, err) ||
-      set_arg(cl, ke, 4, sizeof unb, &unb, ne, err) || set_arg(cl, ke, 5, sizeof lim2, &lim2, ne, err) ||
-      set_arg(cl, ke, 6, sizeof chunk, &chunk, ne, err) || set_arg(cl, ke, 7, sizeof(cl_mem), &cl->s_red.mem, ne, err) ||
-      set_arg(cl, ke, 8, sizeof(cl_mem), &cl->s_near_k.mem, ne, err) ||
-      set_arg(cl, ke, 9, sizeof(cl_mem), &cl->s_near_x.mem, ne, err) ||
-      run_grid(cl, ke, "listing the particles near other domains", NULL, err))
-    return -1;
-  if ((e = clEnqueueReadBuffer(cl->q, cl->s_near_k.mem, CL_FALSE, 0, total * 4, hk, 0, NULL, NULL)) != CL_SUCCESS ||
-      (e = clEnqueueReadBuffer(cl->q, cl->s_near_x.mem, CL_FALSE, 0, total * 24, hx, 0, NULL, NULL)) != CL_SUCCESS ||
-      (e = clFinish(cl->q)) != CL_SUCCESS) {
-    clFinish(cl->q);
-    return hy_err_set(err, "OpenCL: reading the particles near other domains failed on %s: %s", cl->name,
-                      hy_cl_errname(e));
-  }
-  *keys = hk;
-  *pos = hx;
-  *m = total;
-  if (seconds) *seconds += hy_wtime() - t0;
   return 0;
 }
 

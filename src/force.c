@@ -185,7 +185,7 @@ static void sink_body(void *arg, size_t b, size_t e, int tid) {
 
 static int walk_job_run(void *arg);
 static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err);
-static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int have_boxes, struct hy_err *err);
+static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err);
 static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n_sink,
                             uint64_t sink_id, long self_base, float *out0, float *out1);
 static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *err);
@@ -665,51 +665,44 @@ static int state_positions(struct hy_force *f, const struct hy_part *p, const do
   return 0;
 }
 
-/* Distributed runs, the device state's tree just built or refitted: its
- * host view for the LET selection, and q = p with positions the selection
- * can read (the masses are p's, which only the soft step's decomposition
- * changes). Hard walks: the tight boxes are exchanged now, and only the
- * particles within R2 of another rank's box come over, with their positions
- * (hy_let_set_near); other walks: every position, into staging memory. */
-static int state_let_view(struct hy_force *f, const struct hy_part *p, int mode, int refit, struct hy_part *q,
-                          struct hy_err *err) {
-  *q = *p;
-  if (mode == HY_WALK_HARD) {
-    struct hy_let_stats ls = {0};
-    int rc = hy_let_boxes(f->let, p, &f->box, &ls, err);
-    f->st.let_boxes += ls.t_boxes;
-    if (rc != 0) return -1;
-    const int P = f->nranks;
-    int me = 0;
-    if (hy_mpi_check(MPI_Comm_rank(f->comm, &me), "MPI_Comm_rank", err)) return -1;
-    double *boxes = hy_malloc("LET boxes", (size_t)P, 6 * sizeof(double));
-    size_t nb = 0;
-    for (int r = 0; r < P; r++) {
-      const struct hy_box *B = hy_let_box(f->let, r);
-      if (r == me || !(B->lo[0] <= B->hi[0])) continue;
-      memcpy(boxes + 6 * nb, B->lo, 3 * sizeof(double));
-      memcpy(boxes + 6 * nb + 3, B->hi, 3 * sizeof(double));
-      nb++;
-    }
-    uint32_t *node = NULL;
-    double *pos = NULL;
-    size_t m = 0;
-    const double tn = hy_trace_t();
-    rc = hy_cl_state_near(f->cl, boxes, nb, f->cfg.r2, &node, &pos, &m, &f->st.download, err);
-    hy_trace(HY_TRACE_MAIN, "near", tn);
-    hy_free(boxes);
-    if (rc != 0) return -1;
-    hy_let_set_near(f->let, node, pos, m);
-    q->pos = NULL; /* not read: the near set holds every position the selection needs */
-  } else {
-    const double *pos;
-    if (state_positions(f, p, &pos, err) != 0) return -1;
-    q->pos = (double *)pos; /* only read */
+/* Distributed runs, the device state's tree just built or refitted: this
+ * walk's tight boxes exchanged (the pack's reductions give this rank's) and
+ * its LET items selected on the device (hy_cl_let_select: the items, in the
+ * order, of the host's selection walks), for exchange_let. */
+static int state_select(struct hy_force *f, int mode, struct hy_err *err) {
+  struct hy_let_stats ls = {0};
+  int rc = hy_let_boxes(f->let, NULL, &f->box, &ls, err);
+  f->st.let_boxes += ls.t_boxes;
+  if (rc != 0) return -1;
+  const double t0 = hy_wtime();
+  const int P = f->nranks, hard = mode == HY_WALK_HARD;
+  int me = 0;
+  if (hy_mpi_check(MPI_Comm_rank(f->comm, &me), "MPI_Comm_rank", err)) return -1;
+  double *boxes = hy_malloc("LET boxes", (size_t)P, 6 * sizeof(double));
+  int *rank = hy_malloc("LET destinations", (size_t)P, sizeof(int));
+  size_t *count = hy_malloc("LET counts", (size_t)P, sizeof(size_t));
+  uint64_t *hcount = hy_malloc("LET counts", (size_t)P, sizeof(uint64_t));
+  size_t nb = 0;
+  for (int r = 0; r < P; r++) {
+    const struct hy_box *B = hy_let_box(f->let, r);
+    if (r == me || !(B->lo[0] <= B->hi[0])) continue; /* nothing to send to an empty rank */
+    memcpy(boxes + 6 * nb, B->lo, 3 * sizeof(double));
+    memcpy(boxes + 6 * nb + 3, B->hi, 3 * sizeof(double));
+    rank[nb++] = r;
   }
-  return tree_to_host(f, p->n, refit, err);
+  double *items = NULL;
+  rc = hy_cl_let_select(f->cl, boxes, nb, f->frame, f->cfg.r2, hard, !hard, &items, count, hcount, NULL, err);
+  if (rc == 0) hy_let_set_selected(f->let, rank, nb, items, count, hcount);
+  hy_free(boxes);
+  hy_free(rank);
+  hy_free(count);
+  hy_free(hcount);
+  f->st.let_select += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, hard ? "let_select_hard" : "let_select_full", t0);
+  return rc;
 }
 
-static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int have_boxes, struct hy_err *err);
+static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err);
 
 /* The merged walk of the device state (soft steps on several ranks, hard
  * ones with LETWalk merged; p's positions are the device's): the LET
@@ -722,7 +715,7 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
  * hi[3] relative to f->origin. */
 static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, const double *red,
                              struct hy_err *err) {
-  if (exchange_let(f, p, mode, 0, err) != 0) return -1;
+  if (exchange_let(f, p, mode, 1, err) != 0) return -1;
   double t0 = hy_wtime(), tk = 0.0;
   const size_t n = p->n, m = f->remote.n, nm = n + m;
   const struct hy_tree keep = f->tree;
@@ -806,25 +799,24 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
   if (merged) {
-    /* the selection and the key cube's sample read the host's positions,
-     * stale after a drift on the device (LETWalk merged at hard steps) */
+    /* the merged key cube's sample reads the host's positions, stale after
+     * a drift on the device (LETWalk merged at hard steps) */
     struct hy_part q = *p;
     const double *pos;
     if (state_positions(f, p, &pos, err) != 0) return -1;
     q.pos = (double *)pos; /* only read */
-    if (tree_to_host(f, p->n, 0, err) != 0 || state_merged_walk(f, &q, mode, want_pot, red, err) != 0) return -1;
+    if (state_select(f, mode, err) != 0 || state_merged_walk(f, &q, mode, want_pot, red, err) != 0) return -1;
     f->st.n_walks++;
     f->st.walk_wall += hy_wtime() - t1;
     return 0;
   }
-  struct hy_part q;
-  if (f->let && state_let_view(f, p, mode, rf, &q, err) != 0) return -1;
+  if (f->let && state_select(f, mode, err) != 0) return -1;
   struct walk_job *lj = &f->job[0];
   const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
   resident_walk_job(f, lj, &wc, p->n);
   hy_worker_submit(f->worker, walk_job_run, lj);
-  /* distributed: the LET exchange and the remote tree while the device walks */
-  int rc = f->let ? remote_tree(f, &q, mode, mode == HY_WALK_HARD, err) : 0;
+  /* distributed: the LET exchange and the remote items packed while the device walks */
+  int rc = f->let ? remote_tree(f, p, mode, 1, err) : 0;
   if (wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
   if (rc == 0 && f->let && f->remote.n > 0) { /* its results added to the local walk's, on the device */
     struct walk_job *rj = &f->job[1];
@@ -995,15 +987,16 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
   return 0;
 }
 
-/* Exchange the LET for this walk into f->remote. Returns 0 or -1. */
-/* have_boxes: this walk's tight boxes were exchanged already (state_let_view) */
-static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int have_boxes, struct hy_err *err) {
+/* Exchange the LET for this walk into f->remote; selected: the items were
+ * selected already (state_select), else the tight boxes are exchanged and
+ * the host walks the local tree for them. Returns 0 or -1. */
+static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
   struct hy_let_stats ls = {0};
   f->rdev = 0; /* until remote_tree has the remote tree built on the device */
   const int hard = mode == HY_WALK_HARD;
-  int rc = have_boxes ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, &ls, err);
+  int rc = selected ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, &ls, err);
   if (rc == 0) {
-    hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
+    if (!selected) hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
     rc = hy_let_exchange(f->let, &f->remote, &ls, err);
   }
   f->st.let_boxes += ls.t_boxes;
@@ -1084,8 +1077,8 @@ static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) 
  * 99th percentile of the galaxy's hard force on 4 ranks rose above 1.2
  * times that of one rank). The cut-off at R2 + b_max still skips every cell
  * out of reach, so a sink meets only the items within R2 of it. */
-static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int have_boxes, struct hy_err *err) {
-  if (exchange_let(f, p, mode, have_boxes, err) != 0) return -1;
+static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
+  if (exchange_let(f, p, mode, selected, err) != 0) return -1;
   if (f->remote.n == 0 || p->n == 0) return 0;
   if (f->dev_build && f->remote.n >= 2) return remote_device_args(f, mode, err);
   if (build_second_tree(f, &f->remote, err) != 0) return -1;

@@ -35,26 +35,8 @@ struct dest_buf {
   double *item; /* ITEM per item */
   size_t n, cap;
   uint64_t n_hard; /* counted hard-LET items (count_hard) */
+  const double *ext; /* hy_let_set_selected: the items, borrowed, instead of `item` */
 };
-
-/* Particles listed with their positions (hy_let_set_near): node indices ascending. */
-struct near_set {
-  const uint32_t *node;
-  const double *pos;
-  size_t n;
-  int active; /* set for the next hard selection (n may be 0: no particle qualifies) */
-};
-
-/* The position of particle node x from the near set, or NULL if it is not listed. */
-static const double *near_pos(const struct near_set *ns, int32_t x) {
-  size_t lo = 0, hi = ns->n;
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (ns->node[mid] < (uint32_t)x) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < ns->n && ns->node[lo] == (uint32_t)x ? ns->pos + 3 * lo : NULL;
-}
 
 /* One selection task: the part of the walk for rank r that starts at node
  * x of the frontier and ends at next[x] (hy_let_select). */
@@ -77,7 +59,7 @@ struct hy_let {
   uint64_t *send_cnt;       /* 2 per rank: items, counted hard items */
   uint64_t *recv_cnt;       /* 2 per rank */
   MPI_Request *req;         /* 2 per rank */
-  struct near_set near;     /* hy_let_set_near, for the next hard selection */
+  int ext;                  /* the items to send are borrowed (hy_let_set_selected) */
 };
 
 struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
@@ -215,7 +197,6 @@ struct sel_job {
   struct hy_let *L;
   const struct hy_tree *t;
   const struct hy_part *p;
-  const struct near_set *near; /* hard selections after hy_let_set_near, else NULL */
   int hard, count_hard;
   double r2;
 };
@@ -227,9 +208,8 @@ struct sel_job {
  * select: it visits what the full walk visits except the subtrees of cells
  * with d >= R2 + b_max, which the full walk may open but the hard walk
  * skips (their end is the skipped cell's next link). Returns the item count. */
-static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct near_set *ns,
-                            const struct hy_box *B, int hard, double r2, int32_t x, int32_t stop, struct dest_buf *out,
-                            uint64_t *hard_count) {
+static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct hy_box *B, int hard,
+                            double r2, int32_t x, int32_t stop, struct dest_buf *out, uint64_t *hard_count) {
   const int32_t np = (int32_t)t->n_part;
   uint64_t count = 0, hc = 0;
   int32_t skip_end = HY_NONE; /* hard_count: inside a skipped subtree until this node */
@@ -238,11 +218,7 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
     if (skipping && x == skip_end) skipping = 0;
     if (x < np) {
       const size_t i = t->pidx ? t->pidx[x] : (size_t)x; /* device-built trees keep p unsorted */
-      const double *r = ns ? near_pos(ns, x) : p->pos + 3 * i;
-      if (!r) { /* hard walks with a near set: not within R2 of any other box */
-        x = t->next[x];
-        continue;
-      }
+      const double *r = p->pos + 3 * i;
       const double d = hard || hard_count ? hy_let_box_distance(B, r) : 0.0;
       if (!hard || d < r2) {
         if (out) push_item(out, r, p->mass[i], 0.0, 0.0);
@@ -327,7 +303,7 @@ static void sel_body(void *arg, size_t b, size_t e, int tid) {
     const int32_t stop = j->t->next[tk->x];
     tk->out.n = 0;
     tk->out.n_hard = 0;
-    select_walk(j->t, j->p, j->near, B, j->hard, j->r2, tk->x, stop, &tk->out, j->count_hard ? &tk->out.n_hard : NULL);
+    select_walk(j->t, j->p, B, j->hard, j->r2, tk->x, stop, &tk->out, j->count_hard ? &tk->out.n_hard : NULL);
   }
 }
 
@@ -346,13 +322,8 @@ static void add_task(struct hy_let *L, int r, int32_t x) {
 void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_part *p, int hard, double r2,
                    int count_hard, struct hy_let_stats *st) {
   double t0 = hy_wtime();
-  struct sel_job j = {.L = L,
-                      .t = t,
-                      .p = p,
-                      .near = hard && L->near.active ? &L->near : NULL,
-                      .hard = hard,
-                      .count_hard = count_hard && !hard,
-                      .r2 = r2};
+  struct sel_job j = {.L = L, .t = t, .p = p, .hard = hard, .count_hard = count_hard && !hard, .r2 = r2};
+  L->ext = 0;
   /* tasks: every destination's walk split into subtrees, so that even one
    * destination keeps every thread busy */
   const size_t want = 16 * (size_t)hy_pool_size(L->pool);
@@ -391,19 +362,32 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
     }
     out->n_hard += tk->out.n_hard;
   }
-  L->near = (struct near_set){NULL, NULL, 0, 0};
   st->t_select += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, hard ? "let_select_hard" : "let_select_full", t0);
 }
 
-void hy_let_set_near(struct hy_let *L, const uint32_t *node, const double *pos, size_t n) {
-  L->near = (struct near_set){node, pos, n, 1};
+void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const double *items, const size_t *count,
+                         const uint64_t *hcount) {
+  for (int r = 0; r < L->size; r++) {
+    L->dest[r].n = 0;
+    L->dest[r].n_hard = 0;
+    L->dest[r].ext = NULL;
+  }
+  size_t off = 0;
+  for (size_t k = 0; k < nb; k++) {
+    struct dest_buf *d = &L->dest[rank[k]];
+    d->ext = items + ITEM * off;
+    d->n = count[k];
+    d->n_hard = hcount[k];
+    off += count[k];
+  }
+  L->ext = 1;
 }
 
-const double *hy_let_items(const struct hy_let *L, int r, size_t *n) {
-  *n = L->dest[r].n;
-  return L->dest[r].item;
+static const double *send_items(const struct hy_let *L, int r) {
+  return L->ext ? L->dest[r].ext : L->dest[r].item;
 }
+
 
 /* Items per message: ITEM doubles each, the count must fit an int. */
 static int check_msg(uint64_t n, int peer, const char *dir, struct hy_err *err) {
@@ -461,7 +445,7 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
   for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
     int n = (int)L->send_cnt[2 * r];
     if (n > 0 || bad_dest >= 0)
-      rc = MPI_Isend(L->dest[r].item, ITEM * n, MPI_DOUBLE, bad_dest >= 0 ? bad_dest : r, tag, L->comm,
+      rc = MPI_Isend(send_items(L, r), ITEM * n, MPI_DOUBLE, bad_dest >= 0 ? bad_dest : r, tag, L->comm,
                      &L->req[nreq++]);
   }
   if (rc == MPI_SUCCESS && nreq > 0) rc = MPI_Waitall(nreq, L->req, MPI_STATUSES_IGNORE);

@@ -63,19 +63,18 @@ const struct hy_box *hy_let_box(const struct hy_let *L, int r);
 void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_part *p, int hard, double r2,
                    int count_hard, struct hy_let_stats *st);
 
-/** For the next hard hy_let_select only: the particles that may lie within
- *  R2 of another rank's box, as particle nodes of the tree (key indices,
- *  ascending) with their positions (3 doubles each); the selection takes
- *  the positions of these from here and skips every other particle, so p's
- *  positions are not read. The arrays are borrowed until that call. */
-void hy_let_set_near(struct hy_let *L, const uint32_t *node, const double *pos, size_t n);
+/** Instead of hy_let_select: items selected elsewhere (on the device,
+ *  hy_cl_let_select) for ranks rank[0 .. nb-1], destination-major in that
+ *  order (6 doubles each: x, y, z, m, B2, b_max; borrowed until the next
+ *  hy_let_exchange or hy_let_select), count[k] items and hcount[k] counted
+ *  hard-LET items for rank[k]; every other rank gets none. */
+void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const double *items, const size_t *count,
+                         const uint64_t *hcount);
 
 /** Exchange the selected items: remote is resized to the items received and
  *  gets their positions, masses and group moments (remote->grp). */
 int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err);
 
-/** Items selected for rank r by the last hy_let_select (6 doubles each). */
-const double *hy_let_items(const struct hy_let *L, int r, size_t *n);
 
 
 #endif

@@ -18,9 +18,12 @@
 #    run says so, and its energy.csv and final snapshot equal, bit for bit,
 #    those of the 3-rank TreeBuild device run with the state on the host;
 #    the same on 2 ranks with LETWalk merged and separate (every walk merged,
-#    or every walk with a separate remote tree). The device-state run is
-#    traced (HYTREE_TRACE): every rank writes its timeline, which
-#    tools/trace_report.py reads.
+#    or every walk with a separate remote tree). The device selects the LET
+#    items there (the host selects them for the host state); the 3-rank run
+#    does it one destination at a time from a room of one item
+#    (HYTREE_TEST_LET_SMALL), so the passes and the regrowth are compared
+#    too. The device-state run is traced (HYTREE_TRACE): every rank writes
+#    its timeline, which tools/trace_report.py reads.
 #  - 2 ranks, ParticleState device with Scheme tree: refused with one line,
 #    no output.
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
@@ -118,7 +121,7 @@ fi
 if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P ParticleState=host \
      -P SnapshotFields=Acceleration \
      >"$tmp/mpi3d.log" 2>&1 &&
-   $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_TRACE="$tmp/trace" "$HYTREE" run "$tmp/p.txt" \
+   $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_TRACE="$tmp/trace" HYTREE_TEST_LET_SMALL=1 "$HYTREE" run "$tmp/p.txt" \
      -P "OutputDir=$tmp/mpi3s" -P TreeBuild=device -P SnapshotFields=Acceleration \
      -P ParticleState=device >"$tmp/mpi3s.log" 2>&1; then
   grep -q "particle state kept on the device (decomposed on the host)" "$tmp/mpi3s.log" ||

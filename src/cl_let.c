@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later
+ * cl_let.c: the LET selection on the device (opencl/let.cl); see
+ * cl_engine.h. Every cl* call is checked. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cl_internal.h"
+
+extern const char hy_cl_source_let[];
+extern const unsigned long hy_cl_source_let_len;
+
+#define LET_MAXB 32 /* destinations per pass: the bits of the visibility masks (HY_LET_MAXB) */
+
+static int let_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct hy_err *err) {
+  cl_int e;
+  *k = clCreateKernel(cl->let_prog, name, &e);
+  if (e != CL_SUCCESS) {
+    *k = NULL;
+    return hy_err_set(err, "OpenCL: clCreateKernel(%s) failed on %s: %s", name, cl->name, hy_cl_errname(e));
+  }
+  return 0;
+}
+
+static int get_let_kernels(struct hy_cl *cl, struct hy_err *err) {
+  if (cl->let_prog) return 0;
+  if (!hy_cl_has_fp64(cl))
+    return hy_err_set(err, "OpenCL device %s has no double precision (cl_khr_fp64): no LET selection there",
+                      cl->name);
+  if (hy_cl_build_kernels(cl, err) != 0) return -1; /* the sort, and the work-group size */
+  char defs[64];
+  snprintf(defs, sizeof defs, "-D HY_WG=%zu", cl->build_wg);
+  if (hy_cl_build_program(cl, "let.cl", hy_cl_source_let, defs, &cl->let_prog, err) != 0) return -1;
+  return let_kernel(cl, "hy_let_vis", &cl->k_let_vis, err) || let_kernel(cl, "hy_let_emit", &cl->k_let_emit, err) ||
+         let_kernel(cl, "hy_let_gather", &cl->k_let_gather, err);
+}
+
+void hy_cl_let_free(struct hy_cl *cl) {
+  cl_kernel ks[] = {cl->k_let_vis, cl->k_let_emit, cl->k_let_gather};
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+    if (ks[i]) clReleaseKernel(ks[i]);
+  if (cl->let_prog) clReleaseProgram(cl->let_prog);
+  struct cl_buf *bs[] = {&cl->l_vis, &cl->l_boxes, &cl->l_cnt, &cl->l_key[0], &cl->l_key[1],
+                         &cl->l_val[0], &cl->l_val[1], &cl->l_items};
+  for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
+}
+
+/* Set a kernel's arguments from (size, pointer) pairs ended by a size of 0. */
+static int args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_err *err, ...) {
+  va_list ap;
+  va_start(ap, err);
+  for (cl_uint i = 0;; i++) {
+    size_t size = va_arg(ap, size_t);
+    if (size == 0) break;
+    const void *val = va_arg(ap, const void *);
+    cl_int e = clSetKernelArg(k, i, size, val);
+    if (e != CL_SUCCESS) {
+      va_end(ap);
+      return hy_err_set(err, "OpenCL: clSetKernelArg(%s, %u) failed on %s: %s", name, (unsigned)i, cl->name,
+                        hy_cl_errname(e));
+    }
+  }
+  va_end(ap);
+  return 0;
+}
+
+static int run(struct hy_cl *cl, cl_kernel k, const char *name, size_t items, struct hy_err *err) {
+  size_t local = cl->build_wg, global = (items + local - 1) / local * local;
+  if (global == 0) global = local;
+  cl_int e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, NULL);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: launching %s (%zu work-items) failed on %s: %s", name, global, cl->name,
+                      hy_cl_errname(e));
+  return 0;
+}
+
+#define M(b) sizeof(cl_mem), (const void *)&(b).mem
+#define V(v) sizeof(v), (const void *)&(v)
+#define END ((size_t)0)
+
+static unsigned bits_for(size_t v) { /* bits to hold 0 .. v */
+  unsigned b = 0;
+  while (b < 64 && (v >> b) != 0) b++;
+  return b;
+}
+
+/* One pass for up to LET_MAXB destinations (boxes already uploaded): the
+ * visibility masks from the root down, the sent nodes, their order, their
+ * items appended to cl->l_items at item offset `at`. */
+static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], double r2, int hard, int count_hard,
+                       size_t at, size_t *count, uint64_t *hcount, size_t *made, struct hy_err *err) {
+  struct cl_tree *T = &cl->tree[0];
+  const size_t n = T->sorted_n, nn = n + T->n_cell;
+  const cl_int n_part = (cl_int)n, hd = hard ? 1 : 0;
+  const cl_uint unb = (cl_uint)nb, unn = (cl_uint)nn;
+  const cl_double fx = frame[0], fy = frame[1], fz = frame[2], dr2 = r2;
+  cl_int e;
+  /* the root: reached for every destination by the selected walk, and by the hard walk when it is counted */
+  const cl_uint all = nb == LET_MAXB ? 0xffffffffu : ((cl_uint)1 << nb) - 1u;
+  const cl_uint root[2] = {all, count_hard && !hard ? all : 0u};
+  if ((e = clEnqueueWriteBuffer(cl->q, cl->l_vis.mem, CL_FALSE, n * 8, 8, root, 0, NULL, NULL)) != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: LET selection: writing the root mask failed on %s: %s", cl->name,
+                      hy_cl_errname(e));
+  for (int g = 0; g < T->n_gen; g++) {
+    const cl_uint g0 = T->gen_first[g], gc = T->gen_count[g];
+    if (args(cl, cl->k_let_vis, "hy_let_vis", err, V(g0), V(gc), V(n_part), M(cl->node[0]), M(cl->l_boxes), V(unb),
+             V(fx), V(fy), V(fz), V(dr2), V(hd), M(cl->l_vis), END) ||
+        run(cl, cl->k_let_vis, "hy_let_vis", gc, err))
+      return -1;
+  }
+  /* the sent nodes; with too little room for them, once more with enough */
+  const unsigned pshift = bits_for(n);
+  for (int attempt = 0;; attempt++) {
+    const cl_uint zero = 0, cap = (cl_uint)(cl->l_val[0].size / 4);
+    if ((e = clEnqueueFillBuffer(cl->q, cl->l_cnt.mem, &zero, sizeof zero, 0, (1 + 2 * LET_MAXB) * 4, 0, NULL,
+                                 NULL)) != CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: LET selection: clearing the counters failed on %s: %s", cl->name,
+                        hy_cl_errname(e));
+    const cl_uint ushift = pshift;
+    if (args(cl, cl->k_let_emit, "hy_let_emit", err, V(unn), V(n_part), M(cl->node[0]), M(T->c_lo), M(T->idx),
+             M(cl->s_pos), M(cl->l_boxes), V(unb), V(fx), V(fy), V(fz), V(dr2), V(hd), M(cl->l_vis), M(cl->l_cnt),
+             V(cap), M(cl->l_key[0]), M(cl->l_val[0]), V(ushift), END) ||
+        run(cl, cl->k_let_emit, "hy_let_emit", nn, err))
+      return -1;
+    cl_uint c[1 + 2 * LET_MAXB];
+    if ((e = clEnqueueReadBuffer(cl->q, cl->l_cnt.mem, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL)) != CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: LET selection failed on %s: %s (a kernel fault?)", cl->name, hy_cl_errname(e));
+    const size_t total = c[0];
+    if (total > cap) { /* more room, and once more */
+      if (attempt > 0) return hy_err_set(err, "internal error: LET selection: %zu items after growing to %u", total, cap);
+      const size_t want = total + total / 4 + 1024;
+      for (int k = 0; k < 2; k++)
+        if (hy_cl_ensure_buf(cl, &cl->l_key[k], hy_size_mul_or_die(want, 8, "LET selection"), "LET selection keys",
+                             err) ||
+            hy_cl_ensure_buf(cl, &cl->l_val[k], hy_size_mul_or_die(want, 4, "LET selection"), "LET selection nodes",
+                             err))
+          return -1;
+      continue;
+    }
+    for (size_t j = 0; j < nb; j++) {
+      count[j] = c[1 + j];
+      hcount[j] = c[1 + LET_MAXB + j];
+    }
+    *made = total;
+    break;
+  }
+  if (*made == 0) return 0;
+  /* destination-major, each in the host walk's order */
+  struct cl_buf *kb[2] = {&cl->l_key[0], &cl->l_key[1]}, *vb[2] = {&cl->l_val[0], &cl->l_val[1]};
+  if (hy_cl_sort_pairs(cl, kb, vb, *made, pshift + bits_for(nb - 1), NULL, err) != 0) return -1;
+  const size_t need = hy_size_mul_or_die(at + *made, 48, "LET items");
+  if (hy_cl_ensure_buf_keep(cl, &cl->l_items, need, at * 48, "LET items", err) != 0) return -1;
+  const cl_uint um = (cl_uint)*made;
+  const cl_ulong uat = at; /* the items of this pass behind those of earlier passes */
+  if (args(cl, cl->k_let_gather, "hy_let_gather", err, V(um), M(cl->l_val[0]), V(n_part), M(cl->node[0]),
+           M(T->c_b2), M(T->idx), M(cl->s_pos), M(cl->s_mass), V(fx), V(fy), V(fz), M(cl->l_items), V(uat), END) ||
+      run(cl, cl->k_let_gather, "hy_let_gather", *made, err))
+    return -1;
+  if ((e = clFinish(cl->q)) != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: gathering the LET items failed on %s: %s", cl->name, hy_cl_errname(e));
+  return 0;
+}
+
+/* Tests: HYTREE_TEST_LET_SMALL=1 selects one destination per pass and
+ * starts with room for one item, so that a run of a few ranks takes the
+ * paths of many destinations and of a selection larger than its room. */
+static int test_small(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *e = getenv("HYTREE_TEST_LET_SMALL");
+    v = e && *e == '1';
+  }
+  return v;
+}
+
+int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const double frame[3], double r2, int hard,
+                     int count_hard, double **items, size_t *count, uint64_t *hcount, double *seconds,
+                     struct hy_err *err) {
+  double t0 = hy_wtime();
+  const size_t per_pass = test_small() ? 1 : LET_MAXB;
+  struct cl_tree *T = &cl->tree[0];
+  *items = NULL;
+  if (nb == 0) return 0;
+  if (cl->state_n < 2 || T->sorted_n != cl->state_n || cl->appended != 0 || T->n_gen == 0)
+    return hy_err_set(err, "internal error: LET selection without a device-built tree of the state's particles");
+  if (get_let_kernels(cl, err) != 0) return -1;
+  const size_t n = T->sorted_n, nn = n + T->n_cell;
+  size_t guess = cl->l_val[0].size / 4 > n / 16 + 1024 ? cl->l_val[0].size / 4 : n / 16 + 1024;
+  if (test_small()) {
+    guess = 1;
+    for (int k = 0; k < 2; k++) { /* start small again (the engine counts its bytes in use) */
+      cl->in_use -= cl->l_key[k].size + cl->l_val[k].size;
+      hy_cl_buf_release(&cl->l_key[k]);
+      hy_cl_buf_release(&cl->l_val[k]);
+    }
+  }
+  if (hy_cl_check_int(nn, "tree nodes", err) ||
+      hy_cl_ensure_buf(cl, &cl->l_vis, hy_size_mul_or_die(nn, 8, "LET masks"), "LET visibility masks", err) ||
+      hy_cl_ensure_buf(cl, &cl->l_boxes, hy_size_mul_or_die(nb < per_pass ? nb : per_pass, 48, "boxes"),
+                       "LET boxes", err) ||
+      hy_cl_ensure_buf(cl, &cl->l_cnt, (1 + 2 * LET_MAXB) * 4, "LET counters", err))
+    return -1;
+  for (int k = 0; k < 2; k++)
+    if (hy_cl_ensure_buf(cl, &cl->l_key[k], hy_size_mul_or_die(guess, 8, "LET selection"), "LET selection keys", err) ||
+        hy_cl_ensure_buf(cl, &cl->l_val[k], hy_size_mul_or_die(guess, 4, "LET selection"), "LET selection nodes", err))
+      return -1;
+  size_t at = 0;
+  for (size_t j0 = 0; j0 < nb; j0 += per_pass) {
+    const size_t b = nb - j0 < per_pass ? nb - j0 : per_pass;
+    cl_int e = clEnqueueWriteBuffer(cl->q, cl->l_boxes.mem, CL_FALSE, 0, b * 48, boxes + 6 * j0, 0, NULL, NULL);
+    if (e != CL_SUCCESS) {
+      clFinish(cl->q);
+      return hy_err_set(err, "OpenCL: uploading the LET boxes failed on %s: %s", cl->name, hy_cl_errname(e));
+    }
+    size_t made = 0;
+    if (select_pass(cl, b, frame, r2, hard, count_hard, at, count + j0, hcount + j0, &made, err) != 0) {
+      clFinish(cl->q);
+      return -1;
+    }
+    at += made;
+  }
+  double *host = hy_cl_host_buffer(cl, HY_CL_HOST_LET, hy_size_mul_or_die(at ? at : 1, 48, "LET items"), err);
+  if (!host) return -1;
+  if (at) {
+    cl_int e = clEnqueueReadBuffer(cl->q, cl->l_items.mem, CL_TRUE, 0, at * 48, host, 0, NULL, NULL);
+    if (e != CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: reading the LET items failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  *items = host;
+  if (seconds) *seconds += hy_wtime() - t0;
+  return 0;
+}
