@@ -116,17 +116,17 @@ __kernel void hy_st_unpack(__global const float4 *o0, __global const float4 *o1,
 }
 
 /* Per work-group: the number of particles with a non-finite position,
- * velocity or kick acceleration, and the lowest such index (as double; -1:
- * none). */
+ * velocity or kick acceleration (pos_only: position), and the lowest such
+ * index (as double; -1: none). */
 __kernel void hy_st_finite(__global const double *pos, __global const double *vel, __global const double *acc_w,
-                           const uint n, __global double *red) {
+                           const uint n, const int pos_only, __global double *red) {
   __local uint lc[HY_WG], lb[HY_WG];
   const uint lid = (uint)get_local_id(0);
   uint cnt = 0, bad = 0xffffffffu;
   for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
     int ok = 1;
     for (int d = 0; d < 3; d++)
-      ok &= isfinite(pos[3 * i + d]) && isfinite(vel[3 * i + d]) && isfinite(acc_w[3 * i + d]);
+      ok &= isfinite(pos[3 * i + d]) && (pos_only || (isfinite(vel[3 * i + d]) && isfinite(acc_w[3 * i + d])));
     if (!ok) {
       cnt++;
       bad = min(bad, i);
@@ -148,18 +148,96 @@ __kernel void hy_st_finite(__global const double *pos, __global const double *ve
   }
 }
 
-/* Particles the host's domain decomposition put in new places below the
- * kept count: m records (x, y, z, vx, vy, vz, m) written at the state's
- * indices idx[j] (hy_cl_state_patch). */
-__kernel void hy_st_scatter(__global const uint *idx, __global const double *rec, const uint m, __global double *pos,
-                            __global double *vel, __global double *mass) {
+/* ------------------------------------------------ domain decomposition
+ * (src/decomp.c's hy_decomp_exchange with the state here: the same owners,
+ * the same lists, the same moves) */
+
+/* b[0..np] ascending, b[0] = -inf, b[np] = +inf: the slot [b[i], b[i+1])
+ * that holds x (decomp.c's find_slot). */
+inline int hy_slot(__global const double *b, const int np, const double x) {
+  int lo = 0, hi = np - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (b[mid] <= x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* dest[i]: the rank whose cuboid holds particle i (px + 1 x boundaries,
+ * then py + 1 y boundaries per slab, then pz + 1 z boundaries per column;
+ * rank (ix py + iy) pz + iz); count[r] += the particles of rank r (a local
+ * histogram of n_rank entries per work-group first). */
+__kernel void hy_st_owner(__global const double *pos, const uint n, __global const double *bounds, const int px,
+                          const int py, const int pz, __global uint *dest, __global uint *count, const uint n_rank,
+                          __local uint *hist) {
+  const uint lid = (uint)get_local_id(0), lsz = (uint)get_local_size(0);
+  for (uint r = lid; r < n_rank; r += lsz) hist[r] = 0u;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __global const double *yb0 = bounds + px + 1, *zb0 = yb0 + px * (py + 1);
+  for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
+    __global const double *x = pos + 3 * (size_t)i;
+    const int ix = hy_slot(bounds, px, x[0]);
+    const int iy = hy_slot(yb0 + ix * (py + 1), py, x[1]);
+    const int iz = hy_slot(zb0 + (ix * py + iy) * (pz + 1), pz, x[2]);
+    const uint r = (uint)((ix * py + iy) * pz + iz);
+    dest[i] = r;
+    atomic_inc(&hist[r]);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint r = lid; r < n_rank; r += lsz)
+    if (hist[r]) atomic_add(&count[r], hist[r]);
+}
+
+/* flag[i] for i < n: mode 0: the particle leaves (dest != me); mode 1: it
+ * stays and lies beyond the kept count (i >= n_keep, dest == me). flag[n] =
+ * 0, so that its exclusive scan ends with the total. */
+inline uint hy_st_flagged(__global const uint *dest, const uint i, const uint me, const uint n_keep, const int mode) {
+  return mode == 0 ? (uint)(dest[i] != me) : (uint)(i >= n_keep && dest[i] == me);
+}
+
+__kernel void hy_st_flag(__global const uint *dest, const uint n, const uint me, const uint n_keep, const int mode,
+                         __global uint *flag) {
+  const uint i = (uint)get_global_id(0);
+  if (i < n) flag[i] = hy_st_flagged(dest, i, me, n_keep, mode);
+  if (i == n) flag[n] = 0u;
+}
+
+/* After the exclusive scan of the flags: the flagged indices, ascending, and
+ * (mode 0) their ranks. */
+__kernel void hy_st_list(__global const uint *dest, __global const uint *at, const uint n, const uint me,
+                         const uint n_keep, const int mode, __global uint *idx, __global uint *rank) {
+  const uint i = (uint)get_global_id(0);
+  if (i >= n || !hy_st_flagged(dest, i, me, n_keep, mode)) return;
+  idx[at[i]] = i;
+  if (mode == 0) rank[at[i]] = dest[i];
+}
+
+/* The positions of the m particles idx[j] into out[3 j ..], and with_vel
+ * their velocities behind them, into out[3 m + 3 j ..]. */
+__kernel void hy_st_gather(__global const double *pos, __global const double *vel, __global const uint *idx,
+                           const uint m, const int with_vel, __global double *out) {
   for (uint j = (uint)get_global_id(0); j < m; j += (uint)get_global_size(0)) {
     const size_t i = idx[j];
-    __global const double *r = rec + 7 * (size_t)j;
     for (int d = 0; d < 3; d++) {
-      pos[3 * i + d] = r[d];
-      vel[3 * i + d] = r[3 + d];
+      out[3 * (size_t)j + d] = pos[3 * i + d];
+      if (with_vel) out[3 * ((size_t)m + j) + d] = vel[3 * i + d];
     }
-    mass[i] = r[6];
+  }
+}
+
+/* The particle from src[h] into hole[h] (holes below the kept count,
+ * sources from it on: no overlap). */
+__kernel void hy_st_move(__global const uint *hole, __global const uint *src, const uint m, __global double *pos,
+                         __global double *vel, __global double *mass) {
+  for (uint h = (uint)get_global_id(0); h < m; h += (uint)get_global_size(0)) {
+    const size_t i = hole[h], j = src[h];
+    for (int d = 0; d < 3; d++) {
+      pos[3 * i + d] = pos[3 * j + d];
+      vel[3 * i + d] = vel[3 * j + d];
+    }
+    mass[i] = mass[j];
   }
 }

@@ -245,6 +245,16 @@ static int sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[
   return 0;
 }
 
+int hy_cl_scan(struct hy_cl *cl, cl_mem data, size_t n, struct hy_err *err) {
+  if (n == 0) return 0;
+  if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_check_int(n, "scan", err)) return -1;
+  struct evlist ev = {0};
+  int rc = scan(cl, data, n, 0, &ev, PH_SORT, err);
+  if (rc != 0) clFinish(cl->q);
+  ev_finish(&ev, NULL);
+  return rc;
+}
+
 int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
                      double *seconds, struct hy_err *err) {
   if (n < 2) return 0;

@@ -81,10 +81,11 @@ enum {
   HY_CL_HOST_GRP = 3,  /* merged trees: item moments */
   HY_CL_HOST_TREE = 4, /* the device-built tree for the host (hy_cl_tree_download) */
   HY_CL_HOST_XYZ = 5,  /* the device state's transfers; positions for the LET selection */
-  HY_CL_HOST_NEAR = 6, /* hy_force_state_patch: indices of the moved particles */
+  HY_CL_HOST_DD0 = 6,  /* hy_cl_state_list mode 0: the leavers and their ranks */
   HY_CL_HOST_ITEMS = 7, /* the remote tree's LET items (float4 positions, then float2 B2 and b_max) */
   HY_CL_HOST_LET = 8,   /* hy_cl_let_select: the selected items */
-  HY_CL_HOST_N = 9
+  HY_CL_HOST_DD1 = 9,   /* hy_cl_state_list mode 1: the stayers beyond the kept count */
+  HY_CL_HOST_N = 10
 };
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its
@@ -212,14 +213,31 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
  *  seconds (may be NULL) receives the wall time. */
 int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
                        struct hy_err *err);
-/** The state after a domain decomposition on the host that kept its first
- *  n_keep particles in place except m of them (indices idx, records rec of
- *  7 doubles: x, y, z, vx, vy, vz, mass) and appended n_new - n_keep
- *  received ones (tail_pos, tail_vel: 3 doubles each; tail_mass). The kick
- *  acceleration is left undefined (the next unpack sets it). */
+/** The state after a domain decomposition (hy_decomp_exchange_dev) that
+ *  kept its first n_keep particles in place except m of them, the holes
+ *  hole[h], which the particle from src[h] (>= n_keep) fills, and appended
+ *  n_new - n_keep received ones (tail_pos, tail_vel: 3 doubles each;
+ *  tail_mass). The kick acceleration is left undefined (the next unpack
+ *  sets it). */
 int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
-                      const double *tail_vel, const double *tail_mass, const uint32_t *idx, const double *rec,
+                      const double *tail_vel, const double *tail_mass, const uint32_t *hole, const uint32_t *src,
                       size_t m, struct hy_err *err);
+/** The domain decomposition on the device: the rank of every particle's
+ *  cuboid (decomp.c's owner search; bounds as hy_decomp_bounds gives them),
+ *  kept for hy_cl_state_list, and count[r] of them per rank r (grid[0]
+ *  grid[1] grid[2] entries). */
+int hy_cl_state_owners(struct hy_cl *cl, const double *bounds, size_t n_bounds, const int grid[3], uint64_t *count,
+                       struct hy_err *err);
+/** After hy_cl_state_owners: mode 0: the particles whose rank is not me,
+ *  ascending, with their ranks (*rank); mode 1: those from n_keep on whose
+ *  rank is me, ascending. *m of them, in the engine's staging memory (one
+ *  buffer per mode, valid until its next use). */
+int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uint32_t **idx, uint32_t **rank,
+                     size_t *m, struct hy_err *err);
+/** The positions (and velocities, vel not NULL) of the m particles idx[j]
+ *  into pos (vel), 3 doubles each. */
+int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *pos, double *vel,
+                       struct hy_err *err);
 /** Walk results left on the device (hy_cl_walk, unsort, out0 NULL; after
  *  a merged build, the state's particles come first) into the
  *  state: split 0: acc_w = G out0; split 1: acc_w = G (out0 + n out1), acc =
@@ -239,8 +257,8 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
 int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const double frame[3], double r2, int hard,
                      int count_hard, double **items, size_t *count, uint64_t *hcount, double *seconds,
                      struct hy_err *err);
-/** Particles with a non-finite position, velocity or kick acceleration:
- *  their number and the lowest index (-1: none). */
-int hy_cl_state_finite(struct hy_cl *cl, size_t *n_bad, long *first, struct hy_err *err);
+/** Particles with a non-finite position, velocity or kick acceleration
+ *  (pos_only: position): their number and the lowest index (-1: none). */
+int hy_cl_state_finite(struct hy_cl *cl, int pos_only, size_t *n_bad, long *first, struct hy_err *err);
 
 #endif

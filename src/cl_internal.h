@@ -87,9 +87,10 @@ struct hy_cl {
   struct cl_buf l_vis, l_boxes, l_cnt, l_key[2], l_val[2], l_items;
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
-  cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_scatter_state;
+  cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_owner, k_flag, k_list, k_gather_state, k_move;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
-  struct cl_buf s_patch_i, s_patch_x;        /* hy_cl_state_patch: indices, records */
+  struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
+  struct cl_buf s_patch_i;                   /* hy_cl_state_patch: the holes */
   size_t state_n;  /* particles in the state buffers (0: none) */
   size_t appended; /* LET items packed behind the state's positions (hy_cl_state_append; 0 after a pack) */
   int has_fp64;    /* 0 not asked yet, 1 no, 2 yes */
@@ -117,6 +118,9 @@ int hy_cl_ensure_buf_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size
  *  scratch of n entries); waits for it; kernel time added to *seconds. */
 int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
                      double *seconds, struct hy_err *err);
+/** cl_build.c: exclusive scan in place of n uints of data (enqueued, in
+ *  queue order with what follows). */
+int hy_cl_scan(struct hy_cl *cl, cl_mem data, size_t n, struct hy_err *err);
 /** cl_let.c: release the LET selection's kernels and buffers. */
 void hy_cl_let_free(struct hy_cl *cl);
 void hy_cl_buf_release(struct cl_buf *b);

@@ -54,18 +54,22 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
   if (hy_cl_build_program(cl, "state.cl", hy_cl_source_state, defs, &cl->state_prog, err) != 0) return -1;
   if (state_kernel(cl, "hy_st_axpy", &cl->k_axpy, err) || state_kernel(cl, "hy_st_pack", &cl->k_pack, err) ||
       state_kernel(cl, "hy_st_unpack", &cl->k_unpack, err) || state_kernel(cl, "hy_st_finite", &cl->k_finite, err) ||
-      state_kernel(cl, "hy_st_scatter", &cl->k_scatter_state, err))
+      state_kernel(cl, "hy_st_owner", &cl->k_owner, err) || state_kernel(cl, "hy_st_flag", &cl->k_flag, err) ||
+      state_kernel(cl, "hy_st_list", &cl->k_list, err) || state_kernel(cl, "hy_st_gather", &cl->k_gather_state, err) ||
+      state_kernel(cl, "hy_st_move", &cl->k_move, err))
     return -1;
   return 0;
 }
 
 void hy_cl_state_free(struct hy_cl *cl) {
-  cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_scatter_state};
+  cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_owner,
+                    cl->k_flag, cl->k_list, cl->k_gather_state, cl->k_move};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
-  struct cl_buf *bs[] = {&cl->s_pos, &cl->s_vel,     &cl->s_mass,    &cl->s_accw, &cl->s_acc,
-                         &cl->s_pot, &cl->s_red,     &cl->s_patch_i, &cl->s_patch_x};
+  struct cl_buf *bs[] = {&cl->s_pos,  &cl->s_vel,   &cl->s_mass,  &cl->s_accw,   &cl->s_acc,
+                         &cl->s_pot,  &cl->s_red,   &cl->s_dest,  &cl->s_flag,   &cl->s_idx,
+                         &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
 }
 
@@ -263,24 +267,44 @@ int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, s
 }
 
 int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
-                      const double *tail_vel, const double *tail_mass, const uint32_t *idx, const double *rec,
+                      const double *tail_vel, const double *tail_mass, const uint32_t *hole, const uint32_t *src,
                       size_t m, struct hy_err *err) {
   if (need_state(cl, "patch", err)) return -1;
-  if (n_keep > cl->state_n || n_keep > n_new || n_new < 2 || n_new > (size_t)UINT32_MAX / 3)
-    return hy_err_set(err, "internal error: patching a state of %zu particles to %zu (%zu kept)", cl->state_n, n_new,
-                      n_keep);
+  if (n_keep > cl->state_n || n_keep > n_new || n_new < 2 || n_new > (size_t)UINT32_MAX / 3 || m > n_keep)
+    return hy_err_set(err, "internal error: patching a state of %zu particles to %zu (%zu kept, %zu moved)",
+                      cl->state_n, n_new, n_keep, m);
   const size_t b3 = hy_size_mul_or_die(n_new, 3 * sizeof(double), "particle state"), nt = n_new - n_keep;
+  cl_int e = CL_SUCCESS;
+  /* the moves first: their sources lie beyond the kept count, where the
+   * received particles go */
+  if (m) {
+    if (hy_cl_ensure_buf(cl, &cl->s_patch_i, m * 4, "moved particles", err) ||
+        hy_cl_ensure_buf(cl, &cl->s_idx, m * 4, "moved particles", err))
+      return -1;
+    if ((e = clEnqueueWriteBuffer(cl->q, cl->s_patch_i.mem, CL_FALSE, 0, m * 4, hole, 0, NULL, NULL)) != CL_SUCCESS ||
+        (e = clEnqueueWriteBuffer(cl->q, cl->s_idx.mem, CL_FALSE, 0, m * 4, src, 0, NULL, NULL)) != CL_SUCCESS) {
+      clFinish(cl->q);
+      return hy_err_set(err, "OpenCL: uploading the moved particles' indices failed on %s: %s", cl->name,
+                        hy_cl_errname(e));
+    }
+    const cl_uint um = (cl_uint)m;
+    const char *nm = "hy_st_move";
+    cl_kernel k = cl->k_move;
+    if (set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_patch_i.mem, nm, err) ||
+        set_arg(cl, k, 1, sizeof(cl_mem), &cl->s_idx.mem, nm, err) || set_arg(cl, k, 2, sizeof um, &um, nm, err) ||
+        set_arg(cl, k, 3, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
+        set_arg(cl, k, 4, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
+        set_arg(cl, k, 5, sizeof(cl_mem), &cl->s_mass.mem, nm, err) ||
+        run_grid(cl, k, "moving the kept particles", NULL, err))
+      return -1;
+  }
   if (hy_cl_ensure_buf_keep(cl, &cl->s_pos, b3, n_keep * 24, "positions (double)", err) ||
       hy_cl_ensure_buf_keep(cl, &cl->s_vel, b3, n_keep * 24, "velocities (double)", err) ||
       hy_cl_ensure_buf_keep(cl, &cl->s_mass, n_new * sizeof(double), n_keep * 8, "masses (double)", err) ||
-      hy_cl_ensure_buf(cl, &cl->s_accw, b3, "kick accelerations (double)", err) ||
-      (m && (hy_cl_ensure_buf(cl, &cl->s_patch_i, m * 4, "moved particles", err) ||
-             hy_cl_ensure_buf(cl, &cl->s_patch_x, hy_size_mul_or_die(m, 56, "moved particles"), "moved particles",
-                              err))))
+      hy_cl_ensure_buf(cl, &cl->s_accw, b3, "kick accelerations (double)", err))
     return -1;
   cl->state_n = 0;
   cl->appended = 0;
-  cl_int e = CL_SUCCESS;
   if (nt) {
     if ((e = clEnqueueWriteBuffer(cl->q, cl->s_pos.mem, CL_FALSE, n_keep * 24, nt * 24, tail_pos, 0, NULL, NULL)) ==
             CL_SUCCESS &&
@@ -288,26 +312,9 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
             CL_SUCCESS)
       e = clEnqueueWriteBuffer(cl->q, cl->s_mass.mem, CL_FALSE, n_keep * 8, nt * 8, tail_mass, 0, NULL, NULL);
   }
-  if (e == CL_SUCCESS && m &&
-      (e = clEnqueueWriteBuffer(cl->q, cl->s_patch_i.mem, CL_FALSE, 0, m * 4, idx, 0, NULL, NULL)) == CL_SUCCESS)
-    e = clEnqueueWriteBuffer(cl->q, cl->s_patch_x.mem, CL_FALSE, 0, m * 56, rec, 0, NULL, NULL);
+  if (e == CL_SUCCESS) e = clFinish(cl->q);
   if (e != CL_SUCCESS) {
     clFinish(cl->q);
-    return hy_err_set(err, "OpenCL: uploading the decomposed particles failed on %s: %s", cl->name,
-                      hy_cl_errname(e));
-  }
-  if (m) {
-    const cl_uint um = (cl_uint)m;
-    const char *nm = "hy_st_scatter";
-    cl_kernel k = cl->k_scatter_state;
-    if (set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_patch_i.mem, nm, err) ||
-        set_arg(cl, k, 1, sizeof(cl_mem), &cl->s_patch_x.mem, nm, err) || set_arg(cl, k, 2, sizeof um, &um, nm, err) ||
-        set_arg(cl, k, 3, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
-        set_arg(cl, k, 4, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
-        set_arg(cl, k, 5, sizeof(cl_mem), &cl->s_mass.mem, nm, err) ||
-        run_grid(cl, k, "writing the decomposed particles", NULL, err))
-      return -1;
-  } else if ((e = clFinish(cl->q)) != CL_SUCCESS) {
     return hy_err_set(err, "OpenCL: uploading the decomposed particles failed on %s: %s", cl->name,
                       hy_cl_errname(e));
   }
@@ -315,15 +322,153 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
   return 0;
 }
 
-int hy_cl_state_finite(struct hy_cl *cl, size_t *n_bad, long *first, struct hy_err *err) {
+int hy_cl_state_owners(struct hy_cl *cl, const double *bounds, size_t n_bounds, const int grid[3], uint64_t *count,
+                       struct hy_err *err) {
+  if (need_state(cl, "decomposition", err)) return -1;
+  const size_t P = (size_t)grid[0] * (size_t)grid[1] * (size_t)grid[2];
+  cl_ulong lmem = 0;
+  CL_CHECK(clGetDeviceInfo(cl->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL),
+           "clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE)");
+  if (P * 4 > lmem / 2)
+    return hy_err_set(err, "OpenCL device %s: %zu ranks need %zu bytes of local memory for the decomposition's "
+                           "counts, more than half of its %llu; use ParticleState host",
+                      cl->name, P, P * 4, (unsigned long long)lmem);
+  const size_t n = cl->state_n;
+  if (hy_cl_ensure_buf(cl, &cl->s_dest, hy_size_mul_or_die(n, 4, "owners"), "owners", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_bounds, hy_size_mul_or_die(n_bounds, 8, "boundaries"), "boundaries", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_count, hy_size_mul_or_die(P, 4, "owner counts"), "owner counts", err))
+    return -1;
+  const cl_uint zero = 0;
+  cl_int e;
+  if ((e = clEnqueueWriteBuffer(cl->q, cl->s_bounds.mem, CL_FALSE, 0, n_bounds * 8, bounds, 0, NULL, NULL)) !=
+          CL_SUCCESS ||
+      (e = clEnqueueFillBuffer(cl->q, cl->s_count.mem, &zero, sizeof zero, 0, P * 4, 0, NULL, NULL)) != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: uploading the decomposition's boundaries failed on %s: %s", cl->name,
+                      hy_cl_errname(e));
+  }
+  const cl_uint un = (cl_uint)n, up = (cl_uint)P;
+  const cl_int px = grid[0], py = grid[1], pz = grid[2];
+  const char *nm = "hy_st_owner";
+  cl_kernel k = cl->k_owner;
+  if (set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) || set_arg(cl, k, 1, sizeof un, &un, nm, err) ||
+      set_arg(cl, k, 2, sizeof(cl_mem), &cl->s_bounds.mem, nm, err) || set_arg(cl, k, 3, sizeof px, &px, nm, err) ||
+      set_arg(cl, k, 4, sizeof py, &py, nm, err) || set_arg(cl, k, 5, sizeof pz, &pz, nm, err) ||
+      set_arg(cl, k, 6, sizeof(cl_mem), &cl->s_dest.mem, nm, err) ||
+      set_arg(cl, k, 7, sizeof(cl_mem), &cl->s_count.mem, nm, err) || set_arg(cl, k, 8, sizeof up, &up, nm, err) ||
+      set_arg(cl, k, 9, P * 4, NULL, nm, err) || run_grid(cl, k, "the decomposition's owners", NULL, err))
+    return -1;
+  uint32_t *c = hy_malloc("owner counts", P, sizeof(uint32_t));
+  e = clEnqueueReadBuffer(cl->q, cl->s_count.mem, CL_TRUE, 0, P * 4, c, 0, NULL, NULL);
+  for (size_t r = 0; r < P; r++) count[r] = c[r];
+  hy_free(c);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: reading the owner counts failed on %s: %s", cl->name, hy_cl_errname(e));
+  return 0;
+}
+
+int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uint32_t **idx, uint32_t **rank,
+                     size_t *m, struct hy_err *err) {
+  if (need_state(cl, "decomposition", err)) return -1;
+  const size_t n = cl->state_n;
+  if (cl->s_dest.size < n * 4) return hy_err_set(err, "internal error: decomposition lists without owners");
+  if (hy_cl_ensure_buf(cl, &cl->s_flag, hy_size_mul_or_die(n + 1, 4, "flags"), "decomposition flags", err)) return -1;
+  const cl_uint un = (cl_uint)n, ume = (cl_uint)me, uk = (cl_uint)n_keep;
+  const cl_int md = mode;
+  const char *nf = "hy_st_flag", *nl = "hy_st_list";
+  size_t local = cl->build_wg, global = (n + 1 + local - 1) / local * local;
+  cl_int e;
+  if (set_arg(cl, cl->k_flag, 0, sizeof(cl_mem), &cl->s_dest.mem, nf, err) ||
+      set_arg(cl, cl->k_flag, 1, sizeof un, &un, nf, err) || set_arg(cl, cl->k_flag, 2, sizeof ume, &ume, nf, err) ||
+      set_arg(cl, cl->k_flag, 3, sizeof uk, &uk, nf, err) || set_arg(cl, cl->k_flag, 4, sizeof md, &md, nf, err) ||
+      set_arg(cl, cl->k_flag, 5, sizeof(cl_mem), &cl->s_flag.mem, nf, err))
+    return -1;
+  if ((e = clEnqueueNDRangeKernel(cl->q, cl->k_flag, 1, NULL, &global, &local, 0, NULL, NULL)) != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: launching %s failed on %s: %s", nf, cl->name, hy_cl_errname(e));
+  }
+  if (hy_cl_scan(cl, cl->s_flag.mem, n + 1, err) != 0) return -1;
+  cl_uint total = 0;
+  if ((e = clEnqueueReadBuffer(cl->q, cl->s_flag.mem, CL_TRUE, n * 4, 4, &total, 0, NULL, NULL)) != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: reading a decomposition count failed on %s: %s", cl->name, hy_cl_errname(e));
+  *m = total;
+  uint32_t *h = hy_cl_host_buffer(cl, mode == 0 ? HY_CL_HOST_DD0 : HY_CL_HOST_DD1,
+                                  hy_size_mul_or_die((size_t)total + 1, 8, "decomposition lists"), err);
+  if (!h) return -1;
+  *idx = h;
+  *rank = h + total;
+  if (total == 0) return 0;
+  if (hy_cl_ensure_buf(cl, &cl->s_idx, (size_t)total * 4, "decomposition lists", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_rank, (size_t)total * 4, "decomposition lists", err))
+    return -1;
+  global = (n + local - 1) / local * local;
+  if (set_arg(cl, cl->k_list, 0, sizeof(cl_mem), &cl->s_dest.mem, nl, err) ||
+      set_arg(cl, cl->k_list, 1, sizeof(cl_mem), &cl->s_flag.mem, nl, err) ||
+      set_arg(cl, cl->k_list, 2, sizeof un, &un, nl, err) || set_arg(cl, cl->k_list, 3, sizeof ume, &ume, nl, err) ||
+      set_arg(cl, cl->k_list, 4, sizeof uk, &uk, nl, err) || set_arg(cl, cl->k_list, 5, sizeof md, &md, nl, err) ||
+      set_arg(cl, cl->k_list, 6, sizeof(cl_mem), &cl->s_idx.mem, nl, err) ||
+      set_arg(cl, cl->k_list, 7, sizeof(cl_mem), &cl->s_rank.mem, nl, err))
+    return -1;
+  if ((e = clEnqueueNDRangeKernel(cl->q, cl->k_list, 1, NULL, &global, &local, 0, NULL, NULL)) != CL_SUCCESS ||
+      (e = clEnqueueReadBuffer(cl->q, cl->s_idx.mem, CL_FALSE, 0, (size_t)total * 4, *idx, 0, NULL, NULL)) !=
+          CL_SUCCESS ||
+      (mode == 0 &&
+       (e = clEnqueueReadBuffer(cl->q, cl->s_rank.mem, CL_FALSE, 0, (size_t)total * 4, *rank, 0, NULL, NULL)) !=
+           CL_SUCCESS) ||
+      (e = clFinish(cl->q)) != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: listing the decomposition's particles failed on %s: %s", cl->name,
+                      hy_cl_errname(e));
+  }
+  return 0;
+}
+
+int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *pos, double *vel,
+                       struct hy_err *err) {
+  if (need_state(cl, "gather", err)) return -1;
+  if (m == 0) return 0;
+  for (size_t j = 0; j < m; j++)
+    if (idx[j] >= cl->state_n)
+      return hy_err_set(err, "internal error: gathering particle %u of %zu", (unsigned)idx[j], cl->state_n);
+  const size_t b3 = hy_size_mul_or_die(m, 24, "gathered particles");
+  if (hy_cl_ensure_buf(cl, &cl->s_idx, m * 4, "gathered particles", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_out, 2 * b3, "gathered particles", err))
+    return -1;
+  cl_int e = clEnqueueWriteBuffer(cl->q, cl->s_idx.mem, CL_FALSE, 0, m * 4, idx, 0, NULL, NULL);
+  if (e != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: uploading particle indices failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  const cl_uint um = (cl_uint)m;
+  const cl_int wv = vel != NULL;
+  const char *nm = "hy_st_gather";
+  cl_kernel k = cl->k_gather_state;
+  cl_mem out = cl->s_out.mem; /* positions, then velocities */
+  if (set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
+      set_arg(cl, k, 1, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
+      set_arg(cl, k, 2, sizeof(cl_mem), &cl->s_idx.mem, nm, err) || set_arg(cl, k, 3, sizeof um, &um, nm, err) ||
+      set_arg(cl, k, 4, sizeof wv, &wv, nm, err) || set_arg(cl, k, 5, sizeof(cl_mem), &out, nm, err) ||
+      run_grid(cl, k, "gathering particles", NULL, err))
+    return -1;
+  if ((e = clEnqueueReadBuffer(cl->q, out, CL_FALSE, 0, b3, pos, 0, NULL, NULL)) != CL_SUCCESS ||
+      (vel && (e = clEnqueueReadBuffer(cl->q, out, CL_FALSE, b3, b3, vel, 0, NULL, NULL)) != CL_SUCCESS) ||
+      (e = clFinish(cl->q)) != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: reading gathered particles failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  return 0;
+}
+
+int hy_cl_state_finite(struct hy_cl *cl, int pos_only, size_t *n_bad, long *first, struct hy_err *err) {
   if (need_state(cl, "finite check", err)) return -1;
   cl_uint un = (cl_uint)cl->state_n;
+  const cl_int po = pos_only ? 1 : 0;
   const char *nm = "hy_st_finite";
   if (set_arg(cl, cl->k_finite, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
       set_arg(cl, cl->k_finite, 1, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
       set_arg(cl, cl->k_finite, 2, sizeof(cl_mem), &cl->s_accw.mem, nm, err) ||
-      set_arg(cl, cl->k_finite, 3, sizeof un, &un, nm, err) ||
-      set_arg(cl, cl->k_finite, 4, sizeof(cl_mem), &cl->s_red.mem, nm, err) ||
+      set_arg(cl, cl->k_finite, 3, sizeof un, &un, nm, err) || set_arg(cl, cl->k_finite, 4, sizeof po, &po, nm, err) ||
+      set_arg(cl, cl->k_finite, 5, sizeof(cl_mem), &cl->s_red.mem, nm, err) ||
       run_grid(cl, cl->k_finite, "the device finite check", NULL, err))
     return -1;
   double part[2 * STATE_GROUPS];

@@ -44,6 +44,7 @@ struct hy_decomp {
   struct hy_pool *pool; /**< threads for the per-particle passes (NULL: the calling thread) */
   int moved_ok;         /**< the last exchange finished: holes, n_holes and n_keep describe it */
   size_t *holes;        /**< indices below n_keep that a particle from beyond took */
+  size_t *srcs;         /**< the index from n_keep on that each hole's particle came from */
   size_t n_holes, holes_cap, n_keep;
 };
 
@@ -238,6 +239,7 @@ fail:
 void hy_decomp_free(struct hy_decomp *d) {
   if (!d) return;
   hy_free(d->holes);
+  hy_free(d->srcs);
   if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
   if (d->rng) gsl_rng_free(d->rng);
   hy_free(d->bounds);
@@ -436,9 +438,11 @@ static size_t rng_below(gsl_rng *r, size_t m) {
   return (size_t)(((hi << 32) | lo) % m);
 }
 
-static void pack(unsigned char *b, const struct hy_part *p, size_t i) {
-  memcpy(b + OFF_POS, p->pos + 3 * i, 24);
-  memcpy(b + OFF_VEL, p->vel + 3 * i, 24);
+/* Particle i's record; its position and velocity from pos and vel (p's own,
+ * or a device's copies). */
+static void pack(unsigned char *b, const struct hy_part *p, size_t i, const double *pos, const double *vel) {
+  memcpy(b + OFF_POS, pos, 24);
+  memcpy(b + OFF_VEL, vel, 24);
   memcpy(b + OFF_ACC, p->acc + 3 * i, 24);
   memcpy(b + OFF_ACCW, p->acc_w + 3 * i, 24);
   memcpy(b + OFF_MASS, p->mass + i, 8);
@@ -480,12 +484,13 @@ static void copy_particle(struct hy_part *p, size_t j, size_t i) {
  * first entries and the search for stayers covers [n_keep, n) only. Then p
  * holds n_new particles, the ones received to follow from n_keep on. */
 static void keep_stayers(struct hy_part *p, const int *dest, const size_t *leave, int me, size_t n, size_t n_keep,
-                         size_t n_new) {
+                         size_t n_new, size_t *srcs) {
   size_t h = 0, src = n_keep;
   const size_t n_out = n - n_keep;
   for (;;) {
     while (src < n && dest[src] != me) src++;
     if (h >= n_out || leave[h] >= n_keep || src >= n) break;
+    srcs[h] = src;
     copy_particle(p, leave[h++], src++);
   }
   /* a little room, so that a count that grows by a few particles at the
@@ -494,8 +499,9 @@ static void keep_stayers(struct hy_part *p, const int *dest, const size_t *leave
   p->n = n_new;
 }
 
-int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, struct hy_decomp_stats *st,
-                       struct hy_err *err) {
+/* hy_decomp_exchange (dev NULL) and hy_decomp_exchange_dev. */
+static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, const struct hy_decomp_dev *dev,
+                    struct hy_decomp_stats *st, struct hy_err *err) {
   _Static_assert(REC_BYTES == OFF_TYPE + 1, "record layout");
   _Static_assert(sizeof(uint64_t) == 8 && sizeof(double) == 8, "8-byte fields");
   int ret = 0;
@@ -507,8 +513,12 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   size_t *order = NULL, *leave = NULL, *send_off = NULL, *recv_off = NULL;
   uint64_t *send_n = NULL, *recv_n = NULL, *ns_all = NULL;
   int *dest = NULL, *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
-  double *samp = NULL, *all = NULL;
+  double *samp = NULL, *all = NULL, *lpv = NULL;
+  size_t *sidx = NULL, *slist = NULL;
   unsigned char *sbuf = NULL, *rbuf = NULL;
+  const size_t *dleave = NULL, *dbeyond = NULL; /* dev: the leavers (ascending) and the stayers beyond n_keep */
+  const int *dleave_rank = NULL;
+  size_t d_out = 0, d_beyond = 0;
 
   d->moved_ok = 0;
   double tt = hy_trace_t();
@@ -519,14 +529,23 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   {
     /* a non-finite position has no domain: the ranks agree on it and move
      * nothing (HY_DECOMP_NONFINITE), so the caller can end the step */
-    const int nt = n_threads(d);
-    struct finite_job fj = {.p = p, .bad = hy_malloc("decomposition checks", (size_t)nt, sizeof(uint64_t))};
-    for (int t = 0; t < nt; t++) fj.bad[t] = UINT64_MAX;
-    for_all(d, n, 65536, finite_body, &fj);
+    /* with a device: its count, and only when some are bad every position on
+     * the host to find the lowest ID */
+    size_t n_bad_dev = 0;
+    if (dev && dev->check(dev->ctx, p, &n_bad_dev, err) != 0) {
+      ret = -1;
+      goto done;
+    }
     uint64_t bad = UINT64_MAX;
-    for (int t = 0; t < nt; t++)
-      if (fj.bad[t] < bad) bad = fj.bad[t];
-    hy_free(fj.bad);
+    if (!dev || n_bad_dev > 0) {
+      const int nt = n_threads(d);
+      struct finite_job fj = {.p = p, .bad = hy_malloc("decomposition checks", (size_t)nt, sizeof(uint64_t))};
+      for (int t = 0; t < nt; t++) fj.bad[t] = UINT64_MAX;
+      for_all(d, n, 65536, finite_body, &fj);
+      for (int t = 0; t < nt; t++)
+        if (fj.bad[t] < bad) bad = fj.bad[t];
+      hy_free(fj.bad);
+    }
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_UINT64_T, MPI_MIN, d->comm), "MPI_Allreduce (finite check)");
     if (bad != UINT64_MAX) {
       hy_err_set(err, "domain decomposition: particle ID %llu has a non-finite position; no particle was moved",
@@ -552,13 +571,19 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
     ns = want < 1 ? 1 : want >= (double)n ? n : (size_t)want;
     uint64_t *taken = hy_calloc("decomposition sample marks", n / 64 + 1, sizeof(uint64_t));
     samp = hy_malloc("decomposition samples", hy_size_mul_or_die(ns, 3, "decomposition samples"), sizeof(double));
+    sidx = hy_malloc("decomposition samples", ns, sizeof(size_t));
     for (size_t k = 0, j = n - ns; j < n; j++, k++) {
       size_t t = rng_below(d->rng, j + 1);
       if (taken[t / 64] >> (t % 64) & 1) t = j; /* j itself cannot be taken yet */
       taken[t / 64] |= (uint64_t)1 << (t % 64);
-      memcpy(samp + 3 * k, p->pos + 3 * t, 3 * sizeof(double));
+      sidx[k] = t;
+      if (!dev) memcpy(samp + 3 * k, p->pos + 3 * t, 3 * sizeof(double));
     }
     hy_free(taken);
+    if (dev && dev->gather(dev->ctx, sidx, ns, samp, NULL, err) != 0) {
+      ret = -1;
+      goto done;
+    }
   }
   s.n_samples_local = ns;
   hy_trace(HY_TRACE_MAIN, "dd_sample", tt);
@@ -609,44 +634,85 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   tt = hy_trace_t();
 
   /* (5) destinations, a stable counting sort by destination, the counts. */
-  dest = hy_malloc("decomposition destinations", n + 1, sizeof(int));
   send_n = hy_calloc("decomposition counts", (size_t)P, sizeof(uint64_t));
   recv_n = hy_calloc("decomposition counts", (size_t)P, sizeof(uint64_t));
   send_off = hy_malloc("decomposition offsets", (size_t)P + 1, sizeof(size_t));
   recv_off = hy_malloc("decomposition offsets", (size_t)P + 1, sizeof(size_t));
-  /* blocks: a few per thread, each at least 4096 particles */
-  const size_t nb = n == 0 ? 1 : min_size((size_t)n_threads(d) * 4, (n + 4095) / 4096);
-  struct owner_job oj = {.d = d, .pos = p->pos, .dest = dest, .n = n, .nb = nb, .stride = ((size_t)P + 15) / 8 * 8};
-  oj.count = hy_calloc("decomposition counts", hy_size_mul_or_die(nb, oj.stride, "decomposition counts"),
-                       sizeof(uint64_t));
-  for_all(d, nb, 1, owner_body, &oj);
-  for (size_t k = 0; k < nb; k++)
-    for (int r = 0; r < P; r++) send_n[r] += oj.count[k * oj.stride + (size_t)r];
-  send_off[0] = 0;
-  for (int r = 0; r < P; r++) send_off[r + 1] = send_off[r] + (size_t)send_n[r];
-  /* the leavers only: the others stay where they are or fill holes */
-  order = hy_malloc("decomposition order", n + 1, sizeof(size_t));
-  leave = hy_malloc("decomposition leavers", n - (size_t)send_n[d->rank] + 1, sizeof(size_t));
-  oj.at = hy_malloc("decomposition offsets", nb * oj.stride, sizeof(size_t));
-  oj.leave_at = hy_malloc("decomposition offsets", nb, sizeof(size_t));
-  oj.order = order;
-  oj.leave = leave;
-  {
-    size_t la = 0;
-    for (int r = 0; r < P; r++) oj.at[(size_t)r] = send_off[r];
-    for (size_t k = 0; k < nb; k++) {
-      oj.leave_at[k] = la;
-      for (int r = 0; r < P; r++) {
-        const uint64_t c = oj.count[k * oj.stride + (size_t)r];
-        if (k + 1 < nb) oj.at[(k + 1) * oj.stride + (size_t)r] = oj.at[k * oj.stride + (size_t)r] + (size_t)c;
-        if (r != d->rank) la += (size_t)c;
+  if (dev) {
+    /* the owners on the device; its lists of the leavers and of the stayers
+     * beyond n_keep, both ascending, as the host passes below make them */
+    if (dev->owners(dev->ctx, d, send_n, err) != 0) {
+      ret = -1;
+      goto done;
+    }
+    send_off[0] = 0;
+    for (int r = 0; r < P; r++) send_off[r + 1] = send_off[r] + (size_t)send_n[r];
+    const size_t keep = (size_t)send_n[d->rank];
+    if (keep > n || send_off[P] != n) {
+      ret = hy_err_set(err, "internal error: domain decomposition: the device's owner counts add up to %zu, not %zu",
+                       send_off[P], n);
+      goto done;
+    }
+    if (dev->lists(dev->ctx, d->rank, keep, &dleave, &dleave_rank, &d_out, &dbeyond, &d_beyond, err) != 0) {
+      ret = -1;
+      goto done;
+    }
+    if (d_out != n - keep) {
+      ret = hy_err_set(err, "internal error: domain decomposition: the device lists %zu leavers, not %zu", d_out,
+                       n - keep);
+      goto done;
+    }
+    order = hy_malloc("decomposition order", n + 1, sizeof(size_t));
+    leave = hy_malloc("decomposition leavers", d_out + 1, sizeof(size_t));
+    size_t *at = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
+    memcpy(at, send_off, (size_t)P * sizeof(size_t));
+    for (size_t k = 0; k < d_out; k++) { /* by destination, ascending within each, as fill_body */
+      const int r = dleave_rank[k];
+      if (r < 0 || r >= P || r == d->rank) {
+        hy_free(at);
+        ret = hy_err_set(err, "internal error: domain decomposition: the device gives a leaver rank %d", r);
+        goto done;
+      }
+      order[at[r]++] = dleave[k];
+      leave[k] = dleave[k];
+    }
+    hy_free(at);
+  } else {
+    dest = hy_malloc("decomposition destinations", n + 1, sizeof(int));
+    /* blocks: a few per thread, each at least 4096 particles */
+    const size_t nb = n == 0 ? 1 : min_size((size_t)n_threads(d) * 4, (n + 4095) / 4096);
+    struct owner_job oj = {.d = d, .pos = p->pos, .dest = dest, .n = n, .nb = nb, .stride = ((size_t)P + 15) / 8 * 8};
+    oj.count = hy_calloc("decomposition counts", hy_size_mul_or_die(nb, oj.stride, "decomposition counts"),
+                         sizeof(uint64_t));
+    for_all(d, nb, 1, owner_body, &oj);
+    for (size_t k = 0; k < nb; k++)
+      for (int r = 0; r < P; r++) send_n[r] += oj.count[k * oj.stride + (size_t)r];
+    send_off[0] = 0;
+    for (int r = 0; r < P; r++) send_off[r + 1] = send_off[r] + (size_t)send_n[r];
+    /* the leavers only: the others stay where they are or fill holes */
+    order = hy_malloc("decomposition order", n + 1, sizeof(size_t));
+    leave = hy_malloc("decomposition leavers", n - (size_t)send_n[d->rank] + 1, sizeof(size_t));
+    oj.at = hy_malloc("decomposition offsets", nb * oj.stride, sizeof(size_t));
+    oj.leave_at = hy_malloc("decomposition offsets", nb, sizeof(size_t));
+    oj.order = order;
+    oj.leave = leave;
+    {
+      size_t la = 0;
+      for (int r = 0; r < P; r++) oj.at[(size_t)r] = send_off[r];
+      for (size_t k = 0; k < nb; k++) {
+        oj.leave_at[k] = la;
+        for (int r = 0; r < P; r++) {
+          const uint64_t c = oj.count[k * oj.stride + (size_t)r];
+          if (k + 1 < nb) oj.at[(k + 1) * oj.stride + (size_t)r] = oj.at[k * oj.stride + (size_t)r] + (size_t)c;
+          if (r != d->rank) la += (size_t)c;
+        }
       }
     }
+    for_all(d, nb, 1, fill_body, &oj);
+    hy_free(oj.count);
+    hy_free(oj.at);
+    hy_free(oj.leave_at);
   }
-  for_all(d, nb, 1, fill_body, &oj);
-  hy_free(oj.count);
-  hy_free(oj.at);
-  hy_free(oj.leave_at);
   hy_trace(HY_TRACE_MAIN, "dd_owners", tt);
   tt = hy_trace_t();
   MPI_TRY(MPI_Alltoall(send_n, 1, MPI_UINT64_T, recv_n, 1, MPI_UINT64_T, d->comm), "MPI_Alltoall of counts");
@@ -669,25 +735,68 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
   const size_t n_out = n - n_keep, n_in = n_new - n_keep;
   sbuf = hy_malloc("decomposition send buffer", n_out + 1, REC_BYTES);
   {
+    /* the leavers in sending order (by destination); with a device their
+     * positions and velocities come from there */
+    slist = hy_malloc("decomposition send order", n_out + 1, sizeof(size_t));
     size_t k = 0;
     for (int r = 0; r < P; r++) {
       if (r == d->rank) continue;
-      for (size_t j = send_off[r]; j < send_off[r + 1]; j++) pack(sbuf + (k++) * REC_BYTES, p, order[j]);
+      for (size_t j = send_off[r]; j < send_off[r + 1]; j++) slist[k++] = order[j];
+    }
+    if (dev) {
+      lpv = hy_malloc("decomposition leavers", hy_size_mul_or_die(n_out + 1, 6, "decomposition leavers"),
+                      sizeof(double));
+      if (dev->gather(dev->ctx, slist, n_out, lpv, lpv + 3 * n_out, err) != 0) {
+        ret = -1;
+        goto done;
+      }
+    }
+    for (k = 0; k < n_out; k++) {
+      const size_t i = slist[k];
+      pack(sbuf + k * REC_BYTES, p, i, dev ? lpv + 3 * k : p->pos + 3 * i, dev ? lpv + 3 * (n_out + k) : p->vel + 3 * i);
     }
   }
-  keep_stayers(p, dest, leave, d->rank, n, n_keep, n_new);
   {
     /* the holes below n_keep, each taken by a stayer from beyond */
     size_t h = 0;
     while (h < n_out && leave[h] < n_keep) h++;
     if (h > d->holes_cap) {
       hy_free(d->holes);
+      hy_free(d->srcs);
       d->holes_cap = h + h / 4 + 16;
       d->holes = hy_malloc("decomposition holes", d->holes_cap, sizeof(size_t));
+      d->srcs = hy_malloc("decomposition holes", d->holes_cap, sizeof(size_t));
     }
     if (h) memcpy(d->holes, leave, h * sizeof(size_t));
     d->n_holes = h;
     d->n_keep = n_keep;
+    if (dev) {
+      if (d_beyond != h) {
+        ret = hy_err_set(err, "internal error: domain decomposition: %zu stayers beyond the kept count for %zu holes",
+                         d_beyond, h);
+        goto done;
+      }
+      for (size_t j = 0; j < h; j++) {
+        d->srcs[j] = dbeyond[j];
+        copy_particle(p, d->holes[j], dbeyond[j]); /* the masses, IDs and types (positions: stale copies) */
+      }
+      if (n_new > p->n_alloc) hy_part_reserve(p, n_new + n_new / 64);
+      p->n = n_new;
+      if (n_new < 2 && n_keep == 1) {
+        /* one particle left, too few for the device: completed on the host
+         * (it is at 0, or the one from beyond that filled that hole) */
+        const size_t old = h > 0 ? d->srcs[0] : 0;
+        double kpv[6];
+        if (dev->gather(dev->ctx, &old, 1, kpv, kpv + 3, err) != 0) {
+          ret = -1;
+          goto done;
+        }
+        memcpy(p->pos, kpv, 3 * sizeof(double));
+        memcpy(p->vel, kpv + 3, 3 * sizeof(double));
+      }
+    } else {
+      keep_stayers(p, dest, leave, d->rank, n, n_keep, n_new, d->srcs);
+    }
   }
   /* where each source rank's particles go: after the kept ones */
   {
@@ -803,6 +912,9 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
 done:
   s.time = hy_wtime() - t0;
   if (st) *st = s;
+  hy_free(sidx);
+  hy_free(slist);
+  hy_free(lpv);
   hy_free(order);
   hy_free(leave);
   hy_free(send_off);
@@ -822,9 +934,26 @@ done:
   return ret;
 }
 
-int hy_decomp_moved(const struct hy_decomp *d, const size_t **holes, size_t *n_holes, size_t *n_keep) {
+int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, struct hy_decomp_stats *st,
+                       struct hy_err *err) {
+  return exchange(d, p, weight_extra, NULL, st, err);
+}
+
+int hy_decomp_exchange_dev(struct hy_decomp *d, struct hy_part *p, double weight_extra,
+                           const struct hy_decomp_dev *dev, struct hy_decomp_stats *st, struct hy_err *err) {
+  return exchange(d, p, weight_extra, dev, st, err);
+}
+
+const double *hy_decomp_bounds(const struct hy_decomp *d, size_t *n) {
+  *n = d->n_bounds;
+  return d->have_bounds ? d->bounds : NULL;
+}
+
+int hy_decomp_moved(const struct hy_decomp *d, const size_t **holes, const size_t **srcs, size_t *n_holes,
+                    size_t *n_keep) {
   if (!d->moved_ok) return -1;
   *holes = d->holes;
+  *srcs = d->srcs;
   *n_holes = d->n_holes;
   *n_keep = d->n_keep;
   return 0;

@@ -92,12 +92,57 @@ void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool);
 int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, struct hy_decomp_stats *st,
                        struct hy_err *err);
 
+/** Where hy_decomp_exchange_dev finds the positions and velocities: on a
+ *  device that holds them (an OpenCL device with the particle state; the
+ *  host's arrays hold current masses, IDs and types, but stale positions
+ *  and velocities, which it does not read). Indices are those of p before
+ *  the exchange; arrays returned are the source's, valid until its next
+ *  call. Every function returns 0 or -1 with err set (a rank-local failure:
+ *  the caller ends the run). */
+struct hy_decomp_dev {
+  void *ctx;
+  /** The number of particles with a non-finite position; when there are
+   *  some, also every position into p->pos (for the error's particle ID). */
+  int (*check)(void *ctx, struct hy_part *p, size_t *n_bad, struct hy_err *err);
+  /** The positions (and velocities, vel not NULL) of the m particles
+   *  idx[0 .. m-1] into pos (vel), 3 doubles each. */
+  int (*gather)(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err);
+  /** Every particle's rank (hy_decomp_owner with the boundaries of
+   *  hy_decomp_bounds), kept for `lists`; count[r] of them for rank r
+   *  (P entries). */
+  int (*owners)(void *ctx, const struct hy_decomp *d, uint64_t *count, struct hy_err *err);
+  /** After owners: the *n_out particles whose rank is not me, ascending,
+   *  with their ranks; and the *n_beyond from n_keep on whose rank is me,
+   *  ascending. */
+  int (*lists)(void *ctx, int me, size_t n_keep, const size_t **leave, const int **leave_rank, size_t *n_out,
+               const size_t **beyond, size_t *n_beyond, struct hy_err *err);
+};
+
+/** Collective: hy_decomp_exchange with the positions and velocities on a
+ *  device (dev): the same samples, boundaries, owners and moves, so the same
+ *  result on every rank, whether the ranks use this or hy_decomp_exchange.
+ *  Afterwards p's masses, IDs and types are in their new order, the
+ *  received particles (from n_keep on) are complete, and below n_keep the
+ *  positions and velocities are still stale: the device has to move its
+ *  copies as hy_decomp_moved says. When fewer than two particles are left,
+ *  the kept ones' positions and velocities are fetched from the device, so
+ *  that p is complete. */
+int hy_decomp_exchange_dev(struct hy_decomp *d, struct hy_part *p, double weight_extra,
+                           const struct hy_decomp_dev *dev, struct hy_decomp_stats *st, struct hy_err *err);
+
+/** The boundaries of the last exchange: (Px + 1) x boundaries, then Py + 1
+ *  y boundaries per slab (slab by slab), then Pz + 1 z boundaries per
+ *  column ((ix Py + iy) order); *n of them. NULL before the first exchange. */
+const double *hy_decomp_bounds(const struct hy_decomp *d, size_t *n);
+
 /** Where the last hy_decomp_exchange put particles: below *n_keep every
  *  particle is where it was, except at the *n_holes indices of *holes
- *  (ascending; borrowed until the next exchange), which a particle from
- *  beyond took; from *n_keep on every particle is a received one. Returns
- *  0, or -1 when the last exchange did not finish (nothing is known). */
-int hy_decomp_moved(const struct hy_decomp *d, const size_t **holes, size_t *n_holes, size_t *n_keep);
+ *  (ascending; borrowed until the next exchange), which the particle from
+ *  index (*srcs)[h] >= *n_keep took; from *n_keep on every particle is a
+ *  received one. Returns 0, or -1 when the last exchange did not finish
+ *  (nothing is known). */
+int hy_decomp_moved(const struct hy_decomp *d, const size_t **holes, const size_t **srcs, size_t *n_holes,
+                    size_t *n_keep);
 
 /** Rank whose cuboid holds the position x (a cuboid is closed below and open
  * above in each coordinate); -1 before the first exchange. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "decomp.h"
 #include "hy_shared.h"
 #include "let.h"
 #include "trace.h"
@@ -74,10 +75,16 @@ struct hy_force {
   double packed_red[6];     /* their lo[3], hi[3] relative to origin */
   struct hy_box box;        /* distributed: the tight box of the last local device build's particles */
   int box_ok;               /* box is set (from that build's pack reductions) */
-  int pos_synced;           /* device state: the host's positions equal the device's (no drift since the
-                               last transfer) */
   double frame[3];          /* positions in the device records are relative to this point */
   float *dout0, *dout1;     /* walk results (engine's host staging memory) */
+  uint32_t *dd_u32;         /* state patch: the holes and their sources as 32-bit indices */
+  size_t dd_cap;
+  uint32_t *dd_idx;         /* decomposition: 32-bit indices for a gather */
+  size_t dd_idx_cap;
+  size_t *dd_leave, *dd_beyond; /* decomposition: the device's lists, as size_t */
+  int *dd_rank;
+  size_t dd_list_cap[2];
+  struct hy_decomp_dev dd_src; /* hy_force_decomp_source */
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
   uint64_t *red_bad;        /* pack: per-thread lowest ID with a non-finite position */
   int red_n;
@@ -143,6 +150,11 @@ void hy_force_free(struct hy_force *f) {
   hy_free(f->rout1);
   hy_free(f->red);
   hy_free(f->red_bad);
+  hy_free(f->dd_u32);
+  hy_free(f->dd_idx);
+  hy_free(f->dd_leave);
+  hy_free(f->dd_beyond);
+  hy_free(f->dd_rank);
   hy_free(f);
 }
 
@@ -556,51 +568,34 @@ int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_acc
   hy_pool_for(f->pool, n, 65536, stage_body, &j);
   int rc = hy_cl_state_upload(f->cl, pos, vel, mass, with_accw ? accw : NULL, n, err);
   f->st.upload += hy_wtime() - t0;
-  f->pos_synced = rc == 0;
   return rc;
 }
 
-struct patch_job {
-  const struct hy_part *p;
-  const size_t *holes;
-  uint32_t *idx;
-  double *rec; /* 7 per hole: position, velocity, mass */
-};
-
-static void patch_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
-  const struct patch_job *j = arg;
-  for (size_t k = b; k < e; k++) {
-    const size_t i = j->holes[k];
-    j->idx[k] = (uint32_t)i;
-    memcpy(j->rec + 7 * k, j->p->pos + 3 * i, 3 * sizeof(double));
-    memcpy(j->rec + 7 * k + 3, j->p->vel + 3 * i, 3 * sizeof(double));
-    j->rec[7 * k + 6] = j->p->mass[i];
-  }
-}
-
-int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size_t *holes, size_t n_holes,
-                         size_t n_keep, struct hy_err *err) {
+int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size_t *holes, const size_t *srcs,
+                         size_t n_holes, size_t n_keep, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t n = p->n, nt = n - n_keep;
-  double *st = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ,
-                                 hy_size_mul_or_die(nt + n_holes, 7 * sizeof(double), "particle state"), err);
-  uint32_t *idx = st ? hy_cl_host_buffer(f->cl, HY_CL_HOST_NEAR, hy_size_mul_or_die(n_holes, 4, "moved particles"),
-                                         err)
-                     : NULL;
-  if (!idx) return -1;
-  double *pos = st, *vel = st + 3 * nt, *mass = st + 6 * nt, *rec = st + 7 * nt;
+  double *st = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(nt + 1, 7 * sizeof(double), "particle state"),
+                                 err);
+  if (!st) return -1;
+  double *pos = st, *vel = st + 3 * nt, *mass = st + 6 * nt;
   struct stage_job j = {0};
   stage_add(&j, pos, p->pos + 3 * n_keep, 3);
   stage_add(&j, vel, p->vel + 3 * n_keep, 3);
   stage_add(&j, mass, p->mass + n_keep, 1);
   hy_pool_for(f->pool, nt, 65536, stage_body, &j);
-  struct patch_job pj = {.p = p, .holes = holes, .idx = idx, .rec = rec};
-  hy_pool_for(f->pool, n_holes, 16384, patch_body, &pj);
-  int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, idx, rec, n_holes, err);
+  if (n_holes > f->dd_cap) {
+    hy_free(f->dd_u32);
+    f->dd_cap = n_holes + n_holes / 4 + 64;
+    f->dd_u32 = hy_malloc("moved particles", f->dd_cap, 2 * sizeof(uint32_t));
+  }
+  for (size_t h = 0; h < n_holes; h++) {
+    f->dd_u32[h] = (uint32_t)holes[h];
+    f->dd_u32[n_holes + h] = (uint32_t)srcs[h];
+  }
+  int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, f->dd_u32, f->dd_u32 + n_holes, n_holes, err);
   f->st.upload += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "state_patch", t0);
-  f->pos_synced = rc == 0;
   return rc;
 }
 
@@ -624,7 +619,6 @@ static int state_get(struct hy_force *f, size_t n, double *pos, double *vel, dou
   if (hy_cl_state_download(f->cl, dev[0], dev[1], dev[2], dev[3], dev[4], n, &tx, err) != 0) return -1;
   hy_pool_for(f->pool, n, 65536, stage_body, &j);
   f->st.download += hy_wtime() - t0;
-  if (pos) f->pos_synced = 1;
   return 0;
 }
 
@@ -632,15 +626,85 @@ int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int 
   return state_get(f, p->n, p->pos, p->vel, p->acc_w, with_acc ? p->acc : NULL, with_pot ? p->pot : NULL, err);
 }
 
-int hy_force_state_get_moved(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
-  const double t0 = hy_trace_t();
-  int rc = state_get(f, p->n, p->pos, p->vel, NULL, NULL, NULL, err);
-  hy_trace(HY_TRACE_MAIN, "state_get_moved", t0);
-  return rc;
+/* ------------------------------------- decomposition with the device state */
+
+static int dd_check(void *ctx, struct hy_part *p, size_t *n_bad, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  long first;
+  if (hy_cl_state_finite(f->cl, 1, n_bad, &first, err) != 0) return -1;
+  if (*n_bad == 0) return 0;
+  /* some position is not finite: every one to the host, to find the lowest ID */
+  double tx = 0.0;
+  return hy_cl_state_download(f->cl, p->pos, NULL, NULL, NULL, NULL, p->n, &tx, err);
+}
+
+static int dd_gather(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  if (m > f->dd_idx_cap) {
+    hy_free(f->dd_idx);
+    f->dd_idx_cap = m + m / 4 + 64;
+    f->dd_idx = hy_malloc("decomposition indices", f->dd_idx_cap, sizeof(uint32_t));
+  }
+  for (size_t j = 0; j < m; j++) f->dd_idx[j] = (uint32_t)idx[j];
+  return hy_cl_state_gather(f->cl, f->dd_idx, m, pos, vel, err);
+}
+
+static int dd_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  size_t nb = 0;
+  const double *b = hy_decomp_bounds(d, &nb);
+  int grid[3];
+  hy_decomp_grid(d, grid);
+  if (!b) return hy_err_set(err, "internal error: device owners without decomposition boundaries");
+  return hy_cl_state_owners(f->cl, b, nb, grid, count, err);
+}
+
+static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, const int **leave_rank, size_t *n_out,
+                    const size_t **beyond, size_t *n_beyond, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  uint32_t *idx, *rank;
+  size_t m;
+  for (int mode = 0; mode < 2; mode++) {
+    if (hy_cl_state_list(f->cl, mode, (unsigned)me, n_keep, &idx, &rank, &m, err) != 0) return -1;
+    if (m + 1 > f->dd_list_cap[mode]) {
+      const size_t cap = m + m / 4 + 64;
+      if (mode == 0) {
+        hy_free(f->dd_leave);
+        hy_free(f->dd_rank);
+        f->dd_leave = hy_malloc("decomposition leavers", cap, sizeof(size_t));
+        f->dd_rank = hy_malloc("decomposition leavers", cap, sizeof(int));
+      } else {
+        hy_free(f->dd_beyond);
+        f->dd_beyond = hy_malloc("decomposition stayers", cap, sizeof(size_t));
+      }
+      f->dd_list_cap[mode] = cap;
+    }
+    for (size_t k = 0; k < m; k++) {
+      if (mode == 0) {
+        f->dd_leave[k] = idx[k];
+        f->dd_rank[k] = (int)rank[k];
+      } else {
+        f->dd_beyond[k] = idx[k];
+      }
+    }
+    if (mode == 0)
+      *n_out = m;
+    else
+      *n_beyond = m;
+  }
+  *leave = f->dd_leave;
+  *leave_rank = f->dd_rank;
+  *beyond = f->dd_beyond;
+  return 0;
+}
+
+const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f) {
+  f->dd_src = (struct hy_decomp_dev){.ctx = f, .check = dd_check, .gather = dd_gather, .owners = dd_owners,
+                                     .lists = dd_lists};
+  return &f->dd_src;
 }
 
 int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err) {
-  if (!kick) f->pos_synced = 0;
   const double t0 = hy_trace_t();
   int rc = hy_cl_state_step(f->cl, kick, dt, err);
   hy_trace(HY_TRACE_MAIN, kick ? "kick" : "drift", t0);
@@ -649,20 +713,25 @@ int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *
 
 int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err) {
   long first;
-  return hy_cl_state_finite(f->cl, n_bad, &first, err);
+  return hy_cl_state_finite(f->cl, 0, n_bad, &first, err);
 }
 
-/* The device state's positions for reading on the host: p's own when no
- * drift came after the last transfer, else brought into staging memory. */
-static int state_positions(struct hy_force *f, const struct hy_part *p, const double **pos, struct hy_err *err) {
-  if (f->pos_synced) {
-    *pos = p->pos;
-    return 0;
+/* hy_tree_sample2 of the device state's n positions and the m LET items
+ * (the merged tree's key cube): the same picks, the state's from the device. */
+static size_t state_sample2(struct hy_force *f, size_t n, size_t m, double *sample, struct hy_err *err) {
+  const size_t nm = n + m, s = nm < HY_TREE_SAMPLE ? nm : HY_TREE_SAMPLE;
+  uint32_t idx[HY_TREE_SAMPLE];
+  size_t k = 0;
+  for (size_t j = 0; j < s; j++) {
+    const size_t i = (size_t)(((uint64_t)j * nm) / s); /* as hy_tree_sample2 */
+    if (i < n)
+      idx[k++] = (uint32_t)i;
+    else
+      memcpy(sample + 3 * j, f->remote.pos + 3 * (i - n), 3 * sizeof(double));
   }
-  double *xyz = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(p->n, 24, "positions"), err);
-  if (!xyz || hy_cl_state_download(f->cl, xyz, NULL, NULL, NULL, NULL, p->n, &f->st.download, err) != 0) return -1;
-  *pos = xyz;
-  return 0;
+  /* the local picks come first (i grows with j) */
+  if (k && hy_cl_state_gather(f->cl, idx, k, sample, NULL, err) != 0) return 0;
+  return s;
 }
 
 /* Distributed runs, the device state's tree just built or refitted: this
@@ -725,7 +794,8 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   float *grp = items ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(m, 8, "LET items"), err) : NULL;
   if (!grp) return -1;
   double sample[3 * HY_TREE_SAMPLE], centre[3], half, mred[10], bounds[6], lred[11];
-  const size_t s = hy_tree_sample2(p->pos, n, f->remote.pos, m, sample); /* as of the merged set */
+  const size_t s = state_sample2(f, n, m, sample, err); /* as of the merged set */
+  if (s == 0 && n + m > 0) return -1;
   for (int pass = 0; pass < 2; pass++) {
     uint64_t bad = UINT64_MAX;
     if (m) pack_run(f, &f->remote, f->origin, items, grp, mred, &bad);
@@ -799,13 +869,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
   if (merged) {
-    /* the merged key cube's sample reads the host's positions, stale after
-     * a drift on the device (LETWalk merged at hard steps) */
-    struct hy_part q = *p;
-    const double *pos;
-    if (state_positions(f, p, &pos, err) != 0) return -1;
-    q.pos = (double *)pos; /* only read */
-    if (state_select(f, mode, err) != 0 || state_merged_walk(f, &q, mode, want_pot, red, err) != 0) return -1;
+    if (state_select(f, mode, err) != 0 || state_merged_walk(f, p, mode, want_pot, red, err) != 0) return -1;
     f->st.n_walks++;
     f->st.walk_wall += hy_wtime() - t1;
     return 0;

@@ -79,6 +79,7 @@ struct hy_force_stats {
 };
 
 struct hy_force;
+struct hy_decomp_dev;
 
 /** cl and pool are borrowed and must outlive the force object. */
 struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const struct hy_force_cfg *cfg);
@@ -158,11 +159,11 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
  * hy_force_state_get, in p's order; the integrator kicks and drifts them
  * there and the forces are computed from them, so a step moves no particle
  * data over the bus. The caller keeps track of which copy is current.
- * Distributed runs: the hard walks (LET walked as a separate remote tree)
- * bring back the positions of the particles near other ranks' boxes for
- * the LET selection and nothing else; the merged walks (soft steps) use the
- * host's positions when no drift came after the last transfer (as after
- * the decomposition), else bring them back first. */
+ * Distributed runs: the device selects the LET items from its tree and
+ * only the items come back; the remote tree of the received items is built
+ * and walked there too; the decomposition reads the device's positions
+ * through hy_force_decomp_source. p's masses, IDs and types must be
+ * current (the decomposition keeps them so). */
 
 /** Nonzero if p's state can live on the device (distributed runs: on any
  *  rank with at least two particles). */
@@ -173,16 +174,18 @@ int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_acc
 /** Copy them back, with the total accelerations (with_acc: the last force
  *  was HY_WALK_SPLIT) and the potentials (with_pot: the last force made them). */
 int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err);
-/** After a domain decomposition of the state's particles on the host (p's
- *  positions and velocities brought over first): send only what changed,
- *  the n_holes particles below n_keep at the indices holes (which others
- *  took) and every particle from n_keep on (hy_decomp_moved); the kick
- *  acceleration is not sent (a force comes first). */
-int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size_t *holes, size_t n_holes,
-                         size_t n_keep, struct hy_err *err);
-/** Copy back the positions and velocities only (distributed runs, before
- *  the soft step's decomposition: the soft step makes the rest anew). */
-int hy_force_state_get_moved(struct hy_force *f, struct hy_part *p, struct hy_err *err);
+/** Where a domain decomposition finds the state's positions and velocities
+ *  (hy_decomp_exchange_dev): on the device, whose kernels find every
+ *  particle's rank and list the leavers and the stayers that fill their
+ *  places; only the samples and the leavers come to the host. Valid while
+ *  f lives. */
+const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f);
+/** After hy_decomp_exchange_dev of the state's particles: the device moves
+ *  the particle from srcs[h] into holes[h] for the n_holes holes below
+ *  n_keep (hy_decomp_moved) and receives p's particles from n_keep on (the
+ *  received ones); the kick acceleration is not set (a force comes first). */
+int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size_t *holes, const size_t *srcs,
+                         size_t n_holes, size_t n_keep, struct hy_err *err);
 /** kick = 0: drift the positions by dt; kick = 1: kick the velocities by dt with the kick acceleration. */
 int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err);
 /** Build (refit: refit as hy_force_refit) the tree of the device positions

@@ -441,7 +441,8 @@ static void let_header(FILE *f) {
 
 /* Domain decomposition hook of the integrator: N_hard of eq 13 from the
  * force's last hard LET. */
-static int decompose_cb(void *ctx, struct hy_part *p, struct hy_moved *moved, struct hy_err *err) {
+static int decompose_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev *dev, struct hy_moved *moved,
+                        struct hy_err *err) {
   struct run *r = ctx;
   /* the ranks arrive at different times (unequal walks); the barrier makes
    * that wait visible apart from the decomposition's own work */
@@ -450,8 +451,10 @@ static int decompose_cb(void *ctx, struct hy_part *p, struct hy_moved *moved, st
     return hy_err_set(err, "domain decomposition: MPI_Barrier failed");
   r->dd_wait += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "dd_barrier", t0);
-  int rc = hy_decomp_exchange(r->dd, p, (double)hy_force_last_hard_items(r->force), &r->dd_st, err);
-  moved->known = hy_decomp_moved(r->dd, &moved->holes, &moved->n_holes, &moved->n_keep) == 0;
+  const double extra = (double)hy_force_last_hard_items(r->force);
+  int rc = dev ? hy_decomp_exchange_dev(r->dd, p, extra, dev, &r->dd_st, err)
+               : hy_decomp_exchange(r->dd, p, extra, &r->dd_st, err);
+  moved->known = hy_decomp_moved(r->dd, &moved->holes, &moved->srcs, &moved->n_holes, &moved->n_keep) == 0;
   /* a non-finite position has no domain: every rank keeps its particles, so
    * that the step ends and the check after it stops the run with an
    * emergency snapshot */

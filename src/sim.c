@@ -214,11 +214,12 @@ static int boundary_force(struct hy_sim *s, unsigned want, struct hy_err *err) {
   return 0;
 }
 
-static int decompose(struct hy_sim *s, struct hy_step_times *tm, struct hy_err *err) {
+/* dev: the positions and velocities are on the device, p's are stale */
+static int decompose(struct hy_sim *s, struct hy_step_times *tm, int dev, struct hy_err *err) {
   if (!s->cfg.decompose) return 0;
   double t0 = hy_wtime();
   s->moved.known = 0;
-  int rc = s->cfg.decompose(s->cfg.decompose_ctx, s->p, &s->moved, err);
+  int rc = s->cfg.decompose(s->cfg.decompose_ctx, s->p, dev ? hy_force_decomp_source(s->f) : NULL, &s->moved, err);
   if (tm) tm->dd += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "decompose", t0);
   return rc;
@@ -238,7 +239,7 @@ static int device_boundary_force(struct hy_sim *s, unsigned want, struct hy_err 
 }
 
 int hy_sim_start(struct hy_sim *s, unsigned want, struct hy_err *err) {
-  if (decompose(s, NULL, err) != 0) return -1;
+  if (decompose(s, NULL, 0, err) != 0) return -1;
   hy_force_stats_reset(s->f);
   if (!s->on_device || s->cfg.decompose) return boundary_force(s, want, err); /* distributed: on the host */
   if (to_device(s, 1, err) != 0 || device_boundary_force(s, want, err) != 0) return -1;
@@ -388,20 +389,27 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
   tm->n_hard = n - 1;
   double t0 = hy_wtime();
   if (dev) {
-    if (hy_force_state_move(f, 0, dt, err) != 0 || hy_force_state_get_moved(f, p, err) != 0) return -1;
+    if (hy_force_state_move(f, 0, dt, err) != 0) return -1;
   } else {
     drift(s, dt);
   }
-  /* p's positions and velocities are current (its kick accelerations are
-   * not: the soft step makes them anew) */
+  /* the decomposition: with the state on the device it reads the device's
+   * positions and velocities (p's masses, IDs and types are current); its
+   * kick accelerations are not needed (the soft step makes them anew) */
   const int was_dev = dev;
-  hy_sim_host_changed(s);
   s->dev_acc = s->dev_pot = 0;
-  if (decompose(s, tm, err) != 0) return -1;
+  if (decompose(s, tm, was_dev, err) != 0) return -1;
   dev = p->n >= 2;
-  if (dev && was_dev && s->moved.known) { /* the device holds the kept particles already: send the rest */
-    if (hy_force_state_patch(f, p, s->moved.holes, s->moved.n_holes, s->moved.n_keep, err) != 0) return -1;
+  if (was_dev && dev && s->moved.known) {
+    /* the device holds the kept particles: move them into the holes, send the received ones */
+    if (hy_force_state_patch(f, p, s->moved.holes, s->moved.srcs, s->moved.n_holes, s->moved.n_keep, err) != 0)
+      return -1;
     s->dev_fresh = 1;
+    s->host_fresh = 0;
+  } else if (was_dev && dev) {
+    return hy_err_set(err, "internal error: a decomposition of the device state that says nothing of its moves");
+  } else {
+    hy_sim_host_changed(s); /* p is complete (hy_decomp_exchange_dev completes a rank left with one) */
   }
   if (dev) {
     if (to_device(s, 0, err) != 0 || device_boundary_force(s, want, err) != 0 ||
@@ -441,7 +449,7 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
   drift(s, dt);
   /* hybrid: decompose at every soft step; tree and direct: every dd_every steps */
   int every = s->cfg.scheme == HY_SCHEME_HYBRID || s->cfg.dd_every < 1 ? 1 : s->cfg.dd_every;
-  if ((s->step + 1) % every == 0 && decompose(s, tm, err) != 0) return -1;
+  if ((s->step + 1) % every == 0 && decompose(s, tm, 0, err) != 0) return -1;
   if (boundary_force(s, want, err) != 0) return -1;
   kick(s, p->acc_w, 0.5 * dt);
   end_step(s, tm, t_start, t0);

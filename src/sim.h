@@ -50,17 +50,23 @@ struct hy_step_times {
 };
 
 /** What a decomposition kept in place (hy_decomp_moved): below n_keep
- *  every particle but those at holes[0 .. n_holes) is where it was. */
+ *  every particle but those at holes[0 .. n_holes) is where it was; the
+ *  one at holes[h] came from srcs[h] (>= n_keep). */
 struct hy_moved {
   int known; /**< 0: nothing is known, everything may have moved */
-  const size_t *holes;
+  const size_t *holes, *srcs;
   size_t n_holes, n_keep;
 };
 
+struct hy_decomp_dev;
+
 /** Domain decomposition hook (distributed runs): may move particles between
- *  ranks (p is resized) and says what it kept in place. Returns 0 or -1
+ *  ranks (p is resized) and says what it kept in place. dev NULL: p is
+ *  complete; else the positions and velocities are on the device dev
+ *  describes (hy_decomp_exchange_dev), and p's are stale. Returns 0 or -1
  *  with err set. */
-typedef int (*hy_decompose_fn)(void *ctx, struct hy_part *p, struct hy_moved *moved, struct hy_err *err);
+typedef int (*hy_decompose_fn)(void *ctx, struct hy_part *p, const struct hy_decomp_dev *dev, struct hy_moved *moved,
+                               struct hy_err *err);
 
 /** Where the particle state lives between steps (hy_sim_cfg.state). */
 enum hy_state_place {

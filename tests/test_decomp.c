@@ -7,7 +7,10 @@
  * and every particle's full record (bitwise), the total mass (bitwise, summed
  * in ID order), the momentum (relative 1e-12), that every particle lies in
  * its owner's cuboid and the cuboids tile space, the order within a rank, and
- * the load balance within a tolerance derived from the sampling noise. */
+ * the load balance within a tolerance derived from the sampling noise.
+ * The exchange with the positions and velocities on an (emulated) device
+ * must give the host exchange's result bit for bit, and the moves both
+ * report must be the ones made. */
 #include "config.h"
 
 #include <gsl/gsl_randist.h>
@@ -493,6 +496,167 @@ static void scenario_tiny(void) {
   }
 }
 
+/* ------------------------------------------------ a device as the source */
+
+/* An emulated device for hy_decomp_exchange_dev: it holds the positions and
+ * velocities (the host's copies are poisoned, so that reading them shows),
+ * finds the owners and lists the leavers and the stayers beyond the kept
+ * count as an OpenCL device does (hy_force_decomp_source). */
+struct fake_dev {
+  double *pos, *vel;
+  size_t n;
+  int *dest;
+  size_t *leave, *beyond;
+  int *lrank;
+  int gathers, checks;
+};
+
+static int fake_check(void *ctx, struct hy_part *p, size_t *n_bad, struct hy_err *err) {
+  (void)err;
+  struct fake_dev *f = ctx;
+  f->checks++;
+  *n_bad = 0;
+  for (size_t i = 0; i < 3 * f->n; i++) *n_bad += !isfinite(f->pos[i]);
+  if (*n_bad) memcpy(p->pos, f->pos, 3 * f->n * sizeof(double));
+  return 0;
+}
+
+static int fake_gather(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err) {
+  struct fake_dev *f = ctx;
+  f->gathers++;
+  for (size_t j = 0; j < m; j++) {
+    if (idx[j] >= f->n) return hy_err_set(err, "fake device: gather of %zu of %zu", idx[j], f->n);
+    memcpy(pos + 3 * j, f->pos + 3 * idx[j], 3 * sizeof(double));
+    if (vel) memcpy(vel + 3 * j, f->vel + 3 * idx[j], 3 * sizeof(double));
+  }
+  return 0;
+}
+
+static int fake_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, struct hy_err *err) {
+  (void)err;
+  struct fake_dev *f = ctx;
+  for (int r = 0; r < nranks; r++) count[r] = 0;
+  for (size_t i = 0; i < f->n; i++) count[f->dest[i] = hy_decomp_owner(d, f->pos + 3 * i)]++;
+  return 0;
+}
+
+static int fake_lists(void *ctx, int me, size_t n_keep, const size_t **leave, const int **leave_rank, size_t *n_out,
+                      const size_t **beyond, size_t *n_beyond, struct hy_err *err) {
+  (void)err;
+  struct fake_dev *f = ctx;
+  *n_out = *n_beyond = 0;
+  for (size_t i = 0; i < f->n; i++) {
+    if (f->dest[i] != me) {
+      f->leave[*n_out] = i;
+      f->lrank[(*n_out)++] = f->dest[i];
+    } else if (i >= n_keep) {
+      f->beyond[(*n_beyond)++] = i;
+    }
+  }
+  *leave = f->leave;
+  *leave_rank = f->lrank;
+  *beyond = f->beyond;
+  return 0;
+}
+
+/* The same exchanges with the positions and velocities on an emulated
+ * device (hy_decomp_exchange_dev) and on the host: the same particles in the
+ * same places, bit for bit, once the device has made the moves that
+ * hy_decomp_moved reports; on the host, the moves that hy_decomp_moved
+ * reports are the ones made. Also with ranks left with one particle or none
+ * (p must then be complete on the host). */
+static void scenario_device_source(size_t n_total, const char *what) {
+  struct hy_part g, ph, pd;
+  struct hy_err err;
+  struct hy_decomp_stats sh, sd;
+  make_global(&g, n_total, 11);
+  /* unequal blocks: the last rank holds more */
+  size_t i0 = n_total * (size_t)rank / (size_t)(nranks + 1), i1 = n_total * (size_t)(rank + 1) / (size_t)(nranks + 1);
+  if (rank == nranks - 1) i1 = n_total;
+  take_block(&ph, &g, i0, i1);
+  take_block(&pd, &g, i0, i1);
+  struct hy_decomp *dh = hy_decomp_create(MPI_COMM_WORLD, NULL, 0.25, 1, 77, &err);
+  struct hy_decomp *dd = hy_decomp_create(MPI_COMM_WORLD, NULL, 0.25, 1, 77, &err);
+  HY_CHECK(dh && dd);
+  if (!dh || !dd) MPI_Abort(MPI_COMM_WORLD, 1);
+  struct fake_dev f = {0};
+  const struct hy_decomp_dev src = {.ctx = &f, .check = fake_check, .gather = fake_gather, .owners = fake_owners,
+                                    .lists = fake_lists};
+  for (int step = 1; step <= 2; step++) {
+    /* the device gets the current positions and velocities, the host's are poisoned */
+    f.n = pd.n;
+    f.pos = hy_malloc("fake device", 3 * pd.n + 1, sizeof(double));
+    f.vel = hy_malloc("fake device", 3 * pd.n + 1, sizeof(double));
+    f.dest = hy_malloc("fake device", pd.n + 1, sizeof(int));
+    f.leave = hy_malloc("fake device", pd.n + 1, sizeof(size_t));
+    f.beyond = hy_malloc("fake device", pd.n + 1, sizeof(size_t));
+    f.lrank = hy_malloc("fake device", pd.n + 1, sizeof(int));
+    memcpy(f.pos, pd.pos, 3 * pd.n * sizeof(double));
+    memcpy(f.vel, pd.vel, 3 * pd.n * sizeof(double));
+    for (size_t i = 0; i < 3 * pd.n; i++) pd.pos[i] = pd.vel[i] = 1e300;
+    uint64_t *id_before = hy_malloc("ids", ph.n + 1, sizeof(uint64_t));
+    memcpy(id_before, ph.id, ph.n * sizeof(uint64_t));
+    const size_t n_before = ph.n;
+    int rch = hy_decomp_exchange(dh, &ph, 0, &sh, &err);
+    HY_CHECK_MSG(rch == 0, "host exchange: %s", err.msg);
+    int rcd = hy_decomp_exchange_dev(dd, &pd, 0, &src, &sd, &err);
+    HY_CHECK_MSG(rcd == 0, "device-source exchange: %s", err.msg);
+    const size_t *holes, *srcs, *dholes, *dsrcs;
+    size_t nh, nk, dnh, dnk;
+    HY_CHECK(hy_decomp_moved(dh, &holes, &srcs, &nh, &nk) == 0);
+    HY_CHECK(hy_decomp_moved(dd, &dholes, &dsrcs, &dnh, &dnk) == 0);
+    HY_CHECK_INT(ph.n, pd.n);
+    HY_CHECK_INT(nh, dnh);
+    HY_CHECK_INT(nk, dnk);
+    HY_CHECK_INT(sh.n_sent, sd.n_sent);
+    HY_CHECK_INT(sh.n_recv, sd.n_recv);
+    HY_CHECK_INT(sh.n_samples_local, sd.n_samples_local);
+    HY_CHECK(f.checks == step && f.gathers >= 1);
+    /* the host made the moves it reports */
+    for (size_t h = 0; h < nh && h < dnh; h++) {
+      HY_CHECK(holes[h] == dholes[h] && srcs[h] == dsrcs[h]);
+      HY_CHECK(holes[h] < nk && srcs[h] >= nk && srcs[h] < n_before);
+      HY_CHECK(ph.id[holes[h]] == id_before[srcs[h]]);
+    }
+    /* the device makes them; the received particles are complete on the host */
+    if (pd.n >= 2) {
+      for (size_t h = 0; h < dnh; h++) {
+        memcpy(f.pos + 3 * dholes[h], f.pos + 3 * dsrcs[h], 3 * sizeof(double));
+        memcpy(f.vel + 3 * dholes[h], f.vel + 3 * dsrcs[h], 3 * sizeof(double));
+      }
+      memcpy(pd.pos, f.pos, 3 * dnk * sizeof(double));
+      memcpy(pd.vel, f.vel, 3 * dnk * sizeof(double));
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < ph.n && i < pd.n; i++) {
+      double a[NREC], b[NREC];
+      record(&ph, i, a);
+      record(&pd, i, b);
+      bad += memcmp(a, b, 6 * sizeof(double)) != 0 || memcmp(a + 12, b + 12, 4 * sizeof(double)) != 0;
+    }
+    HY_CHECK_MSG(bad == 0, "%s, exchange %d: %zu particles differ from the host exchange's", what, step, bad);
+    check_all(what, dd, &pd, &g, NULL);
+    int failed = bad != 0, any = 0;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0) printf("%-46s exchange %d: %s\n", what, step, any ? "FAILED" : "same as the host's");
+    hy_free(id_before);
+    hy_free(f.pos);
+    hy_free(f.vel);
+    hy_free(f.dest);
+    hy_free(f.leave);
+    hy_free(f.beyond);
+    hy_free(f.lrank);
+    drift(&ph, 0.05);
+    drift(&pd, 0.05);
+    drift(&g, 0.05);
+  }
+  hy_decomp_free(dh);
+  hy_decomp_free(dd);
+  hy_part_free(&ph);
+  hy_part_free(&pd);
+  hy_part_free(&g);
+}
+
 /* Bad input: weight_extra is refused before any collective; a non-finite
  * position is agreed on collectively (every rank calls this). */
 static void test_local_errors(void) {
@@ -535,6 +699,8 @@ int main(int argc, char **argv) {
     for (int k = 0; k < (nranks == 4 ? 4 : nranks > 1 ? 3 : 1); k++) scenario_skewed(grids[k]);
   }
   scenario_tiny();
+  scenario_device_source(N_MAIN, "positions on a device");
+  scenario_device_source(5, "5 particles on a device");
   int failures = hy_test_failures, total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) printf("test_decomp: %d rank(s): %s\n", nranks, total ? "FAILED" : "all passed");
