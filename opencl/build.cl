@@ -29,7 +29,9 @@
  *     hy_bmax_big gives the larger cells their exact b_max with a work-group
  *     each before the next generation up reads it.
  *  6. hy_unsort: walk results from key order back to the host's order.
- *  7. hy_open_cells: a tree whose every cell is opened by every sink.
+ *  7. hy_open_cells: a tree whose every cell is opened by every sink;
+ *     hy_key_sinks, hy_add_unsort: another tree walked with the particles
+ *     in key order, its results added in the host's order.
  *
  * Build options: -D HY_WG=w (work-group size of the sort, scan and b_max
  * kernels, a power of two, 16..1024), -D HY_PER=p (keys per work-item of a
@@ -416,11 +418,20 @@ __kernel void hy_open_cells(__global float4 *node, const int n_part, const uint 
   if (c < n_cell) node[2 * (n_part + (int)c) + 1].x = FLT_MAX;
 }
 
-/* acc[i] += x[i]: a second walk's results added to the first's. */
-__kernel void hy_add4(__global float4 *acc, __global const float4 *x, const uint n) {
-  const uint i = (uint)get_global_id(0);
-  if (i < n) acc[i] += x[i];
+/* The particles' positions in key order as walk sinks: sink[j] = the
+ * position of particle node j (its node record, the tree's frame). */
+__kernel void hy_key_sinks(__global const float4 *node, const uint n, __global float4 *sink) {
+  const uint j = (uint)get_global_id(0);
+  if (j < n) sink[j] = (float4)(node[2u * j].xyz, 0.0f);
 }
+
+/* acc[idx[i]] += x[i]: a walk's results in key order added to those of an
+ * unsort walk of the same particles (in the host's order). */
+__kernel void hy_add_unsort(__global const uint *idx, const uint n, __global const float4 *x, __global float4 *acc) {
+  const uint i = (uint)get_global_id(0);
+  if (i < n) acc[idx[i]] += x[i];
+}
+
 
 /* out[idx[i]] = in[i]: results from key order to the host's order. */
 __kernel void hy_unsort(__global const uint *idx, const uint n, __global const float4 *in,

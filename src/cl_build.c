@@ -98,8 +98,10 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_split_count", &cl->k_split_count, err) ||
       make_kernel(cl, "hy_split_emit", &cl->k_split_emit, err) || make_kernel(cl, "hy_gather", &cl->k_gather, err) ||
       make_kernel(cl, "hy_moments", &cl->k_moments, err) || make_kernel(cl, "hy_bmax_big", &cl->k_bmax_big, err) ||
-      make_kernel(cl, "hy_unsort", &cl->k_unsort, err) || make_kernel(cl, "hy_add4", &cl->k_add, err) ||
-      make_kernel(cl, "hy_open_cells", &cl->k_open_cells, err))
+      make_kernel(cl, "hy_unsort", &cl->k_unsort, err) ||
+      make_kernel(cl, "hy_open_cells", &cl->k_open_cells, err) ||
+      make_kernel(cl, "hy_key_sinks", &cl->k_key_sinks, err) ||
+      make_kernel(cl, "hy_add_unsort", &cl->k_add_unsort, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
   cl_kernel need[] = {cl->k_scan_block, cl->k_count, cl->k_scatter, cl->k_bmax_big};
@@ -117,7 +119,7 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
 void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,        cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_split_count, cl->k_split_emit, cl->k_gather,   cl->k_moments, cl->k_bmax_big,
-                    cl->k_unsort, cl->k_add, cl->k_open_cells};
+                    cl->k_unsort, cl->k_open_cells, cl->k_key_sinks, cl->k_add_unsort};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
@@ -538,11 +540,23 @@ int hy_cl_tree_download(struct hy_cl *cl, size_t n, size_t n_cell, float *cells,
   return 0;
 }
 
-int hy_cl_add4(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, cl_event *ev, struct hy_err *err) {
-  if (!cl->k_add) return hy_err_set(err, "internal error: adding walk results before the build kernels exist");
+int hy_cl_key_sinks(struct hy_cl *cl, cl_mem sink, size_t n, cl_event *ev, struct hy_err *err) {
+  if (n != cl->tree[0].sorted_n || !cl->k_key_sinks)
+    return hy_err_set(err, "internal error: key-ordered sinks of %zu particles without a device-built tree of them", n);
   cl_uint un = (cl_uint)n;
-  if (set_args(cl, cl->k_add, "hy_add4", err, sizeof(cl_mem), (const void *)&acc, sizeof(cl_mem), (const void *)&x,
-               V(un), END))
+  if (set_args(cl, cl->k_key_sinks, "hy_key_sinks", err, M(cl->node[0]), V(un), sizeof(cl_mem), (const void *)&sink,
+               END))
     return -1;
-  return launch(cl, cl->k_add, "hy_add4", n, ev, err);
+  return launch(cl, cl->k_key_sinks, "hy_key_sinks", n, ev, err);
 }
+
+int hy_cl_add_unsort(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, cl_event *ev, struct hy_err *err) {
+  if (n != cl->tree[0].sorted_n || !cl->k_add_unsort)
+    return hy_err_set(err, "internal error: adding %zu key-ordered results without a device-built tree of them", n);
+  cl_uint un = (cl_uint)n;
+  if (set_args(cl, cl->k_add_unsort, "hy_add_unsort", err, M(cl->tree[0].idx), V(un), sizeof(cl_mem),
+               (const void *)&x, sizeof(cl_mem), (const void *)&acc, END))
+    return -1;
+  return launch(cl, cl->k_add_unsort, "hy_add_unsort", n, ev, err);
+}
+

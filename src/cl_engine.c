@@ -509,7 +509,14 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   }
   /* with self_base >= 0 the kernel reads the sink positions from the node
    * records: nothing to upload */
-  if (a->self_base < 0 && !a->sinks_resident && (a->sink_id == 0 || cl->sink_id != a->sink_id)) {
+  if (a->sinks_resident) { /* the last build's particles in key order: gathered on the device */
+    cl->sink_id = 0;
+    if (hy_cl_key_sinks(cl, cl->sink.mem, a->n_sink, &ev[EV_SINK], err) != 0) {
+      clFinish(cl->q);
+      hy_cl_release_events(ev, EV_N);
+      return -1;
+    }
+  } else if (a->self_base < 0 && (a->sink_id == 0 || cl->sink_id != a->sink_id)) {
     cl->sink_id = 0;
     e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, a->sink, 0, NULL, &ev[EV_SINK]);
     if (e != CL_SUCCESS) goto fail_write;
@@ -526,7 +533,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     cl_uint i = 0;
     if ((e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->node[a->slot].mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_part, &n_part)) || (e = clSetKernelArg(k, i++, sizeof root, &root)) ||
-        (e = clSetKernelArg(k, i++, sizeof(cl_mem), a->sinks_resident ? &cl->tree[0].pos.mem : &cl->sink.mem)) ||
+        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->sink.mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_sink, &n_sink)) ||
         (e = clSetKernelArg(k, i++, sizeof self_base, &self_base)) ||
         (e = clSetKernelArg(k, i++, sizeof eps2, &eps2)) || (e = clSetKernelArg(k, i++, sizeof r1, &r1)) ||
@@ -552,10 +559,10 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
    * those an unsort walk left there (already in that order) */
   if (a->unsort || a->add_unsorted) {
     int rc = a->unsort ? hy_cl_unsort(cl, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err)
-                       : hy_cl_add4(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, &ev[EV_UNSORT0], err);
+                       : hy_cl_add_unsort(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, &ev[EV_UNSORT0], err);
     if (rc == 0 && split)
       rc = a->unsort ? hy_cl_unsort(cl, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err)
-                     : hy_cl_add4(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, &ev[EV_UNSORT1], err);
+                     : hy_cl_add_unsort(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, &ev[EV_UNSORT1], err);
     if (rc != 0) {
       clFinish(cl->q);
       hy_cl_release_events(ev, EV_N);

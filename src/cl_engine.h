@@ -58,13 +58,14 @@ struct hy_cl_walk_args {
                             sinks are its particles (self_base 0) and the results come back in the
                             host's particle order instead of key order; with out0 NULL they stay on
                             the device for hy_cl_state_unpack, hy_cl_unsorted_read or add_unsorted */
-  int sinks_resident;  /**< the sinks are the particles of the last hy_cl_tree_build, in the host's
-                            order, as packed for it (same frame): nothing uploaded (walks of another
-                            tree with the local particles as sinks; sink is not read) */
+  int sinks_resident;  /**< the sinks are the particles of the last hy_cl_tree_build (slot 0), in its
+                            key order (spatially sorted: the sinks of a work-group are neighbours),
+                            taken from its node records (same frame): nothing uploaded (walks of
+                            another tree with the local particles as sinks; sink is not read) */
   int add_unsorted;    /**< the results are added on the device to those a previous unsort walk of
-                            the same particles left there (out0 NULL), and the sums come back in
-                            out0 / out1, or stay there for hy_cl_state_unpack when out0 is NULL
-                            (sinks_resident needed) */
+                            the same particles left there (out0 NULL), in the host's order, and the
+                            sums come back in out0 / out1, or stay there for hy_cl_state_unpack when
+                            out0 is NULL (sinks_resident needed) */
 };
 
 /** Read the results an unsort walk left on the device (out0 NULL) into

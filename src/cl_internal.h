@@ -74,7 +74,7 @@ struct hy_cl {
    * sort's and the cell generations' scratch buffers */
   cl_program build_prog;
   cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_split_count, k_split_emit, k_gather,
-      k_moments, k_bmax_big, k_unsort, k_add, k_open_cells;
+      k_moments, k_bmax_big, k_unsort, k_open_cells, k_key_sinks, k_add_unsort;
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_tree tree[2];
   struct cl_buf key[2], idx_tmp;   /* sort scratch: keys (ping-pong) and the indices' second buffer */
@@ -140,7 +140,9 @@ void hy_cl_build_free(struct hy_cl *cl);
 /** cl_build.c: permute n float4 results from key order (device build) into
  *  the host's order, from src into dst; ev receives the event. */
 int hy_cl_unsort(struct hy_cl *cl, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err);
-/* acc += x, n float4 (hy_add4). */
-int hy_cl_add4(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, cl_event *ev, struct hy_err *err);
+/* The last build's particles in key order into sink (n float4, hy_key_sinks). */
+int hy_cl_key_sinks(struct hy_cl *cl, cl_mem sink, size_t n, cl_event *ev, struct hy_err *err);
+/* acc[idx[i]] += x[i] with the last build's key order (hy_add_unsort). */
+int hy_cl_add_unsort(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, cl_event *ev, struct hy_err *err);
 
 #endif
