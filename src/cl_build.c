@@ -316,12 +316,13 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
                         hy_cl_errname(e));
-  } else if (slot != 0 || cl->state_n + cl->appended != n || a->grp) {
+  } else if (cl->state_n + (slot == 1 ? cl->appended : 0) != n || a->grp) {
     return hy_err_set(err, "internal error: device tree build from a device state of %zu particles and %zu items, "
-                           "not %zu", cl->state_n, cl->appended, n);
+                           "not %zu", cl->state_n, slot == 1 ? cl->appended : 0, n);
   }
-  /* the state's positions with LET items behind them: their moments are on the device (hy_cl_state_append) */
-  T->has_grp = a->grp != NULL || (!a->pos && cl->appended > 0);
+  /* slot 1 from the state: its positions with LET items behind them, whose
+   * moments are on the device (hy_cl_state_append) */
+  T->has_grp = a->grp != NULL || (!a->pos && slot == 1 && cl->appended > 0);
   if (a->grp) {
     if (hy_cl_ensure_buf(cl, &T->grp, hy_size_mul_or_die(n, 8, "particle groups"), "LET item moments", err) != 0)
       return -1;
@@ -450,8 +451,7 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
                      struct hy_err *err) {
   memset(res, 0, sizeof *res);
   if (a->n < 2) return hy_err_set(err, "internal error: device tree build of %zu particles", a->n);
-  if (a->slot < 0 || a->slot > 1 || (a->slot == 1 && !a->pos))
-    return hy_err_set(err, "internal error: device tree build in slot %d", a->slot);
+  if (a->slot < 0 || a->slot > 1) return hy_err_set(err, "internal error: device tree build in slot %d", a->slot);
   if (a->n > (size_t)INT_MAX / 2)
     return hy_err_set(err, "device tree build: %zu particles exceed the 32-bit node index range", a->n);
   if (!(a->side > 0.0)) return hy_err_set(err, "internal error: device tree build with cube side %g", a->side);
@@ -502,11 +502,11 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
   return 0;
 }
 
-int hy_cl_unsort(struct hy_cl *cl, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err) {
-  if (n != cl->tree[0].sorted_n || !cl->k_unsort)
+int hy_cl_unsort(struct hy_cl *cl, int slot, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err) {
+  if (slot < 0 || slot > 1 || n != cl->tree[slot].sorted_n || !cl->k_unsort)
     return hy_err_set(err, "internal error: unsorting %zu results without a device-built tree of them", n);
   cl_uint un = (cl_uint)n;
-  if (set_args(cl, cl->k_unsort, "hy_unsort", err, M(cl->tree[0].idx), V(un), sizeof(cl_mem), (const void *)&src,
+  if (set_args(cl, cl->k_unsort, "hy_unsort", err, M(cl->tree[slot].idx), V(un), sizeof(cl_mem), (const void *)&src,
                sizeof(cl_mem), (const void *)&dst, END))
     return -1;
   return launch(cl, cl->k_unsort, "hy_unsort", n, ev, err);

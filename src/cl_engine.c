@@ -468,12 +468,13 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if (times) memset(times, 0, sizeof *times);
   if (counts) counts[0] = counts[1] = 0;
   if (a->n_sink == 0) return 0;
-  if (a->unsort && (a->slot != 0 || a->self_base != 0 || a->n_sink != cl->tree[0].sorted_n || a->tree_id == 0 ||
-                    cl->node_id[0] != a->tree_id))
+  if (a->unsort && (a->self_base != 0 || a->n_sink != cl->tree[a->slot].sorted_n || a->tree_id == 0 ||
+                    cl->node_id[a->slot] != a->tree_id))
     return hy_err_set(err, "internal error: walk of a device-built tree that is not resident");
   if (!a->out0 && !a->unsort && !a->add_unsorted) return hy_err_set(err, "internal error: walk results with nowhere to go");
   if ((a->sinks_resident || a->add_unsorted) &&
-      (a->n_sink != cl->tree[0].sorted_n || a->self_base >= 0 || a->unsort || (a->add_unsorted && !a->sinks_resident)))
+      (a->n_sink != cl->tree[0].sorted_n || a->self_base >= 0 || a->unsort || (a->add_unsorted && !a->sinks_resident) ||
+       (a->add_unsorted && (cl->unsorted_slot != 0 || cl->unsorted_n != a->n_sink))))
     return hy_err_set(err, "internal error: walk with resident sinks that do not match the last device build");
   cl_kernel k;
   if (get_walk_kernel(cl, cfg->mode, cfg->want_pot, &k, err) != 0) return -1;
@@ -558,10 +559,11 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   /* unsort: the results into the host's particle order; add_unsorted: onto
    * those an unsort walk left there (already in that order) */
   if (a->unsort || a->add_unsorted) {
-    int rc = a->unsort ? hy_cl_unsort(cl, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err)
+    if (a->unsort) cl->unsorted_n = 0; /* until this walk's results are there */
+    int rc = a->unsort ? hy_cl_unsort(cl, a->slot, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err)
                        : hy_cl_add_unsort(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, &ev[EV_UNSORT0], err);
     if (rc == 0 && split)
-      rc = a->unsort ? hy_cl_unsort(cl, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err)
+      rc = a->unsort ? hy_cl_unsort(cl, a->slot, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err)
                      : hy_cl_add_unsort(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, &ev[EV_UNSORT1], err);
     if (rc != 0) {
       clFinish(cl->q);
@@ -585,6 +587,10 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     hy_cl_release_events(ev, EV_N);
     return hy_err_set(err, "OpenCL: tree walk failed on %s: %s (a kernel fault or too little device memory)",
                       cl->name, hy_cl_errname(e));
+  }
+  if (a->unsort) {
+    cl->unsorted_slot = a->slot;
+    cl->unsorted_n = a->n_sink;
   }
   if (times) {
     times->upload = hy_cl_event_seconds(ev[EV_NODE]) + hy_cl_event_seconds(ev[EV_SINK]);
@@ -689,7 +695,7 @@ int hy_cl_unsorted_read(struct hy_cl *cl, size_t n, int split, float *out0, floa
   if (times) memset(times, 0, sizeof *times);
   if (n == 0) return 0;
   size_t bytes = hy_size_mul_or_die(n, 4 * sizeof(float), "walk results");
-  if (n != cl->tree[0].sorted_n || cl->uout0.size < bytes || (split && cl->uout1.size < bytes))
+  if (n != cl->unsorted_n || cl->uout0.size < bytes || (split && cl->uout1.size < bytes))
     return hy_err_set(err, "internal error: reading %zu walk results that are not on the device", n);
   cl_event ev[2] = {0};
   cl_int e;

@@ -54,10 +54,11 @@ struct hy_cl_walk_args {
                             HY_SELF_IN_SINK: its node index is in the sink's 4th word */
   float *out0;         /**< 4 floats per sink: acceleration (SPLIT: hard part), potential */
   float *out1;         /**< 4 floats per sink: SPLIT soft part; else unused (may be NULL) */
-  int unsort;          /**< the tree is the last hy_cl_tree_build's (slot 0, node may be NULL): the
-                            sinks are its particles (self_base 0) and the results come back in the
-                            host's particle order instead of key order; with out0 NULL they stay on
-                            the device for hy_cl_state_unpack, hy_cl_unsorted_read or add_unsorted */
+  int unsort;          /**< the tree is the last hy_cl_tree_build's of its slot (node may be NULL):
+                            the sinks are its particles (self_base 0) and the results come back in
+                            the order of the set it was built from instead of key order; with out0
+                            NULL they stay on the device for hy_cl_state_unpack, hy_cl_unsorted_read
+                            or add_unsorted (slot 0) */
   int sinks_resident;  /**< the sinks are the particles of the last hy_cl_tree_build (slot 0), in its
                             key order (spatially sorted: the sinks of a work-group are neighbours),
                             taken from its node records (same frame): nothing uploaded (walks of
@@ -124,12 +125,12 @@ struct hy_cl_build_result {
   double moments;     /**< particle records and cell moments */
 };
 
-/** Build the tree on the device; it stays resident for hy_cl_walk (slot 0:
- *  with unsort set; slot 1: a walk of slot 1 with its tree_id, node NULL).
- *  pos NULL (slot 0 only): the positions packed by hy_cl_state_pack (and the
- *  items hy_cl_state_append put behind them; grp must then be NULL). A
- *  build in slot 1 leaves slot 0's tree as it was. Returns 0 or -1 with err
- *  set. */
+/** Build the tree on the device; it stays resident for hy_cl_walk of its
+ *  slot with its tree_id (node NULL; unsort for the results in the order of
+ *  the set it was built from). pos NULL: the positions hy_cl_state_pack
+ *  packed (slot 0), and in slot 1 the items hy_cl_state_append put behind
+ *  them (grp must then be NULL). A build in one slot leaves the other's
+ *  tree as it was. Returns 0 or -1 with err set. */
 int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                      struct hy_err *err);
 
@@ -207,11 +208,12 @@ int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err);
  *  doubles, absolute), read back with the reductions. */
 int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], size_t s, double *sample,
                      double *seconds, struct hy_err *err);
-/** Pack m LET items (items: x, y, z, m in the frame of the last
- *  hy_cl_state_pack; grp: B2, b_max) behind the state's packed positions,
- *  for a merged tree (hy_cl_tree_build with pos NULL and n = state + m; its
- *  particles' B2 and b_max are zero). The next hy_cl_state_pack drops them.
- *  seconds (may be NULL) receives the wall time. */
+/** The state's packed positions followed by m LET items (items: x, y, z,
+ *  m in the frame of the last hy_cl_state_pack; grp: B2, b_max) in slot 1,
+ *  for a merged tree (hy_cl_tree_build in slot 1 with pos NULL and n =
+ *  state + m; its particles' B2 and b_max are zero); slot 0's tree and
+ *  packing stay. The next hy_cl_state_pack drops them. seconds (may be
+ *  NULL) receives the wall time. */
 int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
                        struct hy_err *err);
 /** The state after a domain decomposition (hy_decomp_exchange_dev) that

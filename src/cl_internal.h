@@ -92,7 +92,10 @@ struct hy_cl {
   struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
   struct cl_buf s_patch_i;                   /* hy_cl_state_patch: the holes */
   size_t state_n;  /* particles in the state buffers (0: none) */
-  size_t appended; /* LET items packed behind the state's positions (hy_cl_state_append; 0 after a pack) */
+  size_t appended; /* LET items packed behind the state's positions in slot 1 (hy_cl_state_append; 0 after a
+                      pack) */
+  int unsorted_slot;  /* the tree slot of the last unsort walk, whose results are in uout0 / uout1 */
+  size_t unsorted_n;  /* its particles (0: none) */
   int has_fp64;    /* 0 not asked yet, 1 no, 2 yes */
 };
 
@@ -139,7 +142,7 @@ void hy_cl_state_free(struct hy_cl *cl);
 void hy_cl_build_free(struct hy_cl *cl);
 /** cl_build.c: permute n float4 results from key order (device build) into
  *  the host's order, from src into dst; ev receives the event. */
-int hy_cl_unsort(struct hy_cl *cl, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err);
+int hy_cl_unsort(struct hy_cl *cl, int slot, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err);
 /* The last build's particles in key order into sink (n float4, hy_key_sinks). */
 int hy_cl_key_sinks(struct hy_cl *cl, cl_mem sink, size_t n, cl_event *ev, struct hy_err *err);
 /* acc[idx[i]] += x[i] with the last build's key order (hy_add_unsort). */

@@ -185,7 +185,7 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const dou
   struct cl_tree *T = &cl->tree[0];
   *items = NULL;
   if (nb == 0) return 0;
-  if (cl->state_n < 2 || T->sorted_n != cl->state_n || cl->appended != 0 || T->n_gen == 0)
+  if (cl->state_n < 2 || T->sorted_n != cl->state_n || T->n_gen == 0)
     return hy_err_set(err, "internal error: LET selection without a device-built tree of the state's particles");
   if (get_let_kernels(cl, err) != 0) return -1;
   const size_t n = T->sorted_n, nn = n + T->n_cell;

@@ -218,7 +218,9 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
                        struct hy_err *err) {
   if (need_state(cl, "unpack", err)) return -1;
   size_t n = cl->state_n;
-  if (n + cl->appended != cl->tree[0].sorted_n)
+  /* the last unsort walk: the state's tree (slot 0), or the merged tree of
+   * its particles and the LET items behind them (slot 1) */
+  if (cl->unsorted_n != n + (cl->unsorted_slot == 1 ? cl->appended : 0))
     return hy_err_set(err, "internal error: unpacking walk results of another particle set");
   if ((split && hy_cl_ensure_buf(cl, &cl->s_acc, n * 3 * sizeof(double), "accelerations (double)", err)) ||
       (want_pot && hy_cl_ensure_buf(cl, &cl->s_pot, n * sizeof(double), "potentials (double)", err)))
@@ -247,15 +249,16 @@ int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, s
   if (need_state(cl, "append", err)) return -1;
   double t0 = hy_wtime();
   const size_t n = cl->state_n, nm = n + m;
+  struct cl_tree *M = &cl->tree[1]; /* the merged tree's slot; the state's packing stays in slot 0 */
   if (hy_cl_check_int(nm, "particles and LET items", err) ||
-      hy_cl_ensure_buf_keep(cl, &cl->tree[0].pos, hy_size_mul_or_die(nm, 16, "positions"), n * 16, "particle positions", err) ||
-      hy_cl_ensure_buf(cl, &cl->tree[0].grp, hy_size_mul_or_die(nm, 8, "particle groups"), "LET item moments", err))
+      hy_cl_ensure_buf(cl, &M->pos, hy_size_mul_or_die(nm, 16, "positions"), "merged positions", err) ||
+      hy_cl_ensure_buf(cl, &M->grp, hy_size_mul_or_die(nm, 8, "particle groups"), "LET item moments", err))
     return -1;
   const cl_float zero = 0.0f;
-  cl_int e = clEnqueueFillBuffer(cl->q, cl->tree[0].grp.mem, &zero, sizeof zero, 0, n * 8, 0, NULL, NULL);
-  if (e == CL_SUCCESS && m)
-    e = clEnqueueWriteBuffer(cl->q, cl->tree[0].pos.mem, CL_FALSE, n * 16, m * 16, items, 0, NULL, NULL);
-  if (e == CL_SUCCESS && m) e = clEnqueueWriteBuffer(cl->q, cl->tree[0].grp.mem, CL_FALSE, n * 8, m * 8, grp, 0, NULL, NULL);
+  cl_int e = clEnqueueCopyBuffer(cl->q, cl->tree[0].pos.mem, M->pos.mem, 0, 0, n * 16, 0, NULL, NULL);
+  if (e == CL_SUCCESS) e = clEnqueueFillBuffer(cl->q, M->grp.mem, &zero, sizeof zero, 0, n * 8, 0, NULL, NULL);
+  if (e == CL_SUCCESS && m) e = clEnqueueWriteBuffer(cl->q, M->pos.mem, CL_FALSE, n * 16, m * 16, items, 0, NULL, NULL);
+  if (e == CL_SUCCESS && m) e = clEnqueueWriteBuffer(cl->q, M->grp.mem, CL_FALSE, n * 8, m * 8, grp, 0, NULL, NULL);
   if (e == CL_SUCCESS) e = clFinish(cl->q);
   if (e != CL_SUCCESS) {
     clFinish(cl->q);

@@ -67,8 +67,9 @@ struct hy_force {
   struct hy_force_stats st;
   /* device build (one rank): positions packed in p's order, results back in it */
   int dev_build;            /* the last build ran on the device */
-  int dev_merged;           /* distributed: the device holds the merged tree of the last soft walk, not
-                               the local tree of the last build (the next walk rebuilds it) */
+  uint64_t m_tree_id;       /* distributed: the merged tree of the last soft walk (device slot 1) */
+  size_t m_n, m_n_cell;
+  int32_t m_root;
   double origin[3];         /* device build: this build's centre of mass (its records' frame) */
   size_t packed_n;          /* distributed: the staging buffer holds the last local build's n particles,
                                packed relative to origin (0: not known to) */
@@ -338,11 +339,17 @@ static void box_from_pack(struct hy_force *f, const double red[6]) {
 
 /* The device build from positions packed relative to f->origin (pos4, or
  * the device state's when NULL) in the key cube (centre, half); t_host is
- * the host time spent so far. */
-static int build_packed(struct hy_force *f, size_t n, const float *pos4, const float *grp, const double centre[3],
-                        double half, double t_host, int refit, struct hy_err *err) {
+ * the host time spent so far. slot 0: the local tree (f->tree's counts and
+ * frame); slot 1: the merged tree of local particles and LET items (f->m_*),
+ * which leaves the local tree on the device for the hard steps' refits. */
+static int build_packed(struct hy_force *f, int slot, size_t n, const float *pos4, const float *grp,
+                        const double centre[3], double half, double t_host, int refit, struct hy_err *err) {
   double t1 = hy_wtime();
-  f->tree_id = atomic_fetch_add(&tree_serial, 1);
+  const uint64_t id = atomic_fetch_add(&tree_serial, 1);
+  if (slot == 0)
+    f->tree_id = id;
+  else
+    f->m_tree_id = id;
   struct hy_cl_build_args a = {.pos = pos4,
                                .grp = grp,
                                .n = n,
@@ -351,13 +358,25 @@ static int build_packed(struct hy_force *f, size_t n, const float *pos4, const f
                                .side = 2.0 * half,
                                .n_crit = f->cfg.n_crit,
                                .a_err = f->cfg.a_err / f->cfg.G, /* the MAC radii are for G = 1 sums */
-                               .tree_id = f->tree_id};
+                               .tree_id = id,
+                               .slot = slot};
   struct hy_cl_build_result res;
-  if (refit ? hy_cl_tree_refit(f->cl, pos4, n, a.a_err, f->tree_id, &res, err)
-            : hy_cl_tree_build(f->cl, &a, &res, err))
+  if (refit ? hy_cl_tree_refit(f->cl, pos4, n, a.a_err, id, &res, err) : hy_cl_tree_build(f->cl, &a, &res, err))
     return -1;
   double t2 = hy_wtime();
-  hy_trace(HY_TRACE_MAIN, refit ? "refit" : "build", t1);
+  hy_trace(HY_TRACE_MAIN, refit ? "refit" : slot ? "build_merged" : "build", t1);
+  f->st.sort += t_host; /* packing, bounds */
+  f->st.upload += res.upload;
+  f->st.dev_sort += res.sort;
+  f->st.dev_cells += res.cells;
+  f->st.dev_moments += res.moments;
+  f->st.build += t2 - t1 - res.upload; /* device: keys, sort, cells, moments (wall) */
+  if (slot == 1) {
+    f->m_n = n;
+    f->m_n_cell = res.n_cell;
+    f->m_root = res.root;
+    return 0;
+  }
   struct hy_tree *t = &f->tree;
   t->n_part = n;
   t->n_cell = res.n_cell;
@@ -367,12 +386,6 @@ static int build_packed(struct hy_force *f, size_t n, const float *pos4, const f
   t->a_err = a.a_err;
   memcpy(t->centre, centre, sizeof t->centre);
   memcpy(f->frame, f->origin, sizeof f->frame); /* the node records' frame */
-  f->st.sort += t_host; /* packing, bounds */
-  f->st.upload += res.upload;
-  f->st.dev_sort += res.sort;
-  f->st.dev_cells += res.cells;
-  f->st.dev_moments += res.moments;
-  f->st.build += t2 - t1 - res.upload; /* device: keys, sort, cells, moments (wall) */
   f->sinks_packed = 0;
   f->dev_build = 1;
   f->have_tree = 1;
@@ -382,7 +395,7 @@ static int build_packed(struct hy_force *f, size_t n, const float *pos4, const f
 /* A refit instead of a build: the last build was on the device, of the same
  * particles, and hard steps are not to rebuild. */
 static int can_refit(const struct hy_force *f, size_t n) {
-  return !f->cfg.hard_rebuild && f->dev_build && !f->dev_merged && f->have_tree && f->tree.n_part == n;
+  return !f->cfg.hard_rebuild && f->dev_build && f->have_tree && f->tree.n_part == n;
 }
 
 /* Distributed runs: the device-built local tree to the host (f->tree, with
@@ -455,14 +468,10 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   }
   f->packed_n = merged ? 0 : n;
   memcpy(f->packed_red, red, sizeof f->packed_red);
-  if (merged) {
-    f->dev_merged = 1;
-    return build_packed(f, n, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
-  }
+  if (merged) return build_packed(f, 1, n, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
-  f->dev_merged = 0;
   box_from_pack(f, red);
-  if (build_packed(f, n, pos4, NULL, centre, half, hy_wtime() - t0, refit, err) != 0) return -1;
+  if (build_packed(f, 0, n, pos4, NULL, centre, half, hy_wtime() - t0, refit, err) != 0) return -1;
   return f->let ? tree_to_host(f, n, refit, err) : 0;
 }
 
@@ -483,37 +492,41 @@ static struct hy_walk_cfg walk_cfg(const struct hy_force *f, int mode, int want_
                               .n_ratio = (double)f->cfg.n_ratio};
 }
 
-/* Walk job for the tree the last device build left on the device (slot 0)
- * with its n particles as sinks, the results unsorted into the order of
- * the set it was built from and left on the device (a.out0 NULL). */
-static void resident_walk_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n) {
+/* Walk job for the tree a device build left on the device (slot 0: the
+ * local tree; slot 1: the merged one) with its particles as sinks, the
+ * results unsorted into the order of the set it was built from and left on
+ * the device (a.out0 NULL). */
+static void resident_walk_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, int slot) {
   j->cl = f->cl;
   j->wc = *wc;
   j->fetch = 0;
   j->build = NULL;
-  j->what = f->dev_merged ? "walk_merged" : "walk_local";
-  j->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
-                                  .n_part = f->tree.n_part,
-                                  .root = f->tree.root,
-                                  .tree_id = f->tree_id,
-                                  .slot = 0,
-                                  .n_sink = n,
-                                  .self_base = 0,
-                                  .unsort = 1};
+  j->what = slot ? "walk_merged" : "walk_local";
+  if (slot)
+    j->a = (struct hy_cl_walk_args){.n_nodes = f->m_n + f->m_n_cell,
+                                    .n_part = f->m_n,
+                                    .root = f->m_root,
+                                    .tree_id = f->m_tree_id,
+                                    .slot = 1,
+                                    .n_sink = f->m_n,
+                                    .self_base = 0,
+                                    .unsort = 1};
+  else
+    j->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
+                                    .n_part = f->tree.n_part,
+                                    .root = f->tree.root,
+                                    .tree_id = f->tree_id,
+                                    .slot = 0,
+                                    .n_sink = f->tree.n_part,
+                                    .self_base = 0,
+                                    .unsort = 1};
 }
 
-/* After a merged build: the local tree's view for hy_force_tree (keep, and
- * the records' frame), although its records are gone from the device. */
-static void restore_local_view(struct hy_force *f, const struct hy_tree *keep, const double frame[3]) {
-  struct hy_tree *t = &f->tree;
-  t->n_part = keep->n_part;
-  t->n_cell = keep->n_cell;
-  t->root = keep->root;
-  t->depth = keep->depth;
-  t->half = keep->half;
-  t->a_err = keep->a_err;
-  memcpy(t->centre, keep->centre, sizeof t->centre);
+/* After a merged walk: the local tree's frame again (a merged build that
+ * escapers made repack moved it), for the hard steps' refits. */
+static void restore_frame(struct hy_force *f, const double frame[3]) {
   memcpy(f->frame, frame, 3 * sizeof(double));
+  memcpy(f->origin, frame, 3 * sizeof(double));
 }
 
 /* ------------------------------------------------- device-resident state */
@@ -787,7 +800,6 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   if (exchange_let(f, p, mode, 1, err) != 0) return -1;
   double t0 = hy_wtime(), tk = 0.0;
   const size_t n = p->n, m = f->remote.n, nm = n + m;
-  const struct hy_tree keep = f->tree;
   double frame[3];
   memcpy(frame, f->frame, sizeof frame);
   float *items = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(m, 16, "LET items"), err);
@@ -815,17 +827,16 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   if (hy_cl_state_append(f->cl, items, grp, m, &tu, err) != 0) return -1;
   hy_trace(HY_TRACE_MAIN, "append_items", ta);
   f->st.upload += tu;
-  int rc = build_packed(f, nm, NULL, NULL, centre, half, hy_wtime() - t0 - tu, 0, err);
-  f->dev_merged = 1;
+  int rc = build_packed(f, 1, nm, NULL, NULL, centre, half, hy_wtime() - t0 - tu, 0, err);
   struct walk_job *j = &f->job[0];
   if (rc == 0) {
     const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
-    resident_walk_job(f, j, &wc, nm);
+    resident_walk_job(f, j, &wc, 1);
     hy_worker_submit(f->worker, walk_job_run, j);
     rc = wait_job(f, j, err);
     f->st.device_busy += hy_worker_take_busy(f->worker);
   }
-  restore_local_view(f, &keep, frame);
+  restore_frame(f, frame);
   if (rc != 0) return -1;
   double tk2 = 0.0;
   if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot, &tk2, err) != 0)
@@ -837,7 +848,6 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
 int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, int refit,
                          struct hy_err *err) {
   if (pot_invalid(mode, want_pot)) return hy_err_set(err, "internal error: potential requested from a hard walk");
-  if (f->let && mode < 0) return hy_err_set(err, "internal error: a device-state tree without a walk on several ranks");
   const int merged = walk_merged(f, mode);
   double t0 = hy_wtime(), red[11], tk = 0.0;
   /* the frame: this build's centre of mass, from a first pass in the
@@ -846,7 +856,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   const double zero[3] = {0.0, 0.0, 0.0};
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
-  const int rf = refit && !merged && can_refit(f, p->n);
+  const int rf = refit && can_refit(f, p->n); /* merged hard walks (LETWalk merged) refit the local tree too */
   const double tp = hy_trace_t();
   if (rf && f->let) { /* several ranks: a refit keeps the frame of the build it refits, as device_build */
     if (hy_cl_state_pack(f->cl, f->origin, red, s, sample, &tk, err) != 0) return -1;
@@ -863,8 +873,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   hy_trace(HY_TRACE_MAIN, "pack", tp);
   if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
   box_from_pack(f, red);
-  if (build_packed(f, p->n, NULL, NULL, centre, half, hy_wtime() - t0, rf, err) != 0) return -1;
-  f->dev_merged = 0;
+  if (build_packed(f, 0, p->n, NULL, NULL, centre, half, hy_wtime() - t0, rf, err) != 0) return -1;
   f->packed_n = 0; /* nothing of this build is in the host's staging buffer */
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
@@ -877,7 +886,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   if (f->let && state_select(f, mode, err) != 0) return -1;
   struct walk_job *lj = &f->job[0];
   const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
-  resident_walk_job(f, lj, &wc, p->n);
+  resident_walk_job(f, lj, &wc, 0);
   hy_worker_submit(f->worker, walk_job_run, lj);
   /* distributed: the LET exchange and the remote items packed while the device walks */
   int rc = f->let ? remote_tree(f, p, mode, 1, err) : 0;
@@ -909,7 +918,8 @@ int hy_force_refit(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
 }
 
 int hy_force_resume(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
-  return f->let ? 0 : hy_force_build(f, p, err);
+  /* several ranks with host-built trees: the first hard step builds anyway */
+  return f->let && f->cfg.tree_build == HY_TREE_BUILD_HOST ? 0 : hy_force_build(f, p, err);
 }
 
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
@@ -1274,14 +1284,13 @@ static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_e
     return device_build(f, merged_set(f, p), 0, 1, err);
   }
   f->packed_n = 0; /* the staging buffer holds the merged set now */
-  f->dev_merged = 1;
-  return build_packed(f, nm, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
+  return build_packed(f, 1, nm, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
 }
 
-/* Walk job for the tree the last device build left on the device (slot 0),
- * its particles as sinks, the results back in the order of the particle
- * set it was built from (in the engine's staging memory: *out0, *out1). */
-static int device_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n,
+/* Walk job for the tree a device build left in `slot`, its n particles as
+ * sinks, the results back in the order of the particle set it was built
+ * from (in the engine's staging memory: *out0, *out1). */
+static int device_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, int slot, size_t n,
                            float **out0, float **out1, struct hy_err *err) {
   size_t bytes = hy_size_mul_or_die(n, 16, "walk results");
   *out0 = f->dout0 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT0, bytes, err);
@@ -1290,34 +1299,32 @@ static int device_tree_job(struct hy_force *f, struct walk_job *j, const struct 
     *out1 = f->dout1 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT1, bytes, err);
     if (!*out1) return -1;
   }
-  resident_walk_job(f, j, wc, n);
+  resident_walk_job(f, j, wc, slot);
   j->a.out0 = *out0;
   j->a.out1 = *out1;
   return 0;
 }
 
 /* Merged walk with the local tree built on the device: the tree of local
- * particles and LET items is built on the device as well (the items' B2 and
- * b_max enter the cell moments), its particles are the sinks (the items'
- * results are dropped), each skipping its own node. The device then holds
- * the merged tree (f->dev_merged); the local tree's host view and counts
- * stay as they were. */
+ * particles and LET items is built on the device as well, in the second
+ * tree slot (the items' B2 and b_max enter the cell moments), its
+ * particles are the sinks (the items' results are dropped), each skipping
+ * its own node. The local tree stays on the device for the hard steps. */
 static int merged_walk_device(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc,
                               double *acc0, double *acc1, double *pot, struct hy_err *err) {
   const size_t n = p->n;
-  const struct hy_tree keep = f->tree;
   double frame[3];
   memcpy(frame, f->frame, sizeof frame);
   int rc = merged_build(f, p, err);
   float *out0 = NULL, *out1 = NULL;
   struct walk_job *j = &f->job[0];
-  if (rc == 0) rc = device_tree_job(f, j, wc, n + f->remote.n, &out0, &out1, err);
+  if (rc == 0) rc = device_tree_job(f, j, wc, 1, n + f->remote.n, &out0, &out1, err);
   if (rc == 0) {
     hy_worker_submit(f->worker, walk_job_run, j);
     rc = wait_job(f, j, err);
     f->st.device_busy += hy_worker_take_busy(f->worker);
   }
-  restore_local_view(f, &keep, frame);
+  restore_frame(f, frame);
   if (rc != 0) return -1;
   unpack_results(f, n, wc->mode == HY_WALK_SPLIT, out0, out1, NULL, NULL, acc0, acc1, pot);
   return 0;
@@ -1352,8 +1359,6 @@ static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct
 
 int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double *acc0, double *acc1, double *pot,
                   struct hy_err *err) {
-  /* a second walk of the same build after a merged one: the local tree again */
-  if (f->dev_merged && f->dev_build && device_build(f, p, 0, 0, err) != 0) return -1;
   if (!f->have_tree || f->tree.n_part != p->n)
     return hy_err_set(err, "internal error: tree walk without a tree of the current particles");
   if (pot && mode == HY_WALK_HARD) return hy_err_set(err, "internal error: potential requested from a hard walk");
@@ -1370,7 +1375,7 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   struct walk_job *lj = &f->job[0], *rj = &f->job[1];
   float *out0 = f->out0, *out1 = f->out1;
   if (f->dev_build) { /* results in p's order */
-    if (device_tree_job(f, lj, &wc, p->n, &out0, &out1, err) != 0) return -1;
+    if (device_tree_job(f, lj, &wc, 0, p->n, &out0, &out1, err) != 0) return -1;
     /* distributed: they stay on the device, where the remote walk's are added */
     if (f->let) lj->a.out0 = lj->a.out1 = NULL;
   } else {

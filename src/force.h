@@ -131,10 +131,11 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err);
 int hy_force_refit(struct hy_force *f, struct hy_part *p, struct hy_err *err);
 
 /** A resumed run, at a soft-step boundary: leave the force as the soft step
- *  of a straight run left it for the next hy_force_refit. One rank: the
- *  tree of these positions (which the first hard step refits). Several
- *  ranks: nothing to build, since the soft step's merged tree replaced the
- *  local one and the first hard step builds anew. */
+ *  of a straight run left it for the next hy_force_refit: the local tree of
+ *  these positions, which the first hard step refits (on several ranks the
+ *  soft step's merged tree went to the device's second tree slot, beside
+ *  the local one); nothing with host-built trees on several ranks, where
+ *  the first hard step builds anew. */
 int hy_force_resume(struct hy_force *f, struct hy_part *p, struct hy_err *err);
 
 /** Nonzero if the last hy_force_build built the tree on the device. */
@@ -189,7 +190,7 @@ int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size
 /** kick = 0: drift the positions by dt; kick = 1: kick the velocities by dt with the kick acceleration. */
 int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err);
 /** Build (refit: refit as hy_force_refit) the tree of the device positions
- *  and walk it (mode < 0: the tree only, one rank; distributed: with the LET
+ *  and walk it (mode < 0: the tree only; otherwise, distributed, with the LET
  *  as for hy_force_walk): mode HY_WALK_HARD,
  *  SOFTSTEP or FULL set the kick acceleration; HY_WALK_SPLIT sets it to
  *  hard + n soft and the total acceleration to hard + soft; want_pot also

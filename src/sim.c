@@ -360,8 +360,6 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
   const double dt = s->cfg.dt_h;
   const int n = s->cfg.n_ratio;
   int dev = p->n >= 2;
-  /* resumed: nothing to build (hy_force_resume), the first hard step builds */
-  s->need_tree = 0;
   double t_start = hy_wtime();
   if (dev && s->dev_fresh) {
     if (hy_force_state_move(f, 1, 0.5 * dt, err) != 0) return -1;
@@ -373,6 +371,11 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
     }
   }
   if (dev) s->host_fresh = 0;
+  /* resumed: the local tree that the straight run's soft step left for the
+   * first hard step to refit (the positions are those of that step's end;
+   * a rank on the host path builds at its first hard step, as straight) */
+  if (s->need_tree && dev && hy_force_state_force(f, p, -1, 0, 0, err) != 0) return -1;
+  s->need_tree = 0;
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
     if (dev) {
