@@ -71,13 +71,7 @@ size_t hy_cl_host_buffer_size(const struct hy_cl *cl, int which) {
 /* ------------------------------------------------------------ kernels */
 
 static int make_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct hy_err *err) {
-  cl_int e;
-  *k = clCreateKernel(cl->build_prog, name, &e);
-  if (e != CL_SUCCESS) {
-    *k = NULL;
-    return hy_err_set(err, "OpenCL: clCreateKernel(%s) failed on %s: %s", name, cl->name, hy_cl_errname(e));
-  }
-  return 0;
+  return hy_cl_kernel(cl, cl->build_prog, name, k, err);
 }
 
 int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
@@ -166,8 +160,7 @@ static void ev_finish(struct evlist *l, double t[PH_N]) {
   memset(l, 0, sizeof *l);
 }
 
-/* Set the arguments of k from (size, pointer) pairs ended by a size of 0. */
-static int set_args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_err *err, ...) {
+int hy_cl_set_args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_err *err, ...) {
   va_list ap;
   va_start(ap, err);
   for (cl_uint i = 0;; i++) {
@@ -185,8 +178,7 @@ static int set_args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_e
   return 0;
 }
 
-/* Launch k over at least `items` work-items in work-groups of the build size. */
-static int launch(struct hy_cl *cl, cl_kernel k, const char *name, size_t items, cl_event *ev, struct hy_err *err) {
+int hy_cl_launch(struct hy_cl *cl, cl_kernel k, const char *name, size_t items, cl_event *ev, struct hy_err *err) {
   size_t local = cl->build_wg;
   size_t global = (items + local - 1) / local * local;
   if (global == 0) global = local;
@@ -209,15 +201,15 @@ static int scan(struct hy_cl *cl, cl_mem data, size_t n, int level, struct evlis
   const size_t nb = (n + block - 1) / block;
   if (hy_cl_ensure_buf(cl, &cl->scan[level], nb * sizeof(cl_uint), "scan partial sums", err) != 0) return -1;
   cl_uint un = (cl_uint)n;
-  if (set_args(cl, cl->k_scan_block, "hy_scan_block", err, sizeof(cl_mem), (const void *)&data, V(un),
+  if (hy_cl_set_args(cl, cl->k_scan_block, "hy_scan_block", err, sizeof(cl_mem), (const void *)&data, V(un),
                M(cl->scan[level]), END) ||
-      launch(cl, cl->k_scan_block, "hy_scan_block", nb * cl->build_wg, ev_new(ev, phase), err))
+      hy_cl_launch(cl, cl->k_scan_block, "hy_scan_block", nb * cl->build_wg, ev_new(ev, phase), err))
     return -1;
   if (nb == 1) return 0;
   if (scan(cl, cl->scan[level].mem, nb, level + 1, ev, phase, err) != 0) return -1;
-  if (set_args(cl, cl->k_scan_add, "hy_scan_add", err, sizeof(cl_mem), (const void *)&data, V(un),
+  if (hy_cl_set_args(cl, cl->k_scan_add, "hy_scan_add", err, sizeof(cl_mem), (const void *)&data, V(un),
                M(cl->scan[level]), END) ||
-      launch(cl, cl->k_scan_add, "hy_scan_add", n, ev_new(ev, phase), err))
+      hy_cl_launch(cl, cl->k_scan_add, "hy_scan_add", n, ev_new(ev, phase), err))
     return -1;
   return 0;
 }
@@ -235,12 +227,12 @@ static int sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[
   const cl_uint un = (cl_uint)n;
   int s = 0;
   for (cl_uint shift = 0; shift < passes * RADIX_BITS; shift += RADIX_BITS) {
-    if (set_args(cl, cl->k_count, "hy_radix_count", err, M(*kb[s]), V(un), V(shift), M(cl->hist), END) ||
-        launch(cl, cl->k_count, "hy_radix_count", n_tiles * cl->build_wg, ev_new(ev, phase), err) ||
+    if (hy_cl_set_args(cl, cl->k_count, "hy_radix_count", err, M(*kb[s]), V(un), V(shift), M(cl->hist), END) ||
+        hy_cl_launch(cl, cl->k_count, "hy_radix_count", n_tiles * cl->build_wg, ev_new(ev, phase), err) ||
         scan(cl, cl->hist.mem, n_tiles * RADIX, 0, ev, phase, err) ||
-        set_args(cl, cl->k_scatter, "hy_radix_scatter", err, M(*kb[s]), M(*ib[s]), V(un), V(shift),
+        hy_cl_set_args(cl, cl->k_scatter, "hy_radix_scatter", err, M(*kb[s]), M(*ib[s]), V(un), V(shift),
                  M(cl->hist), M(*kb[1 - s]), M(*ib[1 - s]), END) ||
-        launch(cl, cl->k_scatter, "hy_radix_scatter", n_tiles * cl->build_wg, ev_new(ev, phase), err))
+        hy_cl_launch(cl, cl->k_scatter, "hy_radix_scatter", n_tiles * cl->build_wg, ev_new(ev, phase), err))
       return -1;
     s = 1 - s;
   }
@@ -338,9 +330,9 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   cl_float scale = (cl_float)((double)(1u << HY_KEY_BITS) / a->side);
   /* the sort's ping-pong pairs: (key[0], T->idx), where it ends, and (key[1], idx_tmp) */
   struct cl_buf *kb[2] = {&cl->key[0], &cl->key[1]}, *ib[2] = {&T->idx, &cl->idx_tmp};
-  if (set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(un), V(lo[0]), V(lo[1]), V(lo[2]), V(scale),
+  if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(un), V(lo[0]), V(lo[1]), V(lo[2]), V(scale),
                M(*kb[0]), M(*ib[0]), END) ||
-      launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
+      hy_cl_launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
     return -1;
   if (sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0) return -1;
 
@@ -364,9 +356,9 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     gen_count[n_gen] = count;
     n_gen++;
     cl_uint made = 0;
-    if (set_args(cl, cl->k_split_count, "hy_split_count", err, M(cl->key[0]), V(first), V(count), M(T->c_lo),
+    if (hy_cl_set_args(cl, cl->k_split_count, "hy_split_count", err, M(cl->key[0]), V(first), V(count), M(T->c_lo),
                  M(T->c_hi), V(crit), M(cl->n_child), END) ||
-        launch(cl, cl->k_split_count, "hy_split_count", (size_t)count + 1, ev_new(ev, PH_CELLS), err) ||
+        hy_cl_launch(cl, cl->k_split_count, "hy_split_count", (size_t)count + 1, ev_new(ev, PH_CELLS), err) ||
         scan(cl, cl->n_child.mem, (size_t)count + 1, 0, ev, PH_CELLS, err))
       return -1;
     e = clEnqueueReadBuffer(cl->q, cl->n_child.mem, CL_TRUE, (size_t)count * sizeof(cl_uint), sizeof made, &made, 0,
@@ -377,9 +369,9 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     if ((size_t)total + made > n - 1)
       return hy_err_set(err, "internal error: device tree build made %zu cells for %zu particles",
                         (size_t)total + made, n);
-    if (set_args(cl, cl->k_split_emit, "hy_split_emit", err, M(cl->key[0]), V(first), V(count), M(T->c_lo),
+    if (hy_cl_set_args(cl, cl->k_split_emit, "hy_split_emit", err, M(cl->key[0]), V(first), V(count), M(T->c_lo),
                  M(T->c_hi), V(crit), M(cl->n_child), V(total), V(n_part), M(T->nxt), M(T->mor), END) ||
-        launch(cl, cl->k_split_emit, "hy_split_emit", count, ev_new(ev, PH_CELLS), err))
+        hy_cl_launch(cl, cl->k_split_emit, "hy_split_emit", count, ev_new(ev, PH_CELLS), err))
       return -1;
     first = total;
     total += made;
@@ -392,8 +384,8 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   if (enqueue_moments(cl, T, slot, n, a->a_err, ev, err) != 0) return -1;
   if (a->open_all && total > 0) { /* every cell opened by every sink: r_b^2 = FLT_MAX */
     cl_uint nc = total;
-    if (set_args(cl, cl->k_open_cells, "hy_open_cells", err, M(cl->node[slot]), V(n_part), V(nc), END) ||
-        launch(cl, cl->k_open_cells, "hy_open_cells", nc, ev_new(ev, PH_MOMENTS), err))
+    if (hy_cl_set_args(cl, cl->k_open_cells, "hy_open_cells", err, M(cl->node[slot]), V(n_part), V(nc), END) ||
+        hy_cl_launch(cl, cl->k_open_cells, "hy_open_cells", nc, ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
   e = clFinish(cl->q);
@@ -422,9 +414,9 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
   /* without item moments the kernels get a valid buffer they do not read */
   const cl_int has_grp = T->has_grp;
   const struct cl_buf *grp = has_grp ? &T->grp : &T->pos;
-  if (set_args(cl, cl->k_gather, "hy_gather", err, M(T->pos), M(T->idx), V(un), M(T->nxt), M(cl->node[slot]),
+  if (hy_cl_set_args(cl, cl->k_gather, "hy_gather", err, M(T->pos), M(T->idx), V(un), M(T->nxt), M(cl->node[slot]),
                END) ||
-      launch(cl, cl->k_gather, "hy_gather", n, ev_new(ev, PH_MOMENTS), err))
+      hy_cl_launch(cl, cl->k_gather, "hy_gather", n, ev_new(ev, PH_MOMENTS), err))
     return -1;
   const cl_uint zero = 0;
   for (int g = n_gen - 1; g >= 0; g--) {
@@ -432,16 +424,16 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
                             ev_new(ev, PH_MOMENTS));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
-    if (set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(T->c_lo),
+    if (hy_cl_set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(T->c_lo),
                  M(T->c_hi), M(T->nxt), M(T->mor), M(T->c_b2), V(a_err), M(cl->node[slot]), M(cl->big),
                  M(cl->n_big), M(T->idx), M(*grp), V(has_grp), END) ||
-        launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
+        hy_cl_launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
       return -1;
     /* cells of more than BMAX_SERIAL particles (each holds that many, so
      * there are fewer than n / BMAX_SERIAL of them) */
-    if (set_args(cl, cl->k_bmax_big, "hy_bmax_big", err, V(n_part), M(T->c_lo), M(T->c_hi), M(T->c_b2),
+    if (hy_cl_set_args(cl, cl->k_bmax_big, "hy_bmax_big", err, V(n_part), M(T->c_lo), M(T->c_hi), M(T->c_b2),
                  M(cl->big), M(cl->n_big), V(a_err), M(cl->node[slot]), M(T->idx), M(*grp), V(has_grp), END) ||
-        launch(cl, cl->k_bmax_big, "hy_bmax_big", BMAX_GROUPS * cl->build_wg, ev_new(ev, PH_MOMENTS), err))
+        hy_cl_launch(cl, cl->k_bmax_big, "hy_bmax_big", BMAX_GROUPS * cl->build_wg, ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
   return 0;
@@ -506,10 +498,10 @@ int hy_cl_unsort(struct hy_cl *cl, int slot, cl_mem src, cl_mem dst, size_t n, c
   if (slot < 0 || slot > 1 || n != cl->tree[slot].sorted_n || !cl->k_unsort)
     return hy_err_set(err, "internal error: unsorting %zu results without a device-built tree of them", n);
   cl_uint un = (cl_uint)n;
-  if (set_args(cl, cl->k_unsort, "hy_unsort", err, M(cl->tree[slot].idx), V(un), sizeof(cl_mem), (const void *)&src,
+  if (hy_cl_set_args(cl, cl->k_unsort, "hy_unsort", err, M(cl->tree[slot].idx), V(un), sizeof(cl_mem), (const void *)&src,
                sizeof(cl_mem), (const void *)&dst, END))
     return -1;
-  return launch(cl, cl->k_unsort, "hy_unsort", n, ev, err);
+  return hy_cl_launch(cl, cl->k_unsort, "hy_unsort", n, ev, err);
 }
 
 int hy_cl_tree_download(struct hy_cl *cl, size_t n, size_t n_cell, float *cells, int32_t *next, float *b2,
@@ -544,19 +536,19 @@ int hy_cl_key_sinks(struct hy_cl *cl, cl_mem sink, size_t n, cl_event *ev, struc
   if (n != cl->tree[0].sorted_n || !cl->k_key_sinks)
     return hy_err_set(err, "internal error: key-ordered sinks of %zu particles without a device-built tree of them", n);
   cl_uint un = (cl_uint)n;
-  if (set_args(cl, cl->k_key_sinks, "hy_key_sinks", err, M(cl->node[0]), V(un), sizeof(cl_mem), (const void *)&sink,
+  if (hy_cl_set_args(cl, cl->k_key_sinks, "hy_key_sinks", err, M(cl->node[0]), V(un), sizeof(cl_mem), (const void *)&sink,
                END))
     return -1;
-  return launch(cl, cl->k_key_sinks, "hy_key_sinks", n, ev, err);
+  return hy_cl_launch(cl, cl->k_key_sinks, "hy_key_sinks", n, ev, err);
 }
 
 int hy_cl_add_unsort(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, cl_event *ev, struct hy_err *err) {
   if (n != cl->tree[0].sorted_n || !cl->k_add_unsort)
     return hy_err_set(err, "internal error: adding %zu key-ordered results without a device-built tree of them", n);
   cl_uint un = (cl_uint)n;
-  if (set_args(cl, cl->k_add_unsort, "hy_add_unsort", err, M(cl->tree[0].idx), V(un), sizeof(cl_mem),
+  if (hy_cl_set_args(cl, cl->k_add_unsort, "hy_add_unsort", err, M(cl->tree[0].idx), V(un), sizeof(cl_mem),
                (const void *)&x, sizeof(cl_mem), (const void *)&acc, END))
     return -1;
-  return launch(cl, cl->k_add_unsort, "hy_add_unsort", n, ev, err);
+  return hy_cl_launch(cl, cl->k_add_unsort, "hy_add_unsort", n, ev, err);
 }
 

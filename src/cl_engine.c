@@ -418,6 +418,16 @@ int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const cha
   return 0;
 }
 
+int hy_cl_kernel(struct hy_cl *cl, cl_program prog, const char *name, cl_kernel *k, struct hy_err *err) {
+  cl_int e;
+  *k = clCreateKernel(prog, name, &e);
+  if (e != CL_SUCCESS) {
+    *k = NULL;
+    return hy_err_set(err, "OpenCL: clCreateKernel(%s) failed on %s: %s", name, cl->name, hy_cl_errname(e));
+  }
+  return 0;
+}
+
 int hy_cl_ensure_buf_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size_t keep, const char *label,
                        struct hy_err *err) {
   if (b->mem && b->size >= bytes) return 0;

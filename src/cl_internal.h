@@ -111,6 +111,14 @@ static inline const char *hy_cl_dev_label(const struct hy_cl *cl) {
                         hy_cl_errname(e_), (int)e_);                                             \
   } while (0)
 
+/** The kernel `name` of program prog into *k. */
+int hy_cl_kernel(struct hy_cl *cl, cl_program prog, const char *name, cl_kernel *k, struct hy_err *err);
+/** cl_build.c: set the arguments of k from (size, pointer) pairs ended by a
+ *  size of 0. */
+int hy_cl_set_args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_err *err, ...);
+/** cl_build.c: launch k over at least `items` work-items in work-groups of
+ *  the build size (ev may be NULL). */
+int hy_cl_launch(struct hy_cl *cl, cl_kernel k, const char *name, size_t items, cl_event *ev, struct hy_err *err);
 /** Grow buffer b to at least bytes (checked against the device's limits). */
 int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label, struct hy_err *err);
 /** As hy_cl_ensure_buf, keeping the first `keep` bytes of b's contents. */

@@ -17,13 +17,7 @@ extern const unsigned long hy_cl_source_let_len;
 #define LET_MAXB 32 /* destinations per pass: the bits of the visibility masks (HY_LET_MAXB) */
 
 static int let_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct hy_err *err) {
-  cl_int e;
-  *k = clCreateKernel(cl->let_prog, name, &e);
-  if (e != CL_SUCCESS) {
-    *k = NULL;
-    return hy_err_set(err, "OpenCL: clCreateKernel(%s) failed on %s: %s", name, cl->name, hy_cl_errname(e));
-  }
-  return 0;
+  return hy_cl_kernel(cl, cl->let_prog, name, k, err);
 }
 
 static int get_let_kernels(struct hy_cl *cl, struct hy_err *err) {
@@ -47,35 +41,6 @@ void hy_cl_let_free(struct hy_cl *cl) {
   struct cl_buf *bs[] = {&cl->l_vis, &cl->l_boxes, &cl->l_cnt, &cl->l_key[0], &cl->l_key[1],
                          &cl->l_val[0], &cl->l_val[1], &cl->l_items};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
-}
-
-/* Set a kernel's arguments from (size, pointer) pairs ended by a size of 0. */
-static int args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_err *err, ...) {
-  va_list ap;
-  va_start(ap, err);
-  for (cl_uint i = 0;; i++) {
-    size_t size = va_arg(ap, size_t);
-    if (size == 0) break;
-    const void *val = va_arg(ap, const void *);
-    cl_int e = clSetKernelArg(k, i, size, val);
-    if (e != CL_SUCCESS) {
-      va_end(ap);
-      return hy_err_set(err, "OpenCL: clSetKernelArg(%s, %u) failed on %s: %s", name, (unsigned)i, cl->name,
-                        hy_cl_errname(e));
-    }
-  }
-  va_end(ap);
-  return 0;
-}
-
-static int run(struct hy_cl *cl, cl_kernel k, const char *name, size_t items, struct hy_err *err) {
-  size_t local = cl->build_wg, global = (items + local - 1) / local * local;
-  if (global == 0) global = local;
-  cl_int e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, NULL);
-  if (e != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: launching %s (%zu work-items) failed on %s: %s", name, global, cl->name,
-                      hy_cl_errname(e));
-  return 0;
 }
 
 #define M(b) sizeof(cl_mem), (const void *)&(b).mem
@@ -107,9 +72,9 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
                       hy_cl_errname(e));
   for (int g = 0; g < T->n_gen; g++) {
     const cl_uint g0 = T->gen_first[g], gc = T->gen_count[g];
-    if (args(cl, cl->k_let_vis, "hy_let_vis", err, V(g0), V(gc), V(n_part), M(cl->node[0]), M(cl->l_boxes), V(unb),
+    if (hy_cl_set_args(cl, cl->k_let_vis, "hy_let_vis", err, V(g0), V(gc), V(n_part), M(cl->node[0]), M(cl->l_boxes), V(unb),
              V(fx), V(fy), V(fz), V(dr2), V(hd), M(cl->l_vis), END) ||
-        run(cl, cl->k_let_vis, "hy_let_vis", gc, err))
+        hy_cl_launch(cl, cl->k_let_vis, "hy_let_vis", gc, NULL, err))
       return -1;
   }
   /* the sent nodes; with too little room for them, once more with enough */
@@ -121,10 +86,10 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
       return hy_err_set(err, "OpenCL: LET selection: clearing the counters failed on %s: %s", cl->name,
                         hy_cl_errname(e));
     const cl_uint ushift = pshift;
-    if (args(cl, cl->k_let_emit, "hy_let_emit", err, V(unn), V(n_part), M(cl->node[0]), M(T->c_lo), M(T->idx),
+    if (hy_cl_set_args(cl, cl->k_let_emit, "hy_let_emit", err, V(unn), V(n_part), M(cl->node[0]), M(T->c_lo), M(T->idx),
              M(cl->s_pos), M(cl->l_boxes), V(unb), V(fx), V(fy), V(fz), V(dr2), V(hd), M(cl->l_vis), M(cl->l_cnt),
              V(cap), M(cl->l_key[0]), M(cl->l_val[0]), V(ushift), END) ||
-        run(cl, cl->k_let_emit, "hy_let_emit", nn, err))
+        hy_cl_launch(cl, cl->k_let_emit, "hy_let_emit", nn, NULL, err))
       return -1;
     cl_uint c[1 + 2 * LET_MAXB];
     if ((e = clEnqueueReadBuffer(cl->q, cl->l_cnt.mem, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL)) != CL_SUCCESS)
@@ -156,9 +121,9 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
   if (hy_cl_ensure_buf_keep(cl, &cl->l_items, need, at * 48, "LET items", err) != 0) return -1;
   const cl_uint um = (cl_uint)*made;
   const cl_ulong uat = at; /* the items of this pass behind those of earlier passes */
-  if (args(cl, cl->k_let_gather, "hy_let_gather", err, V(um), M(cl->l_val[0]), V(n_part), M(cl->node[0]),
+  if (hy_cl_set_args(cl, cl->k_let_gather, "hy_let_gather", err, V(um), M(cl->l_val[0]), V(n_part), M(cl->node[0]),
            M(T->c_b2), M(T->idx), M(cl->s_pos), M(cl->s_mass), V(fx), V(fy), V(fz), M(cl->l_items), V(uat), END) ||
-      run(cl, cl->k_let_gather, "hy_let_gather", *made, err))
+      hy_cl_launch(cl, cl->k_let_gather, "hy_let_gather", *made, NULL, err))
     return -1;
   if ((e = clFinish(cl->q)) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: gathering the LET items failed on %s: %s", cl->name, hy_cl_errname(e));

@@ -34,13 +34,7 @@ int hy_cl_has_fp64(struct hy_cl *cl) {
 }
 
 static int state_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct hy_err *err) {
-  cl_int e;
-  *k = clCreateKernel(cl->state_prog, name, &e);
-  if (e != CL_SUCCESS) {
-    *k = NULL;
-    return hy_err_set(err, "OpenCL: clCreateKernel(%s) failed on %s: %s", name, cl->name, hy_cl_errname(e));
-  }
-  return 0;
+  return hy_cl_kernel(cl, cl->state_prog, name, k, err);
 }
 
 static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {

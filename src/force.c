@@ -342,6 +342,23 @@ static void box_from_pack(struct hy_force *f, const double red[6]) {
  * the host time spent so far. slot 0: the local tree (f->tree's counts and
  * frame); slot 1: the merged tree of local particles and LET items (f->m_*),
  * which leaves the local tree on the device for the hard steps' refits. */
+/* A device build of n positions (pos4, grp as hy_cl_build_args) packed
+ * relative to `frame`, in the key cube (centre, half). */
+static struct hy_cl_build_args build_args(const struct hy_force *f, const double frame[3], const float *pos4,
+                                          const float *grp, size_t n, const double centre[3], double half,
+                                          uint64_t id, int slot) {
+  return (struct hy_cl_build_args){.pos = pos4,
+                                   .grp = grp,
+                                   .n = n,
+                                   .lo = {centre[0] - half - frame[0], centre[1] - half - frame[1],
+                                          centre[2] - half - frame[2]},
+                                   .side = 2.0 * half,
+                                   .n_crit = f->cfg.n_crit,
+                                   .a_err = f->cfg.a_err / f->cfg.G, /* the MAC radii are for G = 1 sums */
+                                   .tree_id = id,
+                                   .slot = slot};
+}
+
 static int build_packed(struct hy_force *f, int slot, size_t n, const float *pos4, const float *grp,
                         const double centre[3], double half, double t_host, int refit, struct hy_err *err) {
   double t1 = hy_wtime();
@@ -350,16 +367,7 @@ static int build_packed(struct hy_force *f, int slot, size_t n, const float *pos
     f->tree_id = id;
   else
     f->m_tree_id = id;
-  struct hy_cl_build_args a = {.pos = pos4,
-                               .grp = grp,
-                               .n = n,
-                               .lo = {centre[0] - half - f->origin[0], centre[1] - half - f->origin[1],
-                                      centre[2] - half - f->origin[2]},
-                               .side = 2.0 * half,
-                               .n_crit = f->cfg.n_crit,
-                               .a_err = f->cfg.a_err / f->cfg.G, /* the MAC radii are for G = 1 sums */
-                               .tree_id = id,
-                               .slot = slot};
+  const struct hy_cl_build_args a = build_args(f, f->origin, pos4, grp, n, centre, half, id, slot);
   struct hy_cl_build_result res;
   if (refit ? hy_cl_tree_refit(f->cl, pos4, n, a.a_err, id, &res, err) : hy_cl_tree_build(f->cl, &a, &res, err))
     return -1;
@@ -1126,17 +1134,8 @@ static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) 
   pack_run(f, &f->remote, f->frame, pos4, grp, red, &bad);
   const size_t s = hy_tree_sample(f->remote.pos, m, sample);
   key_cube(m, red, f->frame, sample, s, centre, &half);
-  f->rbuild = (struct hy_cl_build_args){.pos = pos4,
-                                        .grp = grp,
-                                        .n = m,
-                                        .lo = {centre[0] - half - f->frame[0], centre[1] - half - f->frame[1],
-                                               centre[2] - half - f->frame[2]},
-                                        .side = 2.0 * half,
-                                        .n_crit = f->cfg.n_crit,
-                                        .a_err = f->cfg.a_err / f->cfg.G,
-                                        .tree_id = atomic_fetch_add(&tree_serial, 1),
-                                        .slot = 1,
-                                        .open_all = mode == HY_WALK_HARD};
+  f->rbuild = build_args(f, f->frame, pos4, grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
+  f->rbuild.open_all = mode == HY_WALK_HARD;
   f->rdev = 1;
   f->st.remote_build += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "remote_pack", t0);
@@ -1175,31 +1174,22 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
   j->wc = *wc;
   j->fetch = 0;
   j->what = "walk_remote";
-  j->build = NULL;
-  if (f->rdev) { /* built on the device first (walk_job_run sets the counts) */
-    j->build = &f->rbuild;
-    j->a = (struct hy_cl_walk_args){.tree_id = f->rbuild.tree_id,
-                                    .slot = 1,
-                                    .sink = f->sink,
-                                    .n_sink = n_sink,
-                                    .sink_id = sink_id,
-                                    .self_base = self_base,
-                                    .out0 = out0,
-                                    .out1 = out1};
-    return;
-  }
-  j->a = (struct hy_cl_walk_args){.node = f->rnode,
-                                  .n_nodes = hy_tree_n_nodes(&f->rtree),
-                                  .n_part = f->rtree.n_part,
-                                  .root = f->rtree.root,
-                                  .tree_id = 0,
-                                  .slot = 1,
+  j->build = f->rdev ? &f->rbuild : NULL;
+  j->a = (struct hy_cl_walk_args){.slot = 1,
                                   .sink = f->sink,
                                   .n_sink = n_sink,
                                   .sink_id = sink_id,
                                   .self_base = self_base,
                                   .out0 = out0,
                                   .out1 = out1};
+  if (f->rdev) { /* built on the device first (walk_job_run sets the counts) */
+    j->a.tree_id = f->rbuild.tree_id;
+  } else {
+    j->a.node = f->rnode;
+    j->a.n_nodes = hy_tree_n_nodes(&f->rtree);
+    j->a.n_part = f->rtree.n_part;
+    j->a.root = f->rtree.root;
+  }
 }
 
 /* Merged walk: exchange the LET, build one tree of the local particles and
