@@ -46,16 +46,17 @@ static const struct hy_param_def schema[] = {
    "Sinks per OpenCL work-item in the tree walks, between 1 and 16"},
   {"TreeBuild", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host,device", "",
    "Where the local tree is built: device (keys, sort, cells and moments in OpenCL kernels; on several MPI "
-   "ranks the tree is copied to the host for the LET selection and the soft step's merged tree of local "
-   "particles and LET items is built on the device too), host (threads; node records uploaded), auto (device "
-   "unless the OpenCL device is a CPU)"},
+   "ranks the remote tree and the soft step's merged tree of local particles and LET items are built on the "
+   "device too, and the LET is selected there with ParticleState device, else the tree is copied to the host "
+   "for it), host (threads; node records uploaded), auto (device unless the OpenCL device is a CPU)"},
   {"HardStepTree", HY_PT_CHOICE, "refit", NOMIN, NOMAX, 0, 0, "refit,rebuild", "",
    "Hybrid hard steps with a device-built tree: refit (keep the soft step's cells and key order, recompute every "
    "moment from the drifted positions) or rebuild (keys, sort and cells again)"},
   {"ParticleState", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host,device", "",
    "Where positions and velocities live between outputs: device (in double precision; kicks, drifts and forces "
-   "then move no particle data between host and device; on several MPI ranks Scheme hybrid only, decomposed on "
-   "the host; tree built on the device, a device with double precision), host (always on the host), auto (device where possible unless the OpenCL device is a CPU)"},
+   "then move no particle data between host and device; on several MPI ranks Scheme hybrid only, decomposed and "
+   "LET selected there; tree built on the device, a device with double precision), host (always on the host), "
+   "auto (device where possible unless the OpenCL device is a CPU)"},
   {"LETWalk", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,separate,merged", "",
    "Several MPI ranks: how received LET items are walked: separate (remote tree walked after the local one, "
    "overlapping the exchange), merged (one tree of local and received items, one-rank accuracy), auto "

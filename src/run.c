@@ -632,7 +632,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
     hy_msg("tree built on the %s, particle state kept on the %s",
            hy_force_config(f)->tree_build == HY_TREE_BUILD_DEVICE ? "device" : "host",
            !hy_sim_state_on_device(sim) ? "host"
-           : r->size > 1                 ? "device (decomposed on the host)"
+           : r->size > 1                 ? "device (decomposed there)"
                                          : "device");
   unsigned snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
   struct hy_diag d0, d;

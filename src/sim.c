@@ -350,10 +350,10 @@ static int device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm
 /* hy_sim_step of a distributed hybrid run with the state on the device
  * (ranks holding fewer than two particles take the host path for the part
  * of the step they hold them in: the same LET collectives in the same
- * order): the hard steps there; then the positions and velocities come back
- * for the soft step's decomposition, the decomposed particles go back, and
- * the soft-step force (merged LET tree) and the closing half kick run on
- * the device. */
+ * order): the hard steps there; the soft step's decomposition reads the
+ * device's positions and velocities (hy_force_decomp_source), the device
+ * moves the kept particles and receives the others, and the soft-step
+ * force (merged LET tree) and the closing half kick run there. */
 static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err) {
   struct hy_part *p = s->p;
   struct hy_force *f = s->f;

@@ -124,7 +124,7 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
    $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_TRACE="$tmp/trace" HYTREE_TEST_LET_SMALL=1 "$HYTREE" run "$tmp/p.txt" \
      -P "OutputDir=$tmp/mpi3s" -P TreeBuild=device -P SnapshotFields=Acceleration \
      -P ParticleState=device >"$tmp/mpi3s.log" 2>&1; then
-  grep -q "particle state kept on the device (decomposed on the host)" "$tmp/mpi3s.log" ||
+  grep -q "particle state kept on the device (decomposed there)" "$tmp/mpi3s.log" ||
     { echo "FAIL: 3-rank ParticleState device run does not say where the state is"; fail=1; }
   cmp "$tmp/mpi3d/energy.csv" "$tmp/mpi3s/energy.csv" ||
     { echo "FAIL: 3 ranks: energy.csv differs with the state on the device"; fail=1; }

@@ -74,7 +74,7 @@ for run in 1 1dev 2 2dev 2state; do
     same "$d.straight" "$d.hoststate" "the state on the device against the state on the host"
   fi
   if [ "$run" = 2state ]; then
-    grep -q "tree built on the device, particle state kept on the device (decomposed on the host)" "$d.log" ||
+    grep -q "tree built on the device, particle state kept on the device (decomposed there)" "$d.log" ||
       { echo "FAIL: 2 ranks, ParticleState device did not keep the state on the device"; cat "$d.log"; fail=1; }
     same "$d.straight" "$tmp/np2dev.straight" "2 ranks: the state on the device against the host"
   fi
