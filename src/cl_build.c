@@ -444,8 +444,11 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
   memset(res, 0, sizeof *res);
   if (a->n < 2) return hy_err_set(err, "internal error: device tree build of %zu particles", a->n);
   if (a->slot < 0 || a->slot > 1) return hy_err_set(err, "internal error: device tree build in slot %d", a->slot);
-  if (a->n > (size_t)INT_MAX / 2)
-    return hy_err_set(err, "device tree build: %zu particles exceed the 32-bit node index range", a->n);
+  /* the kernels index the node records (2 float4 per node, at most 2 n
+   * nodes) with 32-bit ints */
+  if (a->n > (size_t)INT_MAX / 4)
+    return hy_err_set(err, "device tree build: %zu particles on one rank exceed the 32-bit range of the node records "
+                           "(at most %d); use more ranks", a->n, INT_MAX / 4);
   if (!(a->side > 0.0)) return hy_err_set(err, "internal error: device tree build with cube side %g", a->side);
   if (hy_cl_build_kernels(cl, err) != 0) return -1;
   struct evlist ev = {0};

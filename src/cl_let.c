@@ -80,7 +80,13 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
   /* the sent nodes; with too little room for them, once more with enough */
   const unsigned pshift = bits_for(n);
   for (int attempt = 0;; attempt++) {
-    const cl_uint zero = 0, cap = (cl_uint)(cl->l_val[0].size / 4);
+    /* room: the smallest of the four buffers (an allocation may hold more than asked) */
+    size_t room = cl->l_val[0].size / 4;
+    for (int k = 0; k < 2; k++) {
+      if (cl->l_key[k].size / 8 < room) room = cl->l_key[k].size / 8;
+      if (cl->l_val[k].size / 4 < room) room = cl->l_val[k].size / 4;
+    }
+    const cl_uint zero = 0, cap = room > UINT32_MAX ? UINT32_MAX : (cl_uint)room;
     if ((e = clEnqueueFillBuffer(cl->q, cl->l_cnt.mem, &zero, sizeof zero, 0, (1 + 2 * LET_MAXB) * 4, 0, NULL,
                                  NULL)) != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: LET selection: clearing the counters failed on %s: %s", cl->name,

@@ -442,22 +442,18 @@ static int pos4_fits(struct hy_force *f, size_t n, size_t room, struct hy_err *e
   return hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, bytes, err) != NULL;
 }
 
-/* merged: the tree of local particles and LET items (p->grp), which keeps
- * neither first_bad nor the host view of the local tree */
-static int device_build(struct hy_force *f, const struct hy_part *p, int refit, int merged, struct hy_err *err) {
+/* The local tree on the device (refit: of the last build's cells). */
+static int device_build(struct hy_force *f, const struct hy_part *p, int refit, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t n = p->n;
   /* distributed: room for the soft step's LET items after the local
    * particles (merged_build): 5/4 of the last soft step's count, and at
    * least a quarter of the local particles */
   const size_t last = f->remote.n + f->remote.n / 4;
-  const size_t room = !merged && f->let ? (last > n / 4 ? last : n / 4) + 1024 : 0;
+  const size_t room = f->let ? (last > n / 4 ? last : n / 4) + 1024 : 0;
   if (!pos4_fits(f, n, room, err)) return -1;
   float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(n, 16, "packed positions"), err);
   if (!pos4) return -1;
-  float *grp = NULL;
-  if (p->grp && !(grp = hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(n, 8, "item moments"), err)))
-    return -1;
   /* the frame: this build's centre of mass; on several ranks a refit keeps
    * the frame of the build it refits (one pass over the particles fewer; a
    * resumed run builds that tree as the straight one did). One rank keeps
@@ -468,15 +464,14 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   uint64_t bad = UINT64_MAX;
   double red[10];
   for (int pass = 0; pass < 2; pass++) {
-    pack_run(f, p, f->origin, pos4, grp, red, &bad);
+    pack_run(f, p, f->origin, pos4, NULL, red, &bad);
     if (pass == 1) break;
     /* escapers shrank the key cube: pack again relative to the bulk's centre */
     if (!key_cube(n, red, f->origin, sample, s, centre, &half)) break;
     memcpy(f->origin, centre, sizeof f->origin);
   }
-  f->packed_n = merged ? 0 : n;
+  f->packed_n = n;
   memcpy(f->packed_red, red, sizeof f->packed_red);
-  if (merged) return build_packed(f, 1, n, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
   box_from_pack(f, red);
   if (build_packed(f, 0, n, pos4, NULL, centre, half, hy_wtime() - t0, refit, err) != 0) return -1;
@@ -921,7 +916,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
 }
 
 int hy_force_refit(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
-  if (can_refit(f, p->n)) return device_build(f, p, 1, 0, err);
+  if (can_refit(f, p->n)) return device_build(f, p, 1, err);
   return hy_force_build(f, p, err);
 }
 
@@ -933,7 +928,7 @@ int hy_force_resume(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   f->dev_build = 0;
   f->box_ok = 0;
-  if (f->cfg.tree_build != HY_TREE_BUILD_HOST && p->n >= 2) return device_build(f, p, 0, 0, err);
+  if (f->cfg.tree_build != HY_TREE_BUILD_HOST && p->n >= 2) return device_build(f, p, 0, err);
   if (p->n == 0) { /* a rank without particles (distributed runs): nothing to build */
     f->tree.n_part = f->tree.n_cell = 0;
     f->tree_id = atomic_fetch_add(&tree_serial, 1);
@@ -1243,37 +1238,43 @@ static void zero_floats_body(void *arg, size_t b, size_t e, int tid) {
 }
 
 /* The soft step's merged tree (local particles, then the LET items) on the
- * device. The local build of this step left the local particles packed in
- * the staging buffer relative to its frame; the items are packed after them
- * in the same frame, which spares a pass over the local particles and the
- * copy into the merged set. Where that pack is gone (another build, a
- * buffer too small) or escapers would move the frame, the merged set is
- * packed whole, relative to its own centre of mass. */
+ * device, in the second tree slot, packed in the local build's frame as
+ * the device state's merged walk packs it (state_merged_walk): the same
+ * floats and the same key cube, so the same tree. The local build of this
+ * step left the local particles packed in the staging buffer, which is
+ * reused where it has room for the items too; else they are packed again
+ * (the same values). Escapers that shrink the key cube move the frame to
+ * the bulk's centre, and both parts are packed again there. */
 static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
   const size_t n = p->n, m = f->remote.n, nm = n + m;
-  const size_t need = hy_size_mul_or_die(nm, 16, "packed positions");
-  if (f->packed_n != n || n < 2 || hy_cl_host_buffer_size(f->cl, HY_CL_HOST_POS) < need)
-    return device_build(f, merged_set(f, p), 0, 1, err);
   double t0 = hy_wtime();
+  const size_t need = hy_size_mul_or_die(nm, 16, "packed positions");
+  const int have_local = f->packed_n == n && hy_cl_host_buffer_size(f->cl, HY_CL_HOST_POS) >= need;
   float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, need, err);
   float *grp = pos4 ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(nm, 8, "item moments"), err) : NULL;
   if (!grp) return -1;
+  f->packed_n = 0; /* the staging buffer holds the merged set from here on */
   hy_pool_for(f->pool, 2 * n, 65536, zero_floats_body, grp); /* local particles: no B2, no b_max */
-  double red[10];
+  double lred[10], mred[10], bounds[6], sample[3 * HY_TREE_SAMPLE], centre[3], half;
   uint64_t bad = UINT64_MAX;
-  if (m)
-    pack_run(f, &f->remote, f->origin, pos4 + 4 * n, grp + 2 * n, red, &bad);
-  for (int d = 0; d < 3; d++) {
-    red[d] = m ? fmin(red[d], f->packed_red[d]) : f->packed_red[d];
-    red[3 + d] = m ? fmax(red[3 + d], f->packed_red[3 + d]) : f->packed_red[3 + d];
+  const double *red = f->packed_red; /* the local particles' ranges relative to f->origin */
+  if (!have_local) {
+    pack_run(f, p, f->origin, pos4, NULL, lred, &bad);
+    red = lred;
   }
-  double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = hy_tree_sample2(p->pos, n, f->remote.pos, m, sample); /* as of the merged set */
-  if (key_cube(nm, red, f->origin, sample, s, centre, &half)) {
-    f->packed_n = 0;
-    return device_build(f, merged_set(f, p), 0, 1, err);
+  for (int pass = 0; pass < 2; pass++) {
+    if (m) pack_run(f, &f->remote, f->origin, pos4 + 4 * n, grp + 2 * n, mred, &bad);
+    for (int d = 0; d < 3; d++) {
+      bounds[d] = m ? fmin(mred[d], red[d]) : red[d];
+      bounds[3 + d] = m ? fmax(mred[3 + d], red[3 + d]) : red[3 + d];
+    }
+    if (pass == 1 || !key_cube(nm, bounds, f->origin, sample, s, centre, &half)) break;
+    /* escapers shrank the key cube: both packed again relative to the bulk's centre */
+    memcpy(f->origin, centre, sizeof f->origin);
+    pack_run(f, p, f->origin, pos4, NULL, lred, &bad);
+    red = lred;
   }
-  f->packed_n = 0; /* the staging buffer holds the merged set now */
   return build_packed(f, 1, nm, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
 }
 

@@ -43,6 +43,7 @@ struct dest_buf {
 struct sel_task {
   int r;
   int32_t x;
+  int skip; /* hard counts: x lies in a subtree the hard walk skips (below a far cell that the full walk opened) */
   struct dest_buf out;
 };
 
@@ -55,6 +56,7 @@ struct hy_let {
   struct sel_task *task;    /* selection tasks of the last hy_let_select */
   size_t n_task, task_cap;
   int32_t *front[2];        /* frontier expansion scratch */
+  unsigned char *fskip[2];  /* and the nodes' skip flags (sel_task.skip) */
   size_t front_cap;
   uint64_t *send_cnt;       /* 2 per rank: items, counted hard items */
   uint64_t *recv_cnt;       /* 2 per rank */
@@ -84,6 +86,8 @@ void hy_let_free(struct hy_let *L) {
   hy_free(L->task);
   hy_free(L->front[0]);
   hy_free(L->front[1]);
+  hy_free(L->fskip[0]);
+  hy_free(L->fskip[1]);
   hy_free(L->dest);
   hy_free(L->box);
   hy_free(L->send_cnt);
@@ -137,7 +141,13 @@ static void tight_box_pool(const struct hy_part *p, struct hy_pool *pool, struct
   hy_free(j.part);
 }
 
+/* The device selection (opencl/let.cl) repeats these operations with
+ * contraction off, and its items must equal the host's: no fused
+ * multiply-add here either (GCC's ISO C mode does not contract; clang may). */
 double hy_let_box_distance(const struct hy_box *b, const double x[3]) {
+#ifdef __clang__
+#pragma clang fp contract(off)
+#endif
   if (!(b->lo[0] <= b->hi[0])) return INFINITY;
   double s = 0.0;
   for (int d = 0; d < 3; d++) {
@@ -209,11 +219,13 @@ struct sel_job {
  * with d >= R2 + b_max, which the full walk may open but the hard walk
  * skips (their end is the skipped cell's next link). Returns the item count. */
 static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct hy_box *B, int hard,
-                            double r2, int32_t x, int32_t stop, struct dest_buf *out, uint64_t *hard_count) {
+                            double r2, int32_t x, int32_t stop, int skip0, struct dest_buf *out,
+                            uint64_t *hard_count) {
   const int32_t np = (int32_t)t->n_part;
   uint64_t count = 0, hc = 0;
-  int32_t skip_end = HY_NONE; /* hard_count: inside a skipped subtree until this node */
-  int skipping = 0;
+  /* hard_count: inside a skipped subtree until this node; skip0: the whole walk is */
+  int32_t skip_end = skip0 ? stop : HY_NONE;
+  int skipping = skip0;
   while (x != stop) {
     if (skipping && x == skip_end) skipping = 0;
     if (x < np) {
@@ -257,28 +269,33 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
  * every cell the walk would open by its children, level by level, until
  * there are at least `want` nodes or nothing opens. The walks of the
  * returned nodes, in order, visit what the whole walk visits, in the same
- * order (a hard-LET count over the same nodes is also the whole count: a
- * cell the hard walk skips emits nothing from its children either, as they
- * all lie within its b_max). Returns the count; the nodes are in L->front[0]. */
-static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct hy_box *B, int hard, double r2,
-                       size_t want) {
+ * order. For the hard-LET counts of a full walk (count_hard) a node below a
+ * cell that the full walk opens but the hard walk skips (d >= R2 + b_max)
+ * is marked in L->fskip[0], so that its walk counts nothing, as the whole
+ * walk would not. Returns the count; the nodes are in L->front[0]. */
+static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct hy_box *B, int hard, int count_hard,
+                       double r2, size_t want) {
   const int32_t np = (int32_t)t->n_part;
   size_t n = 1;
   L->front[0][0] = t->root;
+  L->fskip[0][0] = 0;
   for (;;) {
     size_t m = 0;
     int opened = 0;
     for (size_t k = 0; k < n; k++) {
       const int32_t x = L->front[0][k];
-      int open = 0;
+      int open = 0, skip = L->fskip[0][k];
       if (x >= np) {
         const size_t c = (size_t)(x - np);
         const double d = hy_let_box_distance(B, t->cm + 3 * c);
-        open = !(hard && d >= r2 + t->bmax[c]) && d < t->rb[c];
+        const int far = d >= r2 + t->bmax[c];
+        open = !(hard && far) && d < t->rb[c];
+        if (open && count_hard && far) skip = 1;
       }
       /* the children of an opened cell: more[x], then next links up to next[x] */
       const int32_t stop = t->next[x];
       for (int32_t y = open ? t->more[x] : x; m < L->front_cap; y = t->next[y]) {
+        L->fskip[1][m] = (unsigned char)skip;
         L->front[1][m++] = y;
         if (!open || t->next[y] == stop) break;
       }
@@ -288,6 +305,9 @@ static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct h
     int32_t *sw = L->front[0];
     L->front[0] = L->front[1];
     L->front[1] = sw;
+    unsigned char *sf = L->fskip[0];
+    L->fskip[0] = L->fskip[1];
+    L->fskip[1] = sf;
     n = m;
     if (!opened || n >= want) return n;
   }
@@ -303,11 +323,11 @@ static void sel_body(void *arg, size_t b, size_t e, int tid) {
     const int32_t stop = j->t->next[tk->x];
     tk->out.n = 0;
     tk->out.n_hard = 0;
-    select_walk(j->t, j->p, B, j->hard, j->r2, tk->x, stop, &tk->out, j->count_hard ? &tk->out.n_hard : NULL);
+    select_walk(j->t, j->p, B, j->hard, j->r2, tk->x, stop, tk->skip, &tk->out, j->count_hard ? &tk->out.n_hard : NULL);
   }
 }
 
-static void add_task(struct hy_let *L, int r, int32_t x) {
+static void add_task(struct hy_let *L, int r, int32_t x, int skip) {
   if (L->n_task == L->task_cap) {
     size_t cap = 2 * L->task_cap + 64;
     L->task = hy_realloc("LET selection tasks", L->task, cap, sizeof *L->task);
@@ -316,6 +336,7 @@ static void add_task(struct hy_let *L, int r, int32_t x) {
   }
   L->task[L->n_task].r = r;
   L->task[L->n_task].x = x;
+  L->task[L->n_task].skip = skip;
   L->n_task++;
 }
 
@@ -331,15 +352,17 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
     L->front_cap = 8 * want + 8;
     for (int k = 0; k < 2; k++) {
       hy_free(L->front[k]);
+      hy_free(L->fskip[k]);
       L->front[k] = hy_malloc("LET selection frontier", L->front_cap, sizeof(int32_t));
+      L->fskip[k] = hy_malloc("LET selection frontier", L->front_cap, 1);
     }
   }
   L->n_task = 0;
   for (int r = 0; r < L->size; r++) {
     const struct hy_box *B = &L->box[r];
     if (r == L->rank || !t || p->n == 0 || !(B->lo[0] <= B->hi[0])) continue;
-    size_t n = frontier(L, t, B, hard, r2, want);
-    for (size_t k = 0; k < n; k++) add_task(L, r, L->front[0][k]);
+    size_t n = frontier(L, t, B, hard, j.count_hard, r2, want);
+    for (size_t k = 0; k < n; k++) add_task(L, r, L->front[0][k], L->fskip[0][k]);
   }
   hy_pool_for(L->pool, L->n_task, 1, sel_body, &j);
   /* each destination's items: its tasks' items in walk order */

@@ -82,11 +82,18 @@ void hy_warn(const char *fmt, ...) {
   va_end(ap);
 }
 
+static void (*on_die)(void) = NULL;
+
+void hy_log_on_die(void (*fn)(void)) { on_die = fn; }
+
 void hy_die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   emit("error", fmt, ap);
   va_end(ap);
+  void (*fn)(void) = on_die;
+  on_die = NULL; /* once, also if fn dies */
+  if (fn) fn();
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);

@@ -31,6 +31,9 @@ void hy_msg_all(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hy_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /** Fatal error: print "hytree: error: ..." to stderr and end all ranks. */
 void hy_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/** A function hy_die calls (once) after its message and before it ends the
+ *  ranks, e.g. to write this rank's diagnostics; NULL: none. */
+void hy_log_on_die(void (*fn)(void));
 
 /** Fill an error buffer (printf-style). Always returns -1. */
 int hy_err_set(struct hy_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -7,8 +7,10 @@
  * seconds since the start of rank 0's trace, from the node's monotonic
  * clock, so the ranks of one node share a time axis). tools/trace_report.py
  * summarises the files. Recording costs a clock read and a short critical
- * section per phase; nothing is recorded while tracing is off. Knows
- * nothing of MPI beyond the start's time broadcast. */
+ * section per phase; nothing is recorded while tracing is off. Rank 0's
+ * HYTREE_TRACE decides for every rank. A rank that ends the run with
+ * hy_die writes its file first; the others, ended by it, write none.
+ * Knows nothing of MPI beyond the broadcasts at the start. */
 #ifndef HY_TRACE_H
 #define HY_TRACE_H
 
@@ -18,8 +20,8 @@
 
 enum { HY_TRACE_MAIN = 0, HY_TRACE_DEVICE = 1 };
 
-/** Start tracing if HYTREE_TRACE is set (every rank of comm; collective).
- *  Returns 0, or -1 with err set when the trace's memory cannot be had. */
+/** Start tracing if rank 0's HYTREE_TRACE is set (collective over comm).
+ *  Returns 0, or -1 with err set. */
 int hy_trace_open(MPI_Comm comm, struct hy_err *err);
 /** Nonzero while tracing. */
 int hy_trace_on(void);
