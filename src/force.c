@@ -78,10 +78,8 @@ struct hy_force {
   int box_ok;               /* box is set (from that build's pack reductions) */
   double frame[3];          /* positions in the device records are relative to this point */
   float *dout0, *dout1;     /* walk results (engine's host staging memory) */
-  uint32_t *dd_u32;         /* state patch: the holes and their sources as 32-bit indices */
-  size_t dd_cap;
-  uint32_t *dd_idx;         /* decomposition: 32-bit indices for a gather */
-  size_t dd_idx_cap;
+  uint32_t *u32;            /* 32-bit indices for the device (u32_scratch) */
+  size_t u32_cap;
   size_t *dd_leave, *dd_beyond; /* decomposition: the device's lists, as size_t */
   int *dd_rank;
   size_t dd_list_cap[2];
@@ -151,8 +149,7 @@ void hy_force_free(struct hy_force *f) {
   hy_free(f->rout1);
   hy_free(f->red);
   hy_free(f->red_bad);
-  hy_free(f->dd_u32);
-  hy_free(f->dd_idx);
+  hy_free(f->u32);
   hy_free(f->dd_leave);
   hy_free(f->dd_beyond);
   hy_free(f->dd_rank);
@@ -337,11 +334,6 @@ static void box_from_pack(struct hy_force *f, const double red[6]) {
   f->box_ok = 1;
 }
 
-/* The device build from positions packed relative to f->origin (pos4, or
- * the device state's when NULL) in the key cube (centre, half); t_host is
- * the host time spent so far. slot 0: the local tree (f->tree's counts and
- * frame); slot 1: the merged tree of local particles and LET items (f->m_*),
- * which leaves the local tree on the device for the hard steps' refits. */
 /* A device build of n positions (pos4, grp as hy_cl_build_args) packed
  * relative to `frame`, in the key cube (centre, half). */
 static struct hy_cl_build_args build_args(const struct hy_force *f, const double frame[3], const float *pos4,
@@ -359,6 +351,11 @@ static struct hy_cl_build_args build_args(const struct hy_force *f, const double
                                    .slot = slot};
 }
 
+/* The device build from positions packed relative to f->origin (pos4, or
+ * the device state's when NULL) in the key cube (centre, half); t_host is
+ * the host time spent so far. slot 0: the local tree (f->tree's counts and
+ * frame); slot 1: the merged tree of local particles and LET items (f->m_*),
+ * which leaves the local tree on the device for the hard steps' refits. */
 static int build_packed(struct hy_force *f, int slot, size_t n, const float *pos4, const float *grp,
                         const double centre[3], double half, double t_host, int refit, struct hy_err *err) {
   double t1 = hy_wtime();
@@ -587,6 +584,16 @@ int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_acc
   return rc;
 }
 
+/* Room for n 32-bit indices (the device's index type). */
+static uint32_t *u32_scratch(struct hy_force *f, size_t n) {
+  if (n > f->u32_cap) {
+    hy_free(f->u32);
+    f->u32_cap = n + n / 4 + 64;
+    f->u32 = hy_malloc("device indices", f->u32_cap, sizeof(uint32_t));
+  }
+  return f->u32;
+}
+
 int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size_t *holes, const size_t *srcs,
                          size_t n_holes, size_t n_keep, struct hy_err *err) {
   double t0 = hy_wtime();
@@ -600,16 +607,12 @@ int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size
   stage_add(&j, vel, p->vel + 3 * n_keep, 3);
   stage_add(&j, mass, p->mass + n_keep, 1);
   hy_pool_for(f->pool, nt, 65536, stage_body, &j);
-  if (n_holes > f->dd_cap) {
-    hy_free(f->dd_u32);
-    f->dd_cap = n_holes + n_holes / 4 + 64;
-    f->dd_u32 = hy_malloc("moved particles", f->dd_cap, 2 * sizeof(uint32_t));
-  }
+  uint32_t *u = u32_scratch(f, hy_size_mul_or_die(n_holes, 2, "moved particles"));
   for (size_t h = 0; h < n_holes; h++) {
-    f->dd_u32[h] = (uint32_t)holes[h];
-    f->dd_u32[n_holes + h] = (uint32_t)srcs[h];
+    u[h] = (uint32_t)holes[h];
+    u[n_holes + h] = (uint32_t)srcs[h];
   }
-  int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, f->dd_u32, f->dd_u32 + n_holes, n_holes, err);
+  int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, u, u + n_holes, n_holes, err);
   f->st.upload += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "state_patch", t0);
   return rc;
@@ -656,13 +659,9 @@ static int dd_check(void *ctx, struct hy_part *p, size_t *n_bad, struct hy_err *
 
 static int dd_gather(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err) {
   struct hy_force *f = ctx;
-  if (m > f->dd_idx_cap) {
-    hy_free(f->dd_idx);
-    f->dd_idx_cap = m + m / 4 + 64;
-    f->dd_idx = hy_malloc("decomposition indices", f->dd_idx_cap, sizeof(uint32_t));
-  }
-  for (size_t j = 0; j < m; j++) f->dd_idx[j] = (uint32_t)idx[j];
-  return hy_cl_state_gather(f->cl, f->dd_idx, m, pos, vel, err);
+  uint32_t *u = u32_scratch(f, m);
+  for (size_t j = 0; j < m; j++) u[j] = (uint32_t)idx[j];
+  return hy_cl_state_gather(f->cl, u, m, pos, vel, err);
 }
 
 static int dd_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, struct hy_err *err) {
@@ -789,6 +788,44 @@ static int state_select(struct hy_force *f, int mode, struct hy_err *err) {
 
 static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err);
 
+/* Packs the local particles again relative to f->origin (their lo[3],
+ * hi[3] relative to it into lred): on the host or on the device. */
+typedef int (*local_repack_fn)(struct hy_force *f, void *ctx, double lred[11], struct hy_err *err);
+
+/* The merged tree's frame and key cube, made alike by both particle-state
+ * paths (their merged trees must be the same): the m LET items packed
+ * relative to f->origin into items (and their B2, b_max into grp), the cube
+ * of them and of the local particles (their ranges red relative to
+ * f->origin; the sample of both sets); when escapers shrink it, the frame
+ * moves to the bulk's centre and both are packed again there. */
+static int merged_cube(struct hy_force *f, size_t n, const double *red, float *items, float *grp,
+                       const double *sample, size_t s, local_repack_fn repack, void *ctx, double centre[3],
+                       double *half, struct hy_err *err) {
+  const size_t m = f->remote.n;
+  double lred[11], mred[10], bounds[6];
+  uint64_t bad = UINT64_MAX; /* the items were checked where they came from */
+  for (int pass = 0; pass < 2; pass++) {
+    if (m) pack_run(f, &f->remote, f->origin, items, grp, mred, &bad);
+    for (int d = 0; d < 3; d++) {
+      bounds[d] = m ? fmin(mred[d], red[d]) : red[d];
+      bounds[3 + d] = m ? fmax(mred[3 + d], red[3 + d]) : red[3 + d];
+    }
+    if (pass == 1 || !key_cube(n + m, bounds, f->origin, sample, s, centre, half)) break;
+    memcpy(f->origin, centre, sizeof f->origin);
+    if (repack(f, ctx, lred, err) != 0) return -1;
+    red = lred; /* the local particles' ranges in the new frame */
+  }
+  return 0;
+}
+
+static int state_repack(struct hy_force *f, void *ctx, double lred[11], struct hy_err *err) {
+  double tk = 0.0;
+  (void)ctx;
+  int rc = hy_cl_state_pack(f->cl, f->origin, lred, 0, NULL, &tk, err);
+  f->st.kernel += tk;
+  return rc;
+}
+
 /* The merged walk of the device state (soft steps on several ranks, hard
  * ones with LETWalk merged; p's positions are the device's): the LET
  * exchanged after the local build,
@@ -801,29 +838,17 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
 static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, const double *red,
                              struct hy_err *err) {
   if (exchange_let(f, p, mode, 1, err) != 0) return -1;
-  double t0 = hy_wtime(), tk = 0.0;
+  double t0 = hy_wtime();
   const size_t n = p->n, m = f->remote.n, nm = n + m;
   double frame[3];
   memcpy(frame, f->frame, sizeof frame);
   float *items = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(m, 16, "LET items"), err);
   float *grp = items ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(m, 8, "LET items"), err) : NULL;
   if (!grp) return -1;
-  double sample[3 * HY_TREE_SAMPLE], centre[3], half, mred[10], bounds[6], lred[11];
+  double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = state_sample2(f, n, m, sample, err); /* as of the merged set */
-  if (s == 0 && n + m > 0) return -1;
-  for (int pass = 0; pass < 2; pass++) {
-    uint64_t bad = UINT64_MAX;
-    if (m) pack_run(f, &f->remote, f->origin, items, grp, mred, &bad);
-    for (int d = 0; d < 3; d++) {
-      bounds[d] = m ? fmin(mred[d], red[d]) : red[d];
-      bounds[3 + d] = m ? fmax(mred[3 + d], red[3 + d]) : red[3 + d];
-    }
-    if (pass == 1 || !key_cube(nm, bounds, f->origin, sample, s, centre, &half)) break;
-    /* escapers shrank the key cube: both packed again relative to the bulk's centre */
-    memcpy(f->origin, centre, sizeof f->origin);
-    if (hy_cl_state_pack(f->cl, f->origin, lred, 0, NULL, &tk, err) != 0) return -1;
-    red = lred; /* the local particles' ranges in the new frame */
-  }
+  if ((s == 0 && nm > 0) || merged_cube(f, n, red, items, grp, sample, s, state_repack, NULL, centre, &half, err))
+    return -1;
   hy_trace(HY_TRACE_MAIN, "pack_items", t0);
   double tu = 0.0;
   const double ta = hy_trace_t();
@@ -1237,6 +1262,19 @@ static void zero_floats_body(void *arg, size_t b, size_t e, int tid) {
   memset(x + b, 0, (e - b) * sizeof(float));
 }
 
+struct host_repack {
+  const struct hy_part *p;
+  float *pos4;
+};
+
+static int host_repack(struct hy_force *f, void *ctx, double lred[11], struct hy_err *err) {
+  (void)err;
+  const struct host_repack *h = ctx;
+  uint64_t bad = UINT64_MAX; /* checked at the local build */
+  pack_run(f, h->p, f->origin, h->pos4, NULL, lred, &bad);
+  return 0;
+}
+
 /* The soft step's merged tree (local particles, then the LET items) on the
  * device, in the second tree slot, packed in the local build's frame as
  * the device state's merged walk packs it (state_merged_walk): the same
@@ -1255,26 +1293,16 @@ static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_e
   if (!grp) return -1;
   f->packed_n = 0; /* the staging buffer holds the merged set from here on */
   hy_pool_for(f->pool, 2 * n, 65536, zero_floats_body, grp); /* local particles: no B2, no b_max */
-  double lred[10], mred[10], bounds[6], sample[3 * HY_TREE_SAMPLE], centre[3], half;
-  uint64_t bad = UINT64_MAX;
+  double lred[11], sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const double *red = f->packed_red; /* the local particles' ranges relative to f->origin */
+  struct host_repack hr = {.p = p, .pos4 = pos4};
   if (!have_local) {
-    pack_run(f, p, f->origin, pos4, NULL, lred, &bad);
+    host_repack(f, &hr, lred, err);
     red = lred;
   }
   const size_t s = hy_tree_sample2(p->pos, n, f->remote.pos, m, sample); /* as of the merged set */
-  for (int pass = 0; pass < 2; pass++) {
-    if (m) pack_run(f, &f->remote, f->origin, pos4 + 4 * n, grp + 2 * n, mred, &bad);
-    for (int d = 0; d < 3; d++) {
-      bounds[d] = m ? fmin(mred[d], red[d]) : red[d];
-      bounds[3 + d] = m ? fmax(mred[3 + d], red[3 + d]) : red[3 + d];
-    }
-    if (pass == 1 || !key_cube(nm, bounds, f->origin, sample, s, centre, &half)) break;
-    /* escapers shrank the key cube: both packed again relative to the bulk's centre */
-    memcpy(f->origin, centre, sizeof f->origin);
-    pack_run(f, p, f->origin, pos4, NULL, lred, &bad);
-    red = lred;
-  }
+  if (merged_cube(f, n, red, pos4 + 4 * n, grp + 2 * n, sample, s, host_repack, &hr, centre, &half, err) != 0)
+    return -1;
   return build_packed(f, 1, nm, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
 }
 

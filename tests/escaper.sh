@@ -5,7 +5,8 @@
 # break the keys or the device's float frame: the snapshot's accelerations
 # and potentials of the hybrid scheme (1 rank with the tree on the host and
 # with the tree and the state on the device, and 2 ranks when a launcher
-# exists, also after a step with the state on the device) and of the direct
+# exists, also after a step with the state on the device, which must equal
+# the same step with the state on the host bit for bit) and of the direct
 # scheme match a double direct sum (tests/check_snapshot),
 # and a short run completes with the escaper still at about 1e12.
 set -u
@@ -48,6 +49,16 @@ if [ -n "${MPIEXEC:-}" ]; then
   # built on the device in the bulk's frame
   forces hybrid2dev "$MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2" -P TreeBuild=device -P ParticleState=device \
     -P TimeEnd=0.005
+  # the same with the state on the host: its merged tree, packed in the
+  # bulk's frame on the host, must be the device state's, bit for bit
+  forces hybrid2host "$MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2" -P TreeBuild=device -P ParticleState=host \
+    -P TimeEnd=0.005
+  cmp "$tmp/hybrid2dev/energy.csv" "$tmp/hybrid2host/energy.csv" ||
+    { echo "FAIL: 2 ranks with an escaper: energy.csv differs between ParticleState device and host"; fail=1; }
+  if command -v h5diff >/dev/null 2>&1; then
+    h5diff "$tmp/hybrid2dev/snapshot_001.hdf5" "$tmp/hybrid2host/snapshot_001.hdf5" /PartType1 /PartType1 ||
+      { echo "FAIL: 2 ranks with an escaper: the snapshots differ between ParticleState device and host"; fail=1; }
+  fi
 else
   echo "no MPI launcher: the 2-rank case is not tested"
 fi
