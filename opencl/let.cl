@@ -5,9 +5,12 @@
  * what src/let.c's host walk selects, in the same order and with the same
  * double-precision arithmetic, so the items are the same bit for bit:
  *
- *   full LET:  particle -> send;  cell: d < r_b -> open, else send
+ *   full LET:  particle -> send;  cell: d < f r_b -> open, else send
  *   hard LET:  cell with d >= R2 + b_max -> skip; particle -> send if d < R2;
  *              cell: d < r_b -> open, else send if d < R2
+ *
+ * (f = fopen >= 1, hy_let_set_full_open; the hard walk, whose items a full
+ * walk may count, opens a subset of the cells the full walk opens)
  *
  * with d the distance from the node's position (particles: the state's
  * double position; cells: the float centre of mass plus the records' frame)
@@ -60,7 +63,7 @@ inline double hy_box_dist(__global const double *b, const double x0, const doubl
  * by the host. */
 __kernel void hy_let_vis(const uint gen0, const uint n_gen, const int n_part, __global const float4 *node,
                          __global const double *boxes, const uint nb, const double fx, const double fy,
-                         const double fz, const double r2, const int hard, __global uint2 *vis) {
+                         const double fz, const double r2, const double fopen, const int hard, __global uint2 *vis) {
   const uint g = (uint)get_global_id(0);
   if (g >= n_gen) return;
   const int self = n_part + (int)(gen0 + g);
@@ -75,7 +78,7 @@ __kernel void hy_let_vis(const uint gen0, const uint n_gen, const int n_part, __
       if (!((v.x | v.y) & bit)) continue;
       const double d = hy_box_dist(boxes + 6 * j, cx, cy, cz);
       const int open = d < rb, near = !(d >= lim);
-      if ((v.x & bit) && open && (!hard || near)) cv.x |= bit;
+      if ((v.x & bit) && (hard ? open && near : d < fopen * rb)) cv.x |= bit;
       if ((v.y & bit) && open && near) cv.y |= bit;
     }
   }
@@ -91,7 +94,8 @@ __kernel void hy_let_vis(const uint gen0, const uint n_gen, const int n_part, __
 __kernel void hy_let_emit(const uint n_nodes, const int n_part, __global const float4 *node,
                           __global const uint *c_lo, __global const uint *idx, __global const double *spos,
                           __global const double *boxes, const uint nb, const double fx, const double fy,
-                          const double fz, const double r2, const int hard, __global const uint2 *vis,
+                          const double fz, const double r2, const double fopen, const int hard,
+                          __global const uint2 *vis,
                           __global uint *cnt, const uint cap, __global ulong *key, __global uint *val,
                           const uint pshift) {
   __local uint l_n, l_base;
@@ -130,7 +134,7 @@ __kernel void hy_let_emit(const uint n_nodes, const int n_part, __global const f
       /* sent by the hard walk: a particle within R2; a cell neither skipped
        * nor opened, within R2 */
       const int hsend = is_part ? d < r2 : !(d >= lim) && !(d < rb) && d < r2;
-      const int send = hard ? hsend : (is_part || !(d < rb));
+      const int send = hard ? hsend : (is_part || !(d < fopen * rb));
       if ((v.x & bit) && send) em |= bit;
       if ((v.y & bit) && hsend) atomic_inc(&l_hcount[j]);
     }

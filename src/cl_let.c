@@ -56,13 +56,13 @@ static unsigned bits_for(size_t v) { /* bits to hold 0 .. v */
 /* One pass for up to LET_MAXB destinations (boxes already uploaded): the
  * visibility masks from the root down, the sent nodes, their order, their
  * items appended to cl->l_items at item offset `at`. */
-static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], double r2, int hard, int count_hard,
-                       size_t at, size_t *count, uint64_t *hcount, size_t *made, struct hy_err *err) {
+static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], double r2, double fopen, int hard,
+                       int count_hard, size_t at, size_t *count, uint64_t *hcount, size_t *made, struct hy_err *err) {
   struct cl_tree *T = &cl->tree[0];
   const size_t n = T->sorted_n, nn = n + T->n_cell;
   const cl_int n_part = (cl_int)n, hd = hard ? 1 : 0;
   const cl_uint unb = (cl_uint)nb, unn = (cl_uint)nn;
-  const cl_double fx = frame[0], fy = frame[1], fz = frame[2], dr2 = r2;
+  const cl_double fx = frame[0], fy = frame[1], fz = frame[2], dr2 = r2, dfo = fopen;
   cl_int e;
   /* the root: reached for every destination by the selected walk, and by the hard walk when it is counted */
   const cl_uint all = nb == LET_MAXB ? 0xffffffffu : ((cl_uint)1 << nb) - 1u;
@@ -73,7 +73,7 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
   for (int g = 0; g < T->n_gen; g++) {
     const cl_uint g0 = T->gen_first[g], gc = T->gen_count[g];
     if (hy_cl_set_args(cl, cl->k_let_vis, "hy_let_vis", err, V(g0), V(gc), V(n_part), M(cl->node[0]), M(cl->l_boxes), V(unb),
-             V(fx), V(fy), V(fz), V(dr2), V(hd), M(cl->l_vis), END) ||
+             V(fx), V(fy), V(fz), V(dr2), V(dfo), V(hd), M(cl->l_vis), END) ||
         hy_cl_launch(cl, cl->k_let_vis, "hy_let_vis", gc, NULL, err))
       return -1;
   }
@@ -93,7 +93,7 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
                         hy_cl_errname(e));
     const cl_uint ushift = pshift;
     if (hy_cl_set_args(cl, cl->k_let_emit, "hy_let_emit", err, V(unn), V(n_part), M(cl->node[0]), M(T->c_lo), M(T->idx),
-             M(cl->s_pos), M(cl->l_boxes), V(unb), V(fx), V(fy), V(fz), V(dr2), V(hd), M(cl->l_vis), M(cl->l_cnt),
+             M(cl->s_pos), M(cl->l_boxes), V(unb), V(fx), V(fy), V(fz), V(dr2), V(dfo), V(hd), M(cl->l_vis), M(cl->l_cnt),
              V(cap), M(cl->l_key[0]), M(cl->l_val[0]), V(ushift), END) ||
         hy_cl_launch(cl, cl->k_let_emit, "hy_let_emit", nn, NULL, err))
       return -1;
@@ -148,8 +148,8 @@ static int test_small(void) {
   return v;
 }
 
-int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const double frame[3], double r2, int hard,
-                     int count_hard, double **items, size_t *count, uint64_t *hcount, double *seconds,
+int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const double frame[3], double r2,
+                     double fopen, int hard, int count_hard, double **items, size_t *count, uint64_t *hcount, double *seconds,
                      struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t per_pass = test_small() ? 1 : LET_MAXB;
@@ -188,7 +188,7 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const dou
       return hy_err_set(err, "OpenCL: uploading the LET boxes failed on %s: %s", cl->name, hy_cl_errname(e));
     }
     size_t made = 0;
-    if (select_pass(cl, b, frame, r2, hard, count_hard, at, count + j0, hcount + j0, &made, err) != 0) {
+    if (select_pass(cl, b, frame, r2, fopen, hard, count_hard, at, count + j0, hcount + j0, &made, err) != 0) {
       clFinish(cl->q);
       return -1;
     }

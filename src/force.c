@@ -713,6 +713,10 @@ static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, cons
   return 0;
 }
 
+void hy_force_set_let_open(struct hy_force *f, double factor) {
+  if (f->let) hy_let_set_full_open(f->let, factor);
+}
+
 const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f) {
   f->dd_src = (struct hy_decomp_dev){.ctx = f, .check = dd_check, .gather = dd_gather, .owners = dd_owners,
                                      .lists = dd_lists};
@@ -775,7 +779,8 @@ static int state_select(struct hy_force *f, int mode, struct hy_err *err) {
     rank[nb++] = r;
   }
   double *items = NULL;
-  rc = hy_cl_let_select(f->cl, boxes, nb, f->frame, f->cfg.r2, hard, !hard, &items, count, hcount, NULL, err);
+  rc = hy_cl_let_select(f->cl, boxes, nb, f->frame, f->cfg.r2, hy_let_full_open(f->let), hard, !hard, &items, count,
+                        hcount, NULL, err);
   if (rc == 0) hy_let_set_selected(f->let, rank, nb, items, count, hcount);
   hy_free(boxes);
   hy_free(rank);

@@ -101,6 +101,9 @@ enum hy_let_walk {
  *  walked (enum hy_let_walk). Call once, before the first build. A
  *  communicator of one rank needs no LET. */
 void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded, int let_walk);
+/** Distributed runs: the full LET's opening factor (hy_let_set_full_open,
+ *  the LETOpenFactor parameter); no effect on one rank. */
+void hy_force_set_let_open(struct hy_force *f, double factor);
 /** Number of ranks of the force's communicator (1 when none is set). */
 int hy_force_nranks(const struct hy_force *f);
 /** LET items received by the last hard walk, or, when no hard walk came

@@ -58,6 +58,7 @@ struct hy_let {
   int32_t *front[2];        /* frontier expansion scratch */
   unsigned char *fskip[2];  /* and the nodes' skip flags (sel_task.skip) */
   size_t front_cap;
+  double full_open;         /* full walks open a cell when d < full_open r_b (hy_let_set_full_open) */
   uint64_t *send_cnt;       /* 2 per rank: items, counted hard items */
   uint64_t *recv_cnt;       /* 2 per rank */
   MPI_Request *req;         /* 2 per rank */
@@ -76,8 +77,13 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
   L->send_cnt = hy_calloc("LET counts", 2 * P, sizeof(uint64_t));
   L->recv_cnt = hy_calloc("LET counts", 2 * P, sizeof(uint64_t));
   L->req = hy_calloc("LET requests", 2 * P, sizeof(MPI_Request));
+  L->full_open = HY_LET_FULL_OPEN;
   return L;
 }
+
+void hy_let_set_full_open(struct hy_let *L, double f) { L->full_open = f; }
+
+double hy_let_full_open(const struct hy_let *L) { return L->full_open; }
 
 void hy_let_free(struct hy_let *L) {
   if (!L) return;
@@ -219,7 +225,7 @@ struct sel_job {
  * with d >= R2 + b_max, which the full walk may open but the hard walk
  * skips (their end is the skipped cell's next link). Returns the item count. */
 static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct hy_box *B, int hard,
-                            double r2, int32_t x, int32_t stop, int skip0, struct dest_buf *out,
+                            double r2, double fopen, int32_t x, int32_t stop, int skip0, struct dest_buf *out,
                             uint64_t *hard_count) {
   const int32_t np = (int32_t)t->n_part;
   uint64_t count = 0, hc = 0;
@@ -246,8 +252,11 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
     const int far = d >= r2 + t->bmax[c]; /* no part of the cell within R2 of B */
     if (hard && far) {
       x = t->next[x];
-    } else if (d < t->rb[c]) {
-      if (hard_count && !skipping && far) {
+    } else if (d < (hard ? t->rb[c] : fopen * t->rb[c])) {
+      if (hard_count && !skipping && (far || !(d < t->rb[c]))) {
+        /* the hard walk does not open it: it skips it (far), or sends it
+         * whole (within R2) or not at all */
+        hc += !far && d < r2;
         skipping = 1;
         skip_end = t->next[x];
       }
@@ -274,7 +283,7 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
  * is marked in L->fskip[0], so that its walk counts nothing, as the whole
  * walk would not. Returns the count; the nodes are in L->front[0]. */
 static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct hy_box *B, int hard, int count_hard,
-                       double r2, size_t want) {
+                       double r2, double fopen, size_t want) {
   const int32_t np = (int32_t)t->n_part;
   size_t n = 1;
   L->front[0][0] = t->root;
@@ -289,7 +298,9 @@ static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct h
         const size_t c = (size_t)(x - np);
         const double d = hy_let_box_distance(B, t->cm + 3 * c);
         const int far = d >= r2 + t->bmax[c];
-        open = !(hard && far) && d < t->rb[c];
+        open = !(hard && far) && d < (hard ? t->rb[c] : fopen * t->rb[c]);
+        /* a cell that the hard walk sends whole stays a task (its walk counts it) */
+        if (open && count_hard && !skip && !far && !(d < t->rb[c])) open = 0;
         if (open && count_hard && far) skip = 1;
       }
       /* the children of an opened cell: more[x], then next links up to next[x] */
@@ -323,7 +334,8 @@ static void sel_body(void *arg, size_t b, size_t e, int tid) {
     const int32_t stop = j->t->next[tk->x];
     tk->out.n = 0;
     tk->out.n_hard = 0;
-    select_walk(j->t, j->p, B, j->hard, j->r2, tk->x, stop, tk->skip, &tk->out, j->count_hard ? &tk->out.n_hard : NULL);
+    select_walk(j->t, j->p, B, j->hard, j->r2, L->full_open, tk->x, stop, tk->skip, &tk->out,
+                j->count_hard ? &tk->out.n_hard : NULL);
   }
 }
 
@@ -361,7 +373,7 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
   for (int r = 0; r < L->size; r++) {
     const struct hy_box *B = &L->box[r];
     if (r == L->rank || !t || p->n == 0 || !(B->lo[0] <= B->hi[0])) continue;
-    size_t n = frontier(L, t, B, hard, j.count_hard, r2, want);
+    size_t n = frontier(L, t, B, hard, j.count_hard, r2, L->full_open, want);
     for (size_t k = 0; k < n; k++) add_task(L, r, L->front[0][k], L->fskip[0][k]);
   }
   hy_pool_for(L->pool, L->n_task, 1, sel_body, &j);

@@ -40,9 +40,18 @@ struct hy_let_stats {
 
 struct hy_let;
 
+/** Default of hy_let_set_full_open. */
+#define HY_LET_FULL_OPEN 1.25
+
 /** comm is borrowed (its error handler should be MPI_ERRORS_RETURN). */
 struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool);
 void hy_let_free(struct hy_let *L);
+
+/** Full (soft-step) LETs open a cell of the local tree when its distance
+ *  to the destination box is below f r_b (f >= 1; Watanabe & Nakasato's eq
+ *  14 is f = 1); hard LETs always use f = 1. */
+void hy_let_set_full_open(struct hy_let *L, double f);
+double hy_let_full_open(const struct hy_let *L);
 
 /** Tight box of the particles (empty box for none). */
 void hy_let_tight_box(const struct hy_part *p, struct hy_box *b);

@@ -611,6 +611,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   hy_force_set_comm(f, r->comm, r->size > 1,
                     strcmp(lw, "separate") == 0 ? HY_LET_SEPARATE : strcmp(lw, "merged") == 0 ? HY_LET_MERGED
                                                                                              : HY_LET_AUTO);
+  hy_force_set_let_open(f, hy_params_get_number(r->par, "LETOpenFactor"));
   struct hy_sim_cfg sc = {.scheme = r->scheme,
                           .dt_h = r->dt_h,
                           .n_ratio = r->n_ratio,

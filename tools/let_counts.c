@@ -70,6 +70,7 @@ int main(int argc, char **argv) {
   struct hy_decomp *dd = hy_decomp_create(comm, NULL, ldexp(1.0, -8), 1.0, 12345, &err);
   if (!dd) fail("decomposition", &err);
   struct hy_let *L = hy_let_create(comm, pool);
+  hy_let_set_full_open(L, 1.0); /* N_soft as Watanabe & Nakasato's eq 14 defines it */
   struct hy_tree t;
   hy_tree_init(&t);
   struct hy_part remote;
