@@ -17,7 +17,8 @@
  * (tests/mpi_forces.sh) compares the lines of different rank counts.
  *
  * usage: test_mpi_forces -i ICS -G G -e EPS -1 R1 -2 R2 -a AERR -d DRIFT -s S
- *                        [-w auto|separate|merged] [-b auto|host|device] [-S] -o OUT
+ *                        [-w auto|separate|merged] [-b auto|host|device] [-f F] [-S] -o OUT
+ * (-f: the full LET's opening factor, LETOpenFactor, default HY_LET_FULL_OPEN)
  * (-b: where the local trees are built, hy_force_cfg.tree_build; -S: the
  * particle state on the device, as ParticleState device runs keep it: the
  * forces from hy_force_state_force, the drifts by hy_force_state_move; the
@@ -41,6 +42,7 @@
 #include "hy_test.h"
 #include "ic.h"
 #include "io.h"
+#include "let.h"
 #include "log.h"
 #include "lsan.h"
 #include "threads.h"
@@ -123,7 +125,8 @@ int main(int argc, char **argv) {
   double G = 1, eps = 0, r1 = 0, r2 = 0, a_err = 0, drift = 0;
   long max_sinks = 4096;
   int opt, let_walk = HY_LET_AUTO, tree_build = HY_TREE_BUILD_AUTO, state = 0;
-  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:So:")) != -1) {
+  double let_open = HY_LET_FULL_OPEN;
+  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:f:So:")) != -1) {
     switch (opt) {
       case 'S': state = 1; break;
       case 'i': ics = optarg; break;
@@ -143,6 +146,7 @@ int main(int argc, char **argv) {
                      : strcmp(optarg, "host") == 0 ? HY_TREE_BUILD_HOST
                                                    : HY_TREE_BUILD_AUTO;
         break;
+      case 'f': let_open = atof(optarg); break;
       case 'o': out = optarg; break;
       default: die("bad option", NULL);
     }
@@ -191,6 +195,7 @@ int main(int argc, char **argv) {
                             .n_ratio = 4, .tree_build = tree_build};
   struct hy_force *f = hy_force_create(cl, pool, &fc);
   hy_force_set_comm(f, comm, 1, let_walk);
+  hy_force_set_let_open(f, let_open);
 
   size_t n = p.n;
   double *hard = hy_malloc("hard", 3 * (n ? n : 1), sizeof(double));
