@@ -217,6 +217,12 @@ struct sel_job {
   double r2;
 };
 
+/* Whether a walk opens cell c at distance d from the box: the hard walk
+ * below r_b, a full walk below fopen r_b (hy_let_set_full_open). */
+static int opens(const struct hy_tree *t, size_t c, double d, int hard, double fopen) {
+  return d < (hard ? t->rb[c] : fopen * t->rb[c]);
+}
+
 /* The selection walk against box B over the nodes from x up to (excluding)
  * stop: the whole tree from the root with stop HY_NONE, or the subtree of a
  * frontier node x with stop next[x]. out NULL only counts. With hard_count
@@ -252,8 +258,8 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
     const int far = d >= r2 + t->bmax[c]; /* no part of the cell within R2 of B */
     if (hard && far) {
       x = t->next[x];
-    } else if (d < (hard ? t->rb[c] : fopen * t->rb[c])) {
-      if (hard_count && !skipping && (far || !(d < t->rb[c]))) {
+    } else if (opens(t, c, d, hard, fopen)) {
+      if (hard_count && !skipping && (far || !opens(t, c, d, 1, 1.0))) {
         /* the hard walk does not open it: it skips it (far), or sends it
          * whole (within R2) or not at all */
         hc += !far && d < r2;
@@ -298,9 +304,9 @@ static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct h
         const size_t c = (size_t)(x - np);
         const double d = hy_let_box_distance(B, t->cm + 3 * c);
         const int far = d >= r2 + t->bmax[c];
-        open = !(hard && far) && d < (hard ? t->rb[c] : fopen * t->rb[c]);
+        open = !(hard && far) && opens(t, c, d, hard, fopen);
         /* a cell that the hard walk sends whole stays a task (its walk counts it) */
-        if (open && count_hard && !skip && !far && !(d < t->rb[c])) open = 0;
+        if (open && count_hard && !skip && !far && !opens(t, c, d, 1, 1.0)) open = 0;
         if (open && count_hard && far) skip = 1;
       }
       /* the children of an opened cell: more[x], then next links up to next[x] */

@@ -40,7 +40,8 @@ struct hy_let_stats {
 
 struct hy_let;
 
-/** Default of hy_let_set_full_open. */
+/** Default of hy_let_set_full_open (and of the LETOpenFactor parameter,
+ *  src/param_schema.c). */
 #define HY_LET_FULL_OPEN 1.25
 
 /** comm is borrowed (its error handler should be MPI_ERRORS_RETURN). */

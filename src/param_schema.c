@@ -61,6 +61,7 @@ static const struct hy_param_def schema[] = {
    "Several MPI ranks: how received LET items are walked: separate (remote tree walked after the local one, "
    "overlapping the exchange), merged (one tree of local and received items, one-rank accuracy), auto "
    "(separate at hard steps, merged otherwise)"},
+  /* default: HY_LET_FULL_OPEN (let.h), the library's own default */
   {"LETOpenFactor", HY_PT_NUMBER, "1.25", 1.0, 16.0, 0, 0, NULL, "",
    "Several MPI ranks: a soft-step (full) LET opens a local cell whose distance to the receiving box is below "
    "this factor times its MAC radius r_b (1 = Watanabe & Nakasato eq 14; larger sends finer items, which the "

@@ -220,6 +220,19 @@ int main(int argc, char **argv) {
   double *rows1 = NULL, *rows2 = NULL;
   size_t m1 = gather_sinks(&p, hard, soft, stride, &rows1);
 
+  /* the hard-LET size counted by the full LET selection (let.csv, the
+   * decomposition weights) is the size of the hard LET that a hard walk of
+   * the same tree and boxes receives, also when the full LET opens cells
+   * that the hard walk sends whole (LETOpenFactor > 1) */
+  if (P > 1) {
+    const uint64_t counted = st.let_recv_hard, before = st.let_recv;
+    const int rc = state ? hy_force_state_force(f, &p, HY_WALK_HARD, 0, 1, &err)
+                         : hy_force_walk(f, &p, HY_WALK_HARD, hard, NULL, NULL, &err);
+    if (rc != 0) die("hard walk at the soft step's positions", &err);
+    hy_force_stats_get(f, &st);
+    HY_CHECK_INT(st.let_recv - before, counted);
+  }
+
   /* drift n - 1 = 3 hard steps (no new decomposition), hard walk with the
    * hard LET, as the integrator does them: a build after the first third
    * (the soft step's merged tree is gone), a refit of that tree for the rest
