@@ -742,7 +742,7 @@ static size_t state_sample2(struct hy_force *f, size_t n, size_t m, double *samp
   uint32_t idx[HY_TREE_SAMPLE];
   size_t k = 0;
   for (size_t j = 0; j < s; j++) {
-    const size_t i = (size_t)(((uint64_t)j * nm) / s); /* as hy_tree_sample2 */
+    const size_t i = hy_tree_sample_index(j, nm, s); /* as hy_tree_sample2 */
     if (i < n)
       idx[k++] = (uint32_t)i;
     else

@@ -119,10 +119,12 @@ static double select_kth(double *q, size_t m, size_t k) {
   return q[k];
 }
 
+size_t hy_tree_sample_index(size_t j, size_t n, size_t s) { return (size_t)(((uint64_t)j * n) / s); }
+
 size_t hy_tree_sample2(const double *a, size_t n_a, const double *b, size_t n_b, double *sample) {
   const size_t n = n_a + n_b, s = n < HY_TREE_SAMPLE ? n : HY_TREE_SAMPLE;
   for (size_t j = 0; j < s; j++) { /* every (n/s)-th particle: independent of threads and chunks */
-    const size_t i = (size_t)(((uint64_t)j * n) / s);
+    const size_t i = hy_tree_sample_index(j, n, s);
     const double *x = i < n_a ? a + 3 * i : b + 3 * (i - n_a);
     for (int d = 0; d < 3; d++) sample[3 * j + d] = x[d];
   }
