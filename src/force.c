@@ -77,6 +77,8 @@ struct hy_force {
   struct hy_box box;        /* distributed: the tight box of the last local device build's particles */
   int box_ok;               /* box is set (from that build's pack reductions) */
   double frame[3];          /* positions in the device records are relative to this point */
+  double cube_c[3], cube_h; /* distributed: the key cube of the whole set at the last local build or refit */
+  int cube_shrunk;          /* (global_cube), and whether escapers shrank it */
   float *dout0, *dout1;     /* walk results (engine's host staging memory) */
   uint32_t *u32;            /* 32-bit indices for the device (u32_scratch) */
   size_t u32_cap;
@@ -321,6 +323,49 @@ static int key_cube(size_t n, const double red[6], const double origin[3], const
   return hy_tree_robust_cube_sampled(sample, s, n_finite, centre, half);
 }
 
+/* The key cube of a local build or refit. One rank: key_cube. Several: one
+ * cube for every rank's trees, the one that one rank would take for the
+ * whole set (the union of the ranks' ranges, shrunk to the union of their
+ * bulk boxes when escapers make it far wider), kept in f->cube_* for the
+ * soft step's merged tree, whose LET items lie in that union too. The
+ * local trees are then the one-rank tree's cells restricted to each rank's
+ * particles and the merged tree its cells restricted to the local particles
+ * and items, so which cells a walk accepts does not depend on where the
+ * domain boundaries fall: each rank's own cube made the errors of 2, 3 and
+ * 4 ranks differ from one rank's by up to 1.4x (median) and 4x (99th
+ * percentile of the hard force) depending on the realisation, as one
+ * rank's do when the same sphere is rotated (doc/performance.md).
+ * Collective: every rank calls it once per local build or refit, also
+ * without particles (n = 0). red: the ranges relative to origin. Returns 1
+ * if the cube was shrunk, 0 if not, -1 on an MPI error. */
+static int cube_for(struct hy_force *f, size_t n, const double red[6], const double origin[3], const double *sample,
+                    size_t s, double centre[3], double *half, struct hy_err *err) {
+  if (!f->let) return key_cube(n, red, origin, sample, s, centre, half);
+  double v[12], qlo[3], qhi[3], lo[3], hi[3];
+  const int have = n > 0 && red[0] <= red[3], bulk = n >= 2 && hy_tree_bulk_box(sample, s, qlo, qhi);
+  for (int d = 0; d < 3; d++) { /* one MPI_MIN: maxima negated, nothing = +inf */
+    v[d] = have ? red[d] + origin[d] : INFINITY;
+    v[3 + d] = have ? -(red[3 + d] + origin[d]) : INFINITY;
+    v[6 + d] = bulk ? qlo[d] : INFINITY;
+    v[9 + d] = bulk ? -qhi[d] : INFINITY;
+  }
+  if (hy_mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 12, MPI_DOUBLE, MPI_MIN, f->comm),
+                   "tree: MPI_Allreduce of the key cube", err))
+    return -1;
+  for (int d = 0; d < 3; d++) {
+    lo[d] = v[d];
+    hi[d] = -v[3 + d];
+    qlo[d] = v[6 + d];
+    qhi[d] = -v[9 + d];
+  }
+  hy_tree_cube(lo[0] <= hi[0] ? 2 : 0, lo, hi, centre, half);
+  const int shrunk = hy_tree_shrink_cube(qlo, qhi, centre, half);
+  memcpy(f->cube_c, centre, sizeof f->cube_c);
+  f->cube_h = *half;
+  f->cube_shrunk = shrunk;
+  return shrunk;
+}
+
 /* Distributed runs: the tight box of the local particles from a pack's
  * reductions (red = lo[3], hi[3] relative to f->origin), which spares the
  * host a pass over the positions; widened by a few rounding units of x - o + o
@@ -464,7 +509,9 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
     pack_run(f, p, f->origin, pos4, NULL, red, &bad);
     if (pass == 1) break;
     /* escapers shrank the key cube: pack again relative to the bulk's centre */
-    if (!key_cube(n, red, f->origin, sample, s, centre, &half)) break;
+    const int shrunk = cube_for(f, n, red, f->origin, sample, s, centre, &half, err);
+    if (shrunk < 0) return -1;
+    if (!shrunk) break;
     memcpy(f->origin, centre, sizeof f->origin);
   }
   f->packed_n = n;
@@ -735,24 +782,6 @@ int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err)
   return hy_cl_state_finite(f->cl, 0, n_bad, &first, err);
 }
 
-/* hy_tree_sample2 of the device state's n positions and the m LET items
- * (the merged tree's key cube): the same picks, the state's from the device. */
-static size_t state_sample2(struct hy_force *f, size_t n, size_t m, double *sample, struct hy_err *err) {
-  const size_t nm = n + m, s = nm < HY_TREE_SAMPLE ? nm : HY_TREE_SAMPLE;
-  uint32_t idx[HY_TREE_SAMPLE];
-  size_t k = 0;
-  for (size_t j = 0; j < s; j++) {
-    const size_t i = hy_tree_sample_index(j, nm, s); /* as hy_tree_sample2 */
-    if (i < n)
-      idx[k++] = (uint32_t)i;
-    else
-      memcpy(sample + 3 * j, f->remote.pos + 3 * (i - n), 3 * sizeof(double));
-  }
-  /* the local picks come first (i grows with j) */
-  if (k && hy_cl_state_gather(f->cl, idx, k, sample, NULL, err) != 0) return 0;
-  return s;
-}
-
 /* Distributed runs, the device state's tree just built or refitted: this
  * walk's tight boxes exchanged (the pack's reductions give this rank's) and
  * its LET items selected on the device (hy_cl_let_select: the items, in the
@@ -793,42 +822,18 @@ static int state_select(struct hy_force *f, int mode, struct hy_err *err) {
 
 static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err);
 
-/* Packs the local particles again relative to f->origin (their lo[3],
- * hi[3] relative to it into lred): on the host or on the device. */
-typedef int (*local_repack_fn)(struct hy_force *f, void *ctx, double lred[11], struct hy_err *err);
-
-/* The merged tree's frame and key cube, made alike by both particle-state
+/* The merged tree's frame and key cube, alike for both particle-state
  * paths (their merged trees must be the same): the m LET items packed
- * relative to f->origin into items (and their B2, b_max into grp), the cube
- * of them and of the local particles (their ranges red relative to
- * f->origin; the sample of both sets); when escapers shrink it, the frame
- * moves to the bulk's centre and both are packed again there. */
-static int merged_cube(struct hy_force *f, size_t n, const double *red, float *items, float *grp,
-                       const double *sample, size_t s, local_repack_fn repack, void *ctx, double centre[3],
-                       double *half, struct hy_err *err) {
-  const size_t m = f->remote.n;
-  double lred[11], mred[10], bounds[6];
+ * relative to f->origin, the local build's frame, into items (and their
+ * B2, b_max into grp), in the key cube of the whole set that the local
+ * build took (cube_for; when escapers shrank it, the frame is its centre
+ * already). */
+static void merged_cube(struct hy_force *f, float *items, float *grp, double centre[3], double *half) {
+  double mred[10];
   uint64_t bad = UINT64_MAX; /* the items were checked where they came from */
-  for (int pass = 0; pass < 2; pass++) {
-    if (m) pack_run(f, &f->remote, f->origin, items, grp, mred, &bad);
-    for (int d = 0; d < 3; d++) {
-      bounds[d] = m ? fmin(mred[d], red[d]) : red[d];
-      bounds[3 + d] = m ? fmax(mred[3 + d], red[3 + d]) : red[3 + d];
-    }
-    if (pass == 1 || !key_cube(n + m, bounds, f->origin, sample, s, centre, half)) break;
-    memcpy(f->origin, centre, sizeof f->origin);
-    if (repack(f, ctx, lred, err) != 0) return -1;
-    red = lred; /* the local particles' ranges in the new frame */
-  }
-  return 0;
-}
-
-static int state_repack(struct hy_force *f, void *ctx, double lred[11], struct hy_err *err) {
-  double tk = 0.0;
-  (void)ctx;
-  int rc = hy_cl_state_pack(f->cl, f->origin, lred, 0, NULL, &tk, err);
-  f->st.kernel += tk;
-  return rc;
+  if (f->remote.n) pack_run(f, &f->remote, f->origin, items, grp, mred, &bad);
+  memcpy(centre, f->cube_c, sizeof f->cube_c);
+  *half = f->cube_h;
 }
 
 /* The merged walk of the device state (soft steps on several ranks, hard
@@ -838,10 +843,8 @@ static int state_repack(struct hy_force *f, void *ctx, double lred[11], struct h
  * packed positions on the device, the merged tree built and walked there,
  * each particle and item a sink skipping its own node, and the particles'
  * results turned into the state's accelerations on the device; as
- * merged_walk_device with the host's copy. red: the local pack's lo[3],
- * hi[3] relative to f->origin. */
-static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, const double *red,
-                             struct hy_err *err) {
+ * merged_walk_device with the host's copy. */
+static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err) {
   if (exchange_let(f, p, mode, 1, err) != 0) return -1;
   double t0 = hy_wtime();
   const size_t n = p->n, m = f->remote.n, nm = n + m;
@@ -850,10 +853,8 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   float *items = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(m, 16, "LET items"), err);
   float *grp = items ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(m, 8, "LET items"), err) : NULL;
   if (!grp) return -1;
-  double sample[3 * HY_TREE_SAMPLE], centre[3], half;
-  const size_t s = state_sample2(f, n, m, sample, err); /* as of the merged set */
-  if ((s == 0 && nm > 0) || merged_cube(f, n, red, items, grp, sample, s, state_repack, NULL, centre, &half, err))
-    return -1;
+  double centre[3], half;
+  merged_cube(f, items, grp, centre, &half);
   hy_trace(HY_TRACE_MAIN, "pack_items", t0);
   double tu = 0.0;
   const double ta = hy_trace_t();
@@ -893,14 +894,18 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   const double tp = hy_trace_t();
   if (rf && f->let) { /* several ranks: a refit keeps the frame of the build it refits, as device_build */
     if (hy_cl_state_pack(f->cl, f->origin, red, s, sample, &tk, err) != 0) return -1;
-    if (key_cube(p->n, red, f->origin, sample, s, centre, &half)) {
+    const int shrunk = cube_for(f, p->n, red, f->origin, sample, s, centre, &half, err);
+    if (shrunk < 0) return -1;
+    if (shrunk) {
       memcpy(f->origin, centre, sizeof f->origin);
       if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
     }
   } else {
     if (hy_cl_state_pack(f->cl, zero, red, s, sample, &tk, err) != 0) return -1;
     for (int d = 0; d < 3; d++) f->origin[d] = red[6] > 0.0 ? red[7 + d] / red[6] : 0.0;
-    if (key_cube(p->n, red, zero, sample, s, centre, &half)) memcpy(f->origin, centre, sizeof f->origin);
+    const int shrunk = cube_for(f, p->n, red, zero, sample, s, centre, &half, err);
+    if (shrunk < 0) return -1;
+    if (shrunk) memcpy(f->origin, centre, sizeof f->origin);
     if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
   }
   hy_trace(HY_TRACE_MAIN, "pack", tp);
@@ -911,7 +916,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
   if (merged) {
-    if (state_select(f, mode, err) != 0 || state_merged_walk(f, p, mode, want_pot, red, err) != 0) return -1;
+    if (state_select(f, mode, err) != 0 || state_merged_walk(f, p, mode, want_pot, err) != 0) return -1;
     f->st.n_walks++;
     f->st.walk_wall += hy_wtime() - t1;
     return 0;
@@ -959,14 +964,25 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   f->dev_build = 0;
   f->box_ok = 0;
   if (f->cfg.tree_build != HY_TREE_BUILD_HOST && p->n >= 2) return device_build(f, p, 0, err);
+  const double zero[3] = {0.0, 0.0, 0.0};
+  double centre[3], half;
+  int shrunk = 0;
   if (p->n == 0) { /* a rank without particles (distributed runs): nothing to build */
+    const double none[6] = {INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    if (f->let && cube_for(f, 0, none, zero, NULL, 0, centre, &half, err) < 0) return -1; /* collective */
     f->tree.n_part = f->tree.n_cell = 0;
     f->tree_id = atomic_fetch_add(&tree_serial, 1);
     f->have_tree = 1;
     return 0;
   }
   double t0 = hy_wtime();
-  hy_tree_sort(&f->tree, p, f->pool);
+  if (f->let) { /* several ranks: the key cube of the whole set (cube_for) */
+    double red[6], sample[3 * HY_TREE_SAMPLE];
+    hy_tree_ranges(&f->tree, p, f->pool, red, red + 3);
+    const size_t s = hy_tree_sample(p->pos, p->n, sample);
+    if ((shrunk = cube_for(f, p->n, red, zero, sample, s, centre, &half, err)) < 0) return -1;
+  }
+  hy_tree_sort_in(&f->tree, p, f->pool, f->let ? centre : NULL, half, shrunk);
   if (f->first_bad == UINT64_MAX) f->first_bad = f->tree.nonfinite_id; /* the key pass checks positions */
   double t1 = hy_wtime();
   /* the tree's MAC radii are computed for G = 1 sums: a_err / G */
@@ -1120,10 +1136,11 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
 }
 
 /* Build the tree of set q (the LET items, or local particles + items) as
- * f->rtree with its records in the local tree's frame. */
-static int build_second_tree(struct hy_force *f, struct hy_part *q, struct hy_err *err) {
+ * f->rtree with its records in the local tree's frame; whole: in the key
+ * cube of the whole set (cube_for), as the merged tree is built. */
+static int build_second_tree(struct hy_force *f, struct hy_part *q, int whole, struct hy_err *err) {
   double t0 = hy_wtime();
-  hy_tree_sort(&f->rtree, q, f->pool);
+  hy_tree_sort_in(&f->rtree, q, f->pool, whole ? f->cube_c : NULL, f->cube_h, f->cube_shrunk);
   if (hy_tree_build(&f->rtree, q, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
   size_t nn = hy_tree_n_nodes(&f->rtree);
   if (nn > f->rnode_cap) {
@@ -1179,7 +1196,7 @@ static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, in
   if (exchange_let(f, p, mode, selected, err) != 0) return -1;
   if (f->remote.n == 0 || p->n == 0) return 0;
   if (f->dev_build && f->remote.n >= 2) return remote_device_args(f, mode, err);
-  if (build_second_tree(f, &f->remote, err) != 0) return -1;
+  if (build_second_tree(f, &f->remote, 0, err) != 0) return -1;
   if (mode == HY_WALK_HARD && f->rtree.n_cell > 0)
     hy_pool_for(f->pool, f->rtree.n_cell, 65536, open_cells_body, f->rnode + 8 * f->rtree.n_part);
   return 0;
@@ -1267,27 +1284,14 @@ static void zero_floats_body(void *arg, size_t b, size_t e, int tid) {
   memset(x + b, 0, (e - b) * sizeof(float));
 }
 
-struct host_repack {
-  const struct hy_part *p;
-  float *pos4;
-};
-
-static int host_repack(struct hy_force *f, void *ctx, double lred[11], struct hy_err *err) {
-  (void)err;
-  const struct host_repack *h = ctx;
-  uint64_t bad = UINT64_MAX; /* checked at the local build */
-  pack_run(f, h->p, f->origin, h->pos4, NULL, lred, &bad);
-  return 0;
-}
-
 /* The soft step's merged tree (local particles, then the LET items) on the
  * device, in the second tree slot, packed in the local build's frame as
  * the device state's merged walk packs it (state_merged_walk): the same
  * floats and the same key cube, so the same tree. The local build of this
  * step left the local particles packed in the staging buffer, which is
  * reused where it has room for the items too; else they are packed again
- * (the same values). Escapers that shrink the key cube move the frame to
- * the bulk's centre, and both parts are packed again there. */
+ * (the same values). The key cube is the whole set's, that of the local
+ * build (cube_for). */
 static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
   const size_t n = p->n, m = f->remote.n, nm = n + m;
   double t0 = hy_wtime();
@@ -1298,16 +1302,13 @@ static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_e
   if (!grp) return -1;
   f->packed_n = 0; /* the staging buffer holds the merged set from here on */
   hy_pool_for(f->pool, 2 * n, 65536, zero_floats_body, grp); /* local particles: no B2, no b_max */
-  double lred[11], sample[3 * HY_TREE_SAMPLE], centre[3], half;
-  const double *red = f->packed_red; /* the local particles' ranges relative to f->origin */
-  struct host_repack hr = {.p = p, .pos4 = pos4};
-  if (!have_local) {
-    host_repack(f, &hr, lred, err);
-    red = lred;
+  if (!have_local) { /* the local particles packed again (the same values) */
+    double lred[11];
+    uint64_t bad = UINT64_MAX; /* checked at the local build */
+    pack_run(f, p, f->origin, pos4, NULL, lred, &bad);
   }
-  const size_t s = hy_tree_sample2(p->pos, n, f->remote.pos, m, sample); /* as of the merged set */
-  if (merged_cube(f, n, red, pos4 + 4 * n, grp + 2 * n, sample, s, host_repack, &hr, centre, &half, err) != 0)
-    return -1;
+  double centre[3], half;
+  merged_cube(f, pos4 + 4 * n, grp + 2 * n, centre, &half);
   return build_packed(f, 1, nm, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
 }
 
@@ -1361,7 +1362,7 @@ static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct
   if (n == 0) return 0;
   if (f->dev_build) return merged_walk_device(f, p, wc, acc0, acc1, pot, err);
   struct hy_part *q = merged_set(f, p);
-  if (build_second_tree(f, q, err) != 0) return -1;
+  if (build_second_tree(f, q, 1, err) != 0) return -1;
   if (f->self_cap < n) {
     hy_free(f->self_node);
     f->self_node = hy_malloc("merged-tree self nodes", n, sizeof(int32_t));

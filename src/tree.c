@@ -133,12 +133,12 @@ size_t hy_tree_sample2(const double *a, size_t n_a, const double *b, size_t n_b,
 
 size_t hy_tree_sample(const double *pos, size_t n, double *sample) { return hy_tree_sample2(pos, n, NULL, 0, sample); }
 
-int hy_tree_robust_cube_sampled(const double *sample, size_t s, size_t n, double centre[3], double *half) {
-  if (n < 2 || s < 2 || s > HY_TREE_SAMPLE || !(*half > 0.0) || !isfinite(*half)) return 0;
+int hy_tree_bulk_box(const double *sample, size_t s, double qlo[3], double qhi[3]) {
+  if (s < 2 || s > HY_TREE_SAMPLE) return 0;
   /* k values cut from each end: 1% of the sample, and at least the extreme
    * one of a small set (a few particles and one escaper) */
   const size_t k = s >= 400 ? s / 100 : s >= 4 ? 1 : 0;
-  double q[HY_TREE_SAMPLE], mid[3], r = 0.0;
+  double q[HY_TREE_SAMPLE];
   for (int d = 0; d < 3; d++) {
     size_t m = 0;
     for (size_t j = 0; j < s; j++) {
@@ -147,9 +147,19 @@ int hy_tree_robust_cube_sampled(const double *sample, size_t s, size_t n, double
     }
     if (m < 2) return 0;
     size_t kk = k < m / 2 ? k : 0;
-    double lo = select_kth(q, m, kk), hi = select_kth(q, m, m - 1 - kk);
-    mid[d] = 0.5 * (lo + hi);
-    if (0.5 * (hi - lo) > r) r = 0.5 * (hi - lo);
+    qlo[d] = select_kth(q, m, kk);
+    qhi[d] = select_kth(q, m, m - 1 - kk);
+  }
+  return 1;
+}
+
+int hy_tree_shrink_cube(const double qlo[3], const double qhi[3], double centre[3], double *half) {
+  if (!(*half > 0.0) || !isfinite(*half)) return 0;
+  double mid[3], r = 0.0;
+  for (int d = 0; d < 3; d++) {
+    if (!(qlo[d] <= qhi[d])) return 0; /* no bulk (an empty union) */
+    mid[d] = 0.5 * (qlo[d] + qhi[d]);
+    if (0.5 * (qhi[d] - qlo[d]) > r) r = 0.5 * (qhi[d] - qlo[d]);
   }
   /* the bulk is spread (r > 0) and the cube is much wider than it: shrink */
   if (!(r > 0.0) || *half <= HY_TREE_OUTLIER_FACTOR * r) return 0;
@@ -160,6 +170,12 @@ int hy_tree_robust_cube_sampled(const double *sample, size_t s, size_t n, double
   for (int d = 0; d < 3; d++) centre[d] = mid[d];
   *half = h;
   return 1;
+}
+
+int hy_tree_robust_cube_sampled(const double *sample, size_t s, size_t n, double centre[3], double *half) {
+  double qlo[3], qhi[3];
+  if (n < 2 || !(*half > 0.0) || !isfinite(*half) || !hy_tree_bulk_box(sample, s, qlo, qhi)) return 0;
+  return hy_tree_shrink_cube(qlo, qhi, centre, half);
 }
 
 int hy_tree_robust_cube(const double *pos, size_t n, double centre[3], double *half) {
@@ -398,7 +414,25 @@ static void ident_body(void *arg, size_t b, size_t e, int tid) {
     }
 }
 
-void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
+void hy_tree_ranges(struct hy_tree *t, const struct hy_part *p, struct hy_pool *pool, double lo[3], double hi[3]) {
+  const int nt = hy_pool_size(pool);
+  struct hy_tree_work *w = work_of(t, nt);
+  struct key_job kj = {.p = p, .red = w->red};
+  /* per-chunk ranges (min/max are exact, so they do not depend on the chunking) */
+  for (int c = 0; c < nt; c++) range_of(NULL, 0, 0, w->red + 6 * c, w->red + 6 * c + 3);
+  hy_pool_for(pool, p->n, 16384, bounds_body, &kj);
+  range_of(NULL, 0, 0, lo, hi);
+  for (int c = 0; c < nt; c++)
+    for (int d = 0; d < 3; d++) {
+      if (w->red[6 * c + d] < lo[d]) lo[d] = w->red[6 * c + d];
+      if (w->red[6 * c + 3 + d] > hi[d]) hi[d] = w->red[6 * c + 3 + d];
+    }
+}
+
+void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) { hy_tree_sort_in(t, p, pool, NULL, 0.0, 0); }
+
+void hy_tree_sort_in(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool, const double centre[3], double half,
+                     int shrunk) {
   size_t n = p->n;
   if (n > (size_t)INT32_MAX / 2) hy_die("tree: %zu particles exceed the 32-bit node index range", n);
   double t0 = hy_wtime();
@@ -407,19 +441,16 @@ void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool) {
   reserve_particles(t, w, n);
   t->n_part = n;
   struct key_job kj = {.p = p, .key = t->key, .idx = w->idx, .red = w->red, .red_key = w->red_key};
-  /* bounds: per-chunk ranges (min/max are exact, so the cube does not depend
-   * on the chunking) */
-  for (int c = 0; c < nt; c++) range_of(NULL, 0, 0, w->red + 6 * c, w->red + 6 * c + 3);
-  hy_pool_for(pool, n, 16384, bounds_body, &kj);
-  double lo[3], hi[3];
-  range_of(NULL, 0, 0, lo, hi);
-  for (int c = 0; c < nt; c++)
-    for (int d = 0; d < 3; d++) {
-      if (w->red[6 * c + d] < lo[d]) lo[d] = w->red[6 * c + d];
-      if (w->red[6 * c + 3 + d] > hi[d]) hi[d] = w->red[6 * c + 3 + d];
-    }
-  hy_tree_cube(n, lo, hi, t->centre, &t->half);
-  t->shrunk = hy_tree_robust_cube(p->pos, n, t->centre, &t->half);
+  if (centre) { /* a cube given by the caller (several ranks: one cube for all) */
+    memcpy(t->centre, centre, sizeof t->centre);
+    t->half = half;
+    t->shrunk = shrunk;
+  } else {
+    double lo[3], hi[3];
+    hy_tree_ranges(t, p, pool, lo, hi);
+    hy_tree_cube(n, lo, hi, t->centre, &t->half);
+    t->shrunk = hy_tree_robust_cube(p->pos, n, t->centre, &t->half);
+  }
   kj.centre = t->centre;
   kj.half = t->half;
   for (int c = 0; c < nt; c++) {

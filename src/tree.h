@@ -114,6 +114,15 @@ size_t hy_tree_sample2(const double *a, size_t n_a, const double *b, size_t n_b,
  *  returns 1 if the cube was shrunk, else 0. */
 int hy_tree_robust_cube_sampled(const double *sample, size_t s, size_t n, double centre[3], double *half);
 
+/** The two halves of hy_tree_robust_cube_sampled, for a cube shared by
+ *  several ranks: the bulk's box [qlo, qhi] from a sample of s positions
+ *  (returns 0 when the sample has no bulk: s < 2, or fewer than two finite
+ *  values on an axis), and the shrink of the cube (centre, half) to a bulk
+ *  box, the union of the ranks' boxes (returns 1 if shrunk; an empty box,
+ *  qlo > qhi on an axis, shrinks nothing). */
+int hy_tree_bulk_box(const double *sample, size_t s, double qlo[3], double qhi[3]);
+int hy_tree_shrink_cube(const double qlo[3], const double qhi[3], double centre[3], double *half);
+
 /** Bounding cube of the particles, enlarged slightly so every key is valid,
  *  then made robust against escapers (hy_tree_robust_cube). */
 void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half);
@@ -122,6 +131,13 @@ void hy_tree_bounds(const struct hy_part *p, double centre[3], double *half);
  *  particle set into key order (hy_part_permute_pool). Scratch buffers stay
  *  in t->work, so repeated builds of a settled size allocate nothing. */
 void hy_tree_sort(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool);
+/** hy_tree_sort in the key cube (centre, half) given by the caller, with
+ *  t->shrunk = shrunk (centre NULL: the particles' own cube, hy_tree_sort). */
+void hy_tree_sort_in(struct hy_tree *t, struct hy_part *p, struct hy_pool *pool, const double centre[3], double half,
+                     int shrunk);
+/** The coordinate ranges [lo, hi] of p's positions, on the pool's threads
+ *  (t's scratch); lo = +inf, hi = -inf for no particles. */
+void hy_tree_ranges(struct hy_tree *t, const struct hy_part *p, struct hy_pool *pool, double lo[3], double hi[3]);
 
 /** Build the tree and its moments from a key-sorted particle set.
  *  Returns 0, or -1 with err set (too many particles for 32-bit node indices). */
