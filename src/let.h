@@ -42,7 +42,7 @@ struct hy_let;
 
 /** Default of hy_let_set_full_open (and of the LETOpenFactor parameter,
  *  src/param_schema.c). */
-#define HY_LET_FULL_OPEN 1.25
+#define HY_LET_FULL_OPEN 1.0
 
 /** comm is borrowed (its error handler should be MPI_ERRORS_RETURN). */
 struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool);

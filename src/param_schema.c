@@ -62,10 +62,10 @@ static const struct hy_param_def schema[] = {
    "overlapping the exchange), merged (one tree of local and received items, one-rank accuracy), auto "
    "(separate at hard steps, merged otherwise)"},
   /* default: HY_LET_FULL_OPEN (let.h), the library's own default */
-  {"LETOpenFactor", HY_PT_NUMBER, "1.25", 1.0, 16.0, 0, 0, NULL, "",
+  {"LETOpenFactor", HY_PT_NUMBER, "1", 1.0, 16.0, 0, 0, NULL, "",
    "Several MPI ranks: a soft-step (full) LET opens a local cell whose distance to the receiving box is below "
    "this factor times its MAC radius r_b (1 = Watanabe & Nakasato eq 14; larger sends finer items, which the "
-   "merged tree groups again); hard LETs use 1"},
+   "merged tree groups again, for a slightly more accurate soft force); hard LETs use 1"},
   {"GravityConstant", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "code units",
    "Gravitational constant G in code units, > 0; 43007.1 for kpc, 1e10 Msun, km/s"},
   {"SnapshotInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "code time",
