@@ -79,14 +79,58 @@ inline ulong hy_grid(float x, float lo, float scale) {
   return (ulong)u;
 }
 
-__kernel void hy_keys(__global const float4 *pos, const uint n, const float lox, const float loy,
+/* The keys of particles first .. first + n - 1: key[i], idx[i] = first + i. */
+__kernel void hy_keys(__global const float4 *pos, const uint first, const uint n, const float lox, const float loy,
                       const float loz, const float scale, __global ulong *key, __global uint *idx) {
   const uint i = (uint)get_global_id(0);
   if (i >= n) return;
-  const float4 p = pos[i];
+  const float4 p = pos[first + i];
   key[i] = (hy_spread3(hy_grid(p.x, lox, scale)) << 2) | (hy_spread3(hy_grid(p.y, loy, scale)) << 1) |
            hy_spread3(hy_grid(p.z, loz, scale));
-  idx[i] = i;
+  idx[i] = first + i;
+}
+
+/* The merge of two key-sorted runs of (key, index) pairs, a (na) and b (nb),
+ * into key, idx (na + nb): an element of a goes before the elements of b
+ * with the same key, so that when a's indices are all below b's the result
+ * is the order of a stable sort of the concatenation. Each work-item places
+ * one element at its rank: its index in its own run plus, by binary
+ * search, the count of the other run's elements that precede it. */
+__kernel void hy_merge_keys(__global const ulong *akey, __global const uint *aidx, const uint na,
+                            __global const ulong *bkey, __global const uint *bidx, const uint nb,
+                            __global ulong *key, __global uint *idx) {
+  const uint g = (uint)get_global_id(0);
+  if (g >= na + nb) return;
+  ulong k;
+  uint v, lo = 0, hi;
+  if (g < na) { /* the count of b's keys below k */
+    k = akey[g];
+    v = aidx[g];
+    hi = nb;
+    while (lo < hi) {
+      const uint mid = lo + (hi - lo) / 2;
+      if (bkey[mid] < k)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    lo += g;
+  } else { /* the count of a's keys at or below k */
+    const uint j = g - na;
+    k = bkey[j];
+    v = bidx[j];
+    hi = na;
+    while (lo < hi) {
+      const uint mid = lo + (hi - lo) / 2;
+      if (akey[mid] <= k)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    lo += j;
+  }
+  key[lo] = k;
+  idx[lo] = v;
 }
 
 /* ------------------------------------------------------------- scan */

@@ -95,7 +95,8 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_unsort", &cl->k_unsort, err) ||
       make_kernel(cl, "hy_open_cells", &cl->k_open_cells, err) ||
       make_kernel(cl, "hy_key_sinks", &cl->k_key_sinks, err) ||
-      make_kernel(cl, "hy_add_unsort", &cl->k_add_unsort, err))
+      make_kernel(cl, "hy_add_unsort", &cl->k_add_unsort, err) ||
+      make_kernel(cl, "hy_merge_keys", &cl->k_merge_keys, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
   cl_kernel need[] = {cl->k_scan_block, cl->k_count, cl->k_scatter, cl->k_bmax_big};
@@ -113,7 +114,7 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
 void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,        cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_split_count, cl->k_split_emit, cl->k_gather,   cl->k_moments, cl->k_bmax_big,
-                    cl->k_unsort, cl->k_open_cells, cl->k_key_sinks, cl->k_add_unsort};
+                    cl->k_unsort, cl->k_open_cells, cl->k_key_sinks, cl->k_add_unsort, cl->k_merge_keys};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
@@ -122,7 +123,7 @@ void hy_cl_build_free(struct hy_cl *cl) {
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int t = 0; t < 2; t++) {
     struct cl_tree *T = &cl->tree[t];
-    struct cl_buf *tb[] = {&T->pos, &T->idx, &T->c_lo, &T->c_hi, &T->nxt, &T->mor, &T->c_b2, &T->grp};
+    struct cl_buf *tb[] = {&T->pos, &T->idx, &T->c_lo, &T->c_hi, &T->nxt, &T->mor, &T->c_b2, &T->grp, &T->skey};
     for (size_t i = 0; i < sizeof tb / sizeof tb[0]; i++) hy_cl_buf_release(tb[i]);
   }
   for (int i = 0; i < HY_CL_SCAN_LEVELS; i++) hy_cl_buf_release(&cl->scan[i]);
@@ -330,11 +331,45 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   cl_float scale = (cl_float)((double)(1u << HY_KEY_BITS) / a->side);
   /* the sort's ping-pong pairs: (key[0], T->idx), where it ends, and (key[1], idx_tmp) */
   struct cl_buf *kb[2] = {&cl->key[0], &cl->key[1]}, *ib[2] = {&T->idx, &cl->idx_tmp};
-  if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(un), V(lo[0]), V(lo[1]), V(lo[2]), V(scale),
-               M(*kb[0]), M(*ib[0]), END) ||
-      hy_cl_launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
-    return -1;
-  if (sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0) return -1;
+  const struct cl_tree *L = &cl->tree[0];
+  const size_t nl = a->merge_local;
+  if (slot == 1 && nl > 0 && nl < n && L->skey_n == nl && L->skey_id == a->merge_id && L->skey_side == a->side &&
+      L->skey_lo[0] == a->lo[0] && L->skey_lo[1] == a->lo[1] && L->skey_lo[2] == a->lo[2]) {
+    /* the local particles' keys and order from the slot-0 build; the other
+     * m positions' keys sorted into (key[1], idx_tmp), then both merged
+     * into (key[0], T->idx) */
+    const cl_uint first = (cl_uint)nl, um = (cl_uint)(n - nl);
+    struct cl_buf *mk[2] = {&cl->key[1], &cl->key[0]}, *mi[2] = {&cl->idx_tmp, &T->idx};
+    if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(first), V(um), V(lo[0]), V(lo[1]), V(lo[2]),
+                       V(scale), M(*mk[0]), M(*mi[0]), END) ||
+        hy_cl_launch(cl, cl->k_keys, "hy_keys", n - nl, ev_new(ev, PH_SORT), err) ||
+        sort_pairs(cl, mk, mi, n - nl, 3 * HY_KEY_BITS, ev, PH_SORT, err) ||
+        hy_cl_set_args(cl, cl->k_merge_keys, "hy_merge_keys", err, M(L->skey), M(L->idx), V(first), M(*mk[0]),
+                       M(*mi[0]), V(um), M(*kb[0]), M(*ib[0]), END) ||
+        hy_cl_launch(cl, cl->k_merge_keys, "hy_merge_keys", n, ev_new(ev, PH_SORT), err))
+      return -1;
+    res->merged = 1;
+  } else {
+    const cl_uint zero = 0;
+    if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(zero), V(un), V(lo[0]), V(lo[1]), V(lo[2]),
+                       V(scale), M(*kb[0]), M(*ib[0]), END) ||
+        hy_cl_launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
+      return -1;
+    if (sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0) return -1;
+  }
+  if (slot == 0) { /* keep this build's sorted keys for a merged build, or forget the last ones */
+    T->skey_n = 0;
+    if (a->keep_keys) {
+      if (hy_cl_ensure_buf(cl, &T->skey, hy_size_mul_or_die(n, 8, "keys"), "kept keys", err) != 0) return -1;
+      if ((e = clEnqueueCopyBuffer(cl->q, cl->key[0].mem, T->skey.mem, 0, 0, n * 8, 0, NULL,
+                                   ev_new(ev, PH_SORT))) != CL_SUCCESS)
+        return hy_err_set(err, "OpenCL: copying %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
+      T->skey_n = n;
+      T->skey_id = a->tree_id;
+      T->skey_side = a->side;
+      memcpy(T->skey_lo, a->lo, sizeof T->skey_lo);
+    }
+  }
 
   /* cells, one generation at a time */
   const cl_int n_part = (cl_int)n;
@@ -507,15 +542,16 @@ int hy_cl_unsort(struct hy_cl *cl, int slot, cl_mem src, cl_mem dst, size_t n, c
   return hy_cl_launch(cl, cl->k_unsort, "hy_unsort", n, ev, err);
 }
 
-int hy_cl_tree_download(struct hy_cl *cl, size_t n, size_t n_cell, float *cells, int32_t *next, float *b2,
+int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, float *cells, int32_t *next, float *b2,
                         uint32_t *idx, double *seconds, struct hy_err *err) {
-  struct cl_tree *T = &cl->tree[0];
+  if (slot < 0 || slot > 1) return hy_err_set(err, "internal error: download of tree slot %d", slot);
+  struct cl_tree *T = &cl->tree[slot];
   if (n != T->sorted_n || n_cell != T->n_cell || T->n_gen == 0)
     return hy_err_set(err, "internal error: download of a tree of %zu particles and %zu cells without it", n,
                       n_cell);
   struct evlist ev = {0};
   cl_int e;
-  if ((e = clEnqueueReadBuffer(cl->q, cl->node[0].mem, CL_FALSE, hy_size_mul_or_die(n, 32, "tree nodes"),
+  if ((e = clEnqueueReadBuffer(cl->q, cl->node[slot].mem, CL_FALSE, hy_size_mul_or_die(n, 32, "tree nodes"),
                                n_cell * 32, cells, 0, NULL, ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
       (next && (e = clEnqueueReadBuffer(cl->q, T->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL,
                                         ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS) ||

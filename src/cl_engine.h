@@ -112,6 +112,13 @@ struct hy_cl_build_args {
   int slot;           /**< 0: the local (or merged) tree; 1: a second tree beside it (pos needed), the
                            remote tree of received LET items */
   int open_all;       /**< every cell's r_b^2 set to FLT_MAX, so that walks open every cell */
+  int keep_keys;      /**< slot 0: keep the sorted keys for a merged build of slot 1 (merge_local) */
+  size_t merge_local; /**< slot 1: the first merge_local positions are those of the slot-0 build merge_id
+                           (kept with keep_keys), the same floats in the same frame and key cube: their key
+                           order is reused and only the other positions are sorted and merged in (the
+                           order of a full sort); ignored when that build's keys are not kept or its cube
+                           differs */
+  uint64_t merge_id;
 };
 
 /** What a device build made and what it cost (profiling events) [s]. */
@@ -123,6 +130,7 @@ struct hy_cl_build_result {
   double sort;        /**< keys and radix sort */
   double cells;       /**< cell generations and links */
   double moments;     /**< particle records and cell moments */
+  int merged;         /**< slot 1: the key order came from the slot-0 build's (merge_local) */
 };
 
 /** Build the tree on the device; it stays resident for hy_cl_walk of its
@@ -164,13 +172,13 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
 int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *sink, size_t n_sink,
                  long self_base, double eps, float *out, struct hy_cl_times *times, struct hy_err *err);
 
-/** The last device-built tree, for the host (LET selection in distributed
- *  runs): cells receives 8 floats per cell (the node records of nodes n ..
+/** The last device-built tree of a slot (0: the local tree), for the host
+ *  (LET selection in distributed runs; tests): cells receives 8 floats per cell (the node records of nodes n ..
  *  n + n_cell - 1, hy_shared.h), next the next link of particle nodes
  *  0 .. n - 1, b2 the B2 of every cell, idx the host index of every
  *  particle node (key order -> host order); next and idx may be NULL (after a
  *  refit they are those of the build it refitted). seconds: transfer time. */
-int hy_cl_tree_download(struct hy_cl *cl, size_t n, size_t n_cell, float *cells, int32_t *next, float *b2,
+int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, float *cells, int32_t *next, float *b2,
                         uint32_t *idx, double *seconds, struct hy_err *err);
 
 /** Refit the last device-built tree to new positions of the same particles

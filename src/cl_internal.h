@@ -43,6 +43,10 @@ struct cl_tree {
   size_t sorted_n;     /* particles of the last build (0: none) */
   size_t n_cell;       /* its cells */
   int n_gen;           /* its cell generations (0: no tree to refit) */
+  struct cl_buf skey;  /* slot 0, keep_keys: the last build's sorted keys (its order is idx) */
+  size_t skey_n;       /* their count (0: none kept) */
+  uint64_t skey_id;    /* that build's tree id */
+  double skey_lo[3], skey_side; /* and its key cube, in its frame */
   cl_uint gen_first[MAX_GENERATIONS], gen_count[MAX_GENERATIONS];
 };
 
@@ -74,7 +78,7 @@ struct hy_cl {
    * sort's and the cell generations' scratch buffers */
   cl_program build_prog;
   cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_split_count, k_split_emit, k_gather,
-      k_moments, k_bmax_big, k_unsort, k_open_cells, k_key_sinks, k_add_unsort;
+      k_moments, k_bmax_big, k_unsort, k_open_cells, k_key_sinks, k_add_unsort, k_merge_keys;
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_tree tree[2];
   struct cl_buf key[2], idx_tmp;   /* sort scratch: keys (ping-pong) and the indices' second buffer */

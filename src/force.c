@@ -400,8 +400,11 @@ static struct hy_cl_build_args build_args(const struct hy_force *f, const double
  * the device state's when NULL) in the key cube (centre, half); t_host is
  * the host time spent so far. slot 0: the local tree (f->tree's counts and
  * frame); slot 1: the merged tree of local particles and LET items (f->m_*),
- * which leaves the local tree on the device for the hard steps' refits. */
-static int build_packed(struct hy_force *f, int slot, size_t n, const float *pos4, const float *grp,
+ * which leaves the local tree on the device for the hard steps' refits; its
+ * first n_local positions are the local build's, whose key order it reuses
+ * (hy_cl_build_args.merge_local: the local build keeps its keys on several
+ * ranks, all of whose trees share one key cube, cube_for). */
+static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, const float *pos4, const float *grp,
                         const double centre[3], double half, double t_host, int refit, struct hy_err *err) {
   double t1 = hy_wtime();
   const uint64_t id = atomic_fetch_add(&tree_serial, 1);
@@ -409,7 +412,12 @@ static int build_packed(struct hy_force *f, int slot, size_t n, const float *pos
     f->tree_id = id;
   else
     f->m_tree_id = id;
-  const struct hy_cl_build_args a = build_args(f, f->origin, pos4, grp, n, centre, half, id, slot);
+  struct hy_cl_build_args a = build_args(f, f->origin, pos4, grp, n, centre, half, id, slot);
+  a.keep_keys = slot == 0 && f->let != NULL;
+  if (slot == 1) {
+    a.merge_local = n_local;
+    a.merge_id = f->tree_id;
+  }
   struct hy_cl_build_result res;
   if (refit ? hy_cl_tree_refit(f->cl, pos4, n, a.a_err, id, &res, err) : hy_cl_tree_build(f->cl, &a, &res, err))
     return -1;
@@ -462,7 +470,7 @@ static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *
   uint32_t *idx = (uint32_t *)(buf + o_idx);
   /* a refit changes the cells' moments only: the particle links and the key
    * order in the staging buffer are still those of the build it refitted */
-  if (hy_cl_tree_download(f->cl, n, nc, cells, refit ? NULL : next, b2, refit ? NULL : idx, &tx, err) != 0) return -1;
+  if (hy_cl_tree_download(f->cl, 0, n, nc, cells, refit ? NULL : next, b2, refit ? NULL : idx, &tx, err) != 0) return -1;
   hy_trace(HY_TRACE_MAIN, "tree_download", t0);
   const double t1 = hy_trace_t();
   if (refit)
@@ -518,7 +526,7 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   memcpy(f->packed_red, red, sizeof f->packed_red);
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
   box_from_pack(f, red);
-  if (build_packed(f, 0, n, pos4, NULL, centre, half, hy_wtime() - t0, refit, err) != 0) return -1;
+  if (build_packed(f, 0, n, 0, pos4, NULL, centre, half, hy_wtime() - t0, refit, err) != 0) return -1;
   return f->let ? tree_to_host(f, n, refit, err) : 0;
 }
 
@@ -861,7 +869,7 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   if (hy_cl_state_append(f->cl, items, grp, m, &tu, err) != 0) return -1;
   hy_trace(HY_TRACE_MAIN, "append_items", ta);
   f->st.upload += tu;
-  int rc = build_packed(f, 1, nm, NULL, NULL, centre, half, hy_wtime() - t0 - tu, 0, err);
+  int rc = build_packed(f, 1, nm, n, NULL, NULL, centre, half, hy_wtime() - t0 - tu, 0, err);
   struct walk_job *j = &f->job[0];
   if (rc == 0) {
     const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
@@ -911,7 +919,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   hy_trace(HY_TRACE_MAIN, "pack", tp);
   if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
   box_from_pack(f, red);
-  if (build_packed(f, 0, p->n, NULL, NULL, centre, half, hy_wtime() - t0, rf, err) != 0) return -1;
+  if (build_packed(f, 0, p->n, 0, NULL, NULL, centre, half, hy_wtime() - t0, rf, err) != 0) return -1;
   f->packed_n = 0; /* nothing of this build is in the host's staging buffer */
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
@@ -1309,7 +1317,7 @@ static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_e
   }
   double centre[3], half;
   merged_cube(f, pos4 + 4 * n, grp + 2 * n, centre, &half);
-  return build_packed(f, 1, nm, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
+  return build_packed(f, 1, nm, n, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
 }
 
 /* Walk job for the tree a device build left in `slot`, its n particles as

@@ -10,12 +10,15 @@
  *    accepted by construction), the cut-off hard walk equals the split hard
  *    part, and the soft-step weight equals hard + n soft;
  *  - hard and soft parts against the split direct sum;
- *  - device walk vs the host reference walk (same interactions). */
+ *  - device walk vs the host reference walk (same interactions);
+ *  - the merged device build that reuses the local build's key order makes
+ *    the tree of a full sort. */
 #include "config.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "cl_engine.h"
@@ -460,6 +463,83 @@ static void test_device_build_edges(void) {
   }
 }
 
+/* The merged build (slot 1: local particles, then LET items) that reuses
+ * the local build's key order (merge_local: only the items are sorted and
+ * merged in) makes the tree of a full sort, record for record: a local
+ * particle goes before an item of the same key, as in the stable sort. Items
+ * that sit exactly on local particles give equal keys; some lie outside
+ * the cube (clamped keys). Then the fallbacks: a different cube, or another
+ * slot-0 build since, sort everything. */
+static void test_merged_build(void) {
+  const size_t nl = 6000, m = 2500, n = nl + m;
+  float *pos = hy_malloc("positions", 4 * n, sizeof(float));
+  uint64_t s = 12345;
+  for (size_t i = 0; i < n; i++) {
+    for (int d = 0; d < 3; d++) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      pos[4 * i + d] = (float)((double)(s >> 11) / 9007199254740992.0); /* [0, 1) */
+    }
+    pos[4 * i + 3] = 1.0f / (float)n;
+  }
+  for (size_t j = 0; j < m; j += 5) memcpy(pos + 4 * (nl + j), pos + 4 * (j * 2), 3 * sizeof(float)); /* ties */
+  for (size_t j = 1; j < m; j += 97) pos[4 * (nl + j)] = 1.5f;                                          /* outside */
+  struct hy_cl_build_args a0 = {.pos = pos, .n = nl, .lo = {0.0, 0.0, 0.0}, .side = 1.0, .n_crit = 16,
+                                .a_err = 1e-3, .tree_id = 9001, .slot = 0, .keep_keys = 1};
+  struct hy_cl_build_args a1 = a0;
+  a1.n = n;
+  a1.slot = 1;
+  a1.keep_keys = 0;
+  a1.merge_local = nl;
+  a1.merge_id = a0.tree_id;
+  struct hy_cl_build_result r0, r1, rf;
+  struct hy_err err;
+  float *cells[2] = {hy_malloc("cells", 8 * n, sizeof(float)), hy_malloc("cells", 8 * n, sizeof(float))};
+  float *b2[2] = {hy_malloc("b2", n, sizeof(float)), hy_malloc("b2", n, sizeof(float))};
+  int32_t *next[2] = {hy_malloc("next", n, sizeof(int32_t)), hy_malloc("next", n, sizeof(int32_t))};
+  uint32_t *idx[2] = {hy_malloc("idx", n, sizeof(uint32_t)), hy_malloc("idx", n, sizeof(uint32_t))};
+  double tx = 0.0;
+  if (hy_cl_tree_build(cl, &a0, &r0, &err) != 0 || hy_cl_tree_build(cl, &a1, &r1, &err) != 0 ||
+      hy_cl_tree_download(cl, 1, n, r1.n_cell, cells[0], next[0], b2[0], idx[0], &tx, &err) != 0) {
+    HY_CHECK_MSG(0, "merged device build: %s", err.msg);
+    goto out;
+  }
+  HY_CHECK_INT(r1.merged, 1);
+  a1.merge_local = 0; /* the same set, fully sorted */
+  a1.tree_id = 9002;
+  if (hy_cl_tree_build(cl, &a1, &rf, &err) != 0 ||
+      hy_cl_tree_download(cl, 1, n, rf.n_cell, cells[1], next[1], b2[1], idx[1], &tx, &err) != 0) {
+    HY_CHECK_MSG(0, "full device build: %s", err.msg);
+    goto out;
+  }
+  HY_CHECK_INT(rf.merged, 0);
+  HY_CHECK_INT(r1.n_cell, rf.n_cell);
+  if (r1.n_cell == rf.n_cell) {
+    HY_CHECK(memcmp(idx[0], idx[1], n * sizeof(uint32_t)) == 0);
+    HY_CHECK(memcmp(next[0], next[1], n * sizeof(int32_t)) == 0);
+    HY_CHECK(memcmp(cells[0], cells[1], 8 * rf.n_cell * sizeof(float)) == 0);
+    HY_CHECK(memcmp(b2[0], b2[1], rf.n_cell * sizeof(float)) == 0);
+  }
+  /* fallbacks to the full sort: another cube; a slot-0 build since */
+  a1.merge_local = nl;
+  a1.side = 1.25;
+  if (hy_cl_tree_build(cl, &a1, &rf, &err) != 0) HY_CHECK_MSG(0, "merged build, other cube: %s", err.msg);
+  HY_CHECK_INT(rf.merged, 0);
+  a1.side = 1.0;
+  a0.tree_id = 9003;
+  if (hy_cl_tree_build(cl, &a0, &r0, &err) != 0 || hy_cl_tree_build(cl, &a1, &rf, &err) != 0)
+    HY_CHECK_MSG(0, "merged build after another local build: %s", err.msg);
+  HY_CHECK_INT(rf.merged, 0);
+  printf("merged device build: %zu + %zu particles, %zu cells, the same tree as a full sort\n", nl, m, r1.n_cell);
+out:
+  for (int k = 0; k < 2; k++) {
+    hy_free(cells[k]);
+    hy_free(b2[k]);
+    hy_free(next[k]);
+    hy_free(idx[k]);
+  }
+  hy_free(pos);
+}
+
 int main(void) {
   hy_log_init(0, 1);
   pool = hy_pool_create(hy_pool_default_threads());
@@ -476,6 +556,7 @@ int main(void) {
   test_tree_accuracy();
   test_device_build();
   test_device_build_edges();
+  test_merged_build();
   hy_cl_free(cl);
   hy_pool_free(pool);
   return hy_test_result();
