@@ -341,25 +341,13 @@ static int key_cube(size_t n, const double red[6], const double origin[3], const
 static int cube_for(struct hy_force *f, size_t n, const double red[6], const double origin[3], const double *sample,
                     size_t s, double centre[3], double *half, struct hy_err *err) {
   if (!f->let) return key_cube(n, red, origin, sample, s, centre, half);
-  double v[12], qlo[3], qhi[3], lo[3], hi[3];
-  const int have = n > 0 && red[0] <= red[3], bulk = n >= 2 && hy_tree_bulk_box(sample, s, qlo, qhi);
-  for (int d = 0; d < 3; d++) { /* one MPI_MIN: maxima negated, nothing = +inf */
-    v[d] = have ? red[d] + origin[d] : INFINITY;
-    v[3 + d] = have ? -(red[3 + d] + origin[d]) : INFINITY;
-    v[6 + d] = bulk ? qlo[d] : INFINITY;
-    v[9 + d] = bulk ? -qhi[d] : INFINITY;
-  }
-  if (hy_mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 12, MPI_DOUBLE, MPI_MIN, f->comm),
-                   "tree: MPI_Allreduce of the key cube", err))
-    return -1;
+  double lo[3], hi[3];
   for (int d = 0; d < 3; d++) {
-    lo[d] = v[d];
-    hi[d] = -v[3 + d];
-    qlo[d] = v[6 + d];
-    qhi[d] = -v[9 + d];
+    lo[d] = red[d] + origin[d];
+    hi[d] = red[3 + d] + origin[d];
   }
-  hy_tree_cube(lo[0] <= hi[0] ? 2 : 0, lo, hi, centre, half);
-  const int shrunk = hy_tree_shrink_cube(qlo, qhi, centre, half);
+  const int shrunk = hy_let_key_cube(f->let, n, lo, hi, sample, s, centre, half, err);
+  if (shrunk < 0) return -1;
   memcpy(f->cube_c, centre, sizeof f->cube_c);
   f->cube_h = *half;
   f->cube_shrunk = shrunk;

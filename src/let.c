@@ -194,6 +194,29 @@ int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box 
 
 const struct hy_box *hy_let_box(const struct hy_let *L, int r) { return &L->box[r]; }
 
+int hy_let_key_cube(const struct hy_let *L, size_t n, const double lo[3], const double hi[3], const double *sample,
+                    size_t s, double centre[3], double *half, struct hy_err *err) {
+  double v[12], qlo[3], qhi[3], glo[3], ghi[3];
+  const int have = n > 0 && lo[0] <= hi[0], bulk = n >= 2 && hy_tree_bulk_box(sample, s, qlo, qhi);
+  for (int d = 0; d < 3; d++) { /* one MPI_MIN: maxima negated, nothing = +inf */
+    v[d] = have ? lo[d] : INFINITY;
+    v[3 + d] = have ? -hi[d] : INFINITY;
+    v[6 + d] = bulk ? qlo[d] : INFINITY;
+    v[9 + d] = bulk ? -qhi[d] : INFINITY;
+  }
+  if (hy_mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 12, MPI_DOUBLE, MPI_MIN, L->comm),
+                   "tree: MPI_Allreduce of the key cube", err))
+    return -1;
+  for (int d = 0; d < 3; d++) {
+    glo[d] = v[d];
+    ghi[d] = -v[3 + d];
+    qlo[d] = v[6 + d];
+    qhi[d] = -v[9 + d];
+  }
+  hy_tree_cube(glo[0] <= ghi[0] ? 2 : 0, glo, ghi, centre, half);
+  return hy_tree_shrink_cube(qlo, qhi, centre, half);
+}
+
 static void push_item(struct dest_buf *b, const double x[3], double m, double b2, double bmax) {
   if (b->n == b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 1024;

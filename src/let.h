@@ -54,6 +54,17 @@ void hy_let_free(struct hy_let *L);
 void hy_let_set_full_open(struct hy_let *L, double f);
 double hy_let_full_open(const struct hy_let *L);
 
+/** The key cube of every rank's trees: the one that one rank would take for
+ *  the whole set (hy_tree_cube of the union of the ranks' coordinate ranges
+ *  [lo, hi], shrunk by hy_tree_shrink_cube to the union of their bulk boxes
+ *  from hy_tree_bulk_box of their samples), so that the local trees are the
+ *  one-rank tree's cells restricted to each rank's particles. Collective:
+ *  one MPI_Allreduce of 12 doubles. n: this rank's particles (0: lo, hi
+ *  and the sample are not read). Returns 1 if the cube was shrunk, 0 if
+ *  not, -1 with err set on an MPI error. */
+int hy_let_key_cube(const struct hy_let *L, size_t n, const double lo[3], const double hi[3], const double *sample,
+                    size_t s, double centre[3], double *half, struct hy_err *err);
+
 /** Tight box of the particles (empty box for none). */
 void hy_let_tight_box(const struct hy_part *p, struct hy_box *b);
 /** Distance from x to the box (0 inside; infinite for an empty box). */

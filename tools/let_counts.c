@@ -4,7 +4,8 @@
  * Every rank generates its own Plummer sphere of N/P particles (seed + rank;
  * the union is a Plummer sphere of N particles), the domain decomposition
  * distributes them (a second decomposition uses the hard-LET sizes of the
- * first as the extra weight of eq 13), every rank builds its local tree with
+ * first as the extra weight of eq 13), every rank builds its local tree (in
+ * the key cube of the whole set, hy_let_key_cube, as hytree does) with
  * P4's defaults in Henon units (a_err = 2^-8, R2 = 2.06 N^-1/3, n_crit 16),
  * selects the full LET for every other rank and counts the hard LET, and
  * the items are exchanged. Rank 0 prints one line:
@@ -80,8 +81,14 @@ int main(int argc, char **argv) {
   for (int round = 0; round < 2; round++) {
     if (hy_decomp_exchange(dd, &p, extra, NULL, &err) != 0) fail("decomposition", &err);
     memset(&st, 0, sizeof st);
+    /* the local trees in the key cube of the whole set, as hytree builds them on several ranks */
+    double lo[3], hi[3], sample[3 * HY_TREE_SAMPLE], centre[3], half;
+    hy_tree_ranges(&t, &p, pool, lo, hi);
+    const size_t s = hy_tree_sample(p.pos, p.n, sample);
+    const int shrunk = hy_let_key_cube(L, p.n, lo, hi, sample, s, centre, &half, &err);
+    if (shrunk < 0) fail("key cube", &err);
     if (p.n) {
-      hy_tree_sort(&t, &p, pool);
+      hy_tree_sort_in(&t, &p, pool, centre, half, shrunk);
       if (hy_tree_build(&t, &p, 16, a_err, pool, &err) != 0) fail("tree", &err);
     }
     if (hy_let_boxes(L, &p, NULL, &st, &err) != 0) fail("boxes", &err);
