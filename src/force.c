@@ -354,6 +354,15 @@ static int cube_for(struct hy_force *f, size_t n, const double red[6], const dou
   return shrunk;
 }
 
+int hy_force_join_cube(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
+  if (!f->let) return 0;
+  const double zero[3] = {0.0, 0.0, 0.0};
+  double red[6], sample[3 * HY_TREE_SAMPLE], centre[3], half;
+  hy_tree_ranges(&f->tree, p, f->pool, red, red + 3);
+  const size_t s = hy_tree_sample(p->pos, p->n, sample);
+  return cube_for(f, p->n, red, zero, sample, s, centre, &half, err) < 0 ? -1 : 0;
+}
+
 /* Distributed runs: the tight box of the local particles from a pack's
  * reductions (red = lo[3], hi[3] relative to f->origin), which spares the
  * host a pass over the positions; widened by a few rounding units of x - o + o
@@ -964,8 +973,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   double centre[3], half;
   int shrunk = 0;
   if (p->n == 0) { /* a rank without particles (distributed runs): nothing to build */
-    const double none[6] = {INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    if (f->let && cube_for(f, 0, none, zero, NULL, 0, centre, &half, err) < 0) return -1; /* collective */
+    if (hy_force_join_cube(f, p, err) != 0) return -1; /* the other ranks' builds' collective */
     f->tree.n_part = f->tree.n_cell = 0;
     f->tree_id = atomic_fetch_add(&tree_serial, 1);
     f->have_tree = 1;

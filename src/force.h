@@ -101,6 +101,13 @@ enum hy_let_walk {
  *  walked (enum hy_let_walk). Call once, before the first build. A
  *  communicator of one rank needs no LET. */
 void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded, int let_walk);
+/** Several ranks: take part, with p's positions, in the collective of the
+ *  common key cube that every local build or refit makes (cube_for in
+ *  force.c), where this rank skips a build that the others make (a rank on
+ *  the host path while they rebuild the device state's tree on resuming).
+ *  No effect on one rank. Returns 0, or -1 with err set on an MPI error. */
+int hy_force_join_cube(struct hy_force *f, const struct hy_part *p, struct hy_err *err);
+
 /** Distributed runs: the full LET's opening factor (hy_let_set_full_open,
  *  the LETOpenFactor parameter); no effect on one rank. */
 void hy_force_set_let_open(struct hy_force *f, double factor);

@@ -374,7 +374,8 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
   /* resumed: the local tree that the straight run's soft step left for the
    * first hard step to refit (the positions are those of that step's end;
    * a rank on the host path builds at its first hard step, as straight) */
-  if (s->need_tree && dev && hy_force_state_force(f, p, -1, 0, 0, err) != 0) return -1;
+  if (s->need_tree && (dev ? hy_force_state_force(f, p, -1, 0, 0, err) : hy_force_join_cube(f, p, err)) != 0)
+    return -1;
   s->need_tree = 0;
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();

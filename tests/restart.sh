@@ -13,7 +13,8 @@
 # state on the device must equal, bit for bit, the one with the
 # device-built tree and the state on the host. A restart
 # that changes a physics key, or runs on another rank count, is refused
-# with one clear line.
+# with one clear line. A 2-rank run of 3 particles with the state on the
+# device (one rank on the host path) resumes to the same result.
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
 : "${top_builddir:=.}"
@@ -79,6 +80,31 @@ for run in 1 1dev 2 2dev 2state; do
     same "$d.straight" "$tmp/np2dev.straight" "2 ranks: the state on the device against the host"
   fi
 done
+
+# 2 ranks, the state on the device, 3 particles: one rank holds one and takes
+# the host path, and on resuming it must join the collective of the key cube
+# that the other rank's tree rebuild makes (it hung without); `timeout`
+# turns a hang into a failure
+if [ -n "${MPIEXEC:-}" ]; then
+  cat >"$tmp/tiny.txt" <<EOP
+InitCondFile  plummer:3:4
+OutputDir     $tmp/unused
+TimeEnd       0.2
+TimeStepHard  0.01
+EOP
+  dev="-P TreeBuild=device -P ParticleState=device"
+  # shellcheck disable=SC2086
+  timeout 300 $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$HYTREE" run "$tmp/tiny.txt" $dev -P "OutputDir=$tmp/tiny.straight" \
+    --quiet || { echo "FAIL: 3 particles on 2 ranks, straight run"; fail=1; }
+  # shellcheck disable=SC2086
+  HYTREE_TEST_SIGNAL_AT_STEP=1 timeout 300 $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$HYTREE" run "$tmp/tiny.txt" $dev \
+    -P "OutputDir=$tmp/tiny.stopped" >"$tmp/tiny.log" 2>&1 || { echo "FAIL: 3 particles, stopped run"; fail=1; }
+  # shellcheck disable=SC2086
+  timeout 300 $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$HYTREE" run --restart "$tmp/tiny.stopped" --quiet ||
+    { echo "FAIL: 3 particles on 2 ranks, resumed run (exit status $?)"; fail=1; }
+  cmp -s "$tmp/tiny.straight/energy.csv" "$tmp/tiny.stopped/energy.csv" ||
+    { echo "FAIL: 3 particles on 2 ranks: the resumed run's energy.csv differs"; fail=1; }
+fi
 
 # refused restarts: a physics key changed, another rank count
 if "$HYTREE" run --restart "$tmp/np1.stopped" -P R1=0.05 >"$tmp/r1.out" 2>"$tmp/r1.err"; then
