@@ -78,7 +78,7 @@ struct hy_force {
   int box_ok;               /* box is set (from that build's pack reductions) */
   double frame[3];          /* positions in the device records are relative to this point */
   double cube_c[3], cube_h; /* distributed: the key cube of the whole set at the last local build or refit */
-  int cube_shrunk;          /* (global_cube), and whether escapers shrank it */
+  int cube_shrunk;          /* (keep_cube), and whether escapers shrank it */
   float *dout0, *dout1;     /* walk results (engine's host staging memory) */
   uint32_t *u32;            /* 32-bit indices for the device (u32_scratch) */
   size_t u32_cap;
@@ -323,6 +323,15 @@ static int key_cube(size_t n, const double red[6], const double origin[3], const
   return hy_tree_robust_cube_sampled(sample, s, n_finite, centre, half);
 }
 
+/* The common cube's result (shrunk, or -1) kept for the merged tree. */
+static int keep_cube(struct hy_force *f, int shrunk, const double centre[3], const double *half) {
+  if (shrunk < 0) return -1;
+  memcpy(f->cube_c, centre, sizeof f->cube_c);
+  f->cube_h = *half;
+  f->cube_shrunk = shrunk;
+  return shrunk;
+}
+
 /* The key cube of a local build or refit. One rank: key_cube. Several: one
  * cube for every rank's trees, the one that one rank would take for the
  * whole set (the union of the ranks' ranges, shrunk to the union of their
@@ -332,9 +341,10 @@ static int key_cube(size_t n, const double red[6], const double origin[3], const
  * particles and the merged tree its cells restricted to the local particles
  * and items, so which cells a walk accepts does not depend on where the
  * domain boundaries fall: each rank's own cube made the errors of 2, 3 and
- * 4 ranks differ from one rank's by up to 1.4x (median) and 4x (99th
- * percentile of the hard force) depending on the realisation, as one
- * rank's do when the same sphere is rotated (doc/performance.md).
+ * 4 ranks differ from one rank's by up to 1.24x (median of the total force)
+ * and 4.5x (99th percentile of the hard force after the drift) depending on
+ * the realisation, as one rank's do when the same sphere is rotated
+ * (doc/performance.md).
  * Collective: every rank calls it once per local build or refit, also
  * without particles (n = 0). red: the ranges relative to origin. Returns 1
  * if the cube was shrunk, 0 if not, -1 on an MPI error. */
@@ -347,20 +357,19 @@ static int cube_for(struct hy_force *f, size_t n, const double red[6], const dou
     hi[d] = red[3 + d] + origin[d];
   }
   const int shrunk = hy_let_key_cube(f->let, n, lo, hi, sample, s, centre, half, err);
-  if (shrunk < 0) return -1;
-  memcpy(f->cube_c, centre, sizeof f->cube_c);
-  f->cube_h = *half;
-  f->cube_shrunk = shrunk;
-  return shrunk;
+  return keep_cube(f, shrunk, centre, half);
+}
+
+/* cube_for of p's positions on the host (host builds, ranks without a build) */
+static int host_cube(struct hy_force *f, const struct hy_part *p, double centre[3], double *half,
+                     struct hy_err *err) {
+  const int shrunk = hy_let_key_cube_of(f->let, &f->tree, p, f->pool, centre, half, err);
+  return keep_cube(f, shrunk, centre, half);
 }
 
 int hy_force_join_cube(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
-  if (!f->let) return 0;
-  const double zero[3] = {0.0, 0.0, 0.0};
-  double red[6], sample[3 * HY_TREE_SAMPLE], centre[3], half;
-  hy_tree_ranges(&f->tree, p, f->pool, red, red + 3);
-  const size_t s = hy_tree_sample(p->pos, p->n, sample);
-  return cube_for(f, p->n, red, zero, sample, s, centre, &half, err) < 0 ? -1 : 0;
+  double centre[3], half;
+  return f->let && host_cube(f, p, centre, &half, err) < 0 ? -1 : 0;
 }
 
 /* Distributed runs: the tight box of the local particles from a pack's
@@ -969,8 +978,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   f->dev_build = 0;
   f->box_ok = 0;
   if (f->cfg.tree_build != HY_TREE_BUILD_HOST && p->n >= 2) return device_build(f, p, 0, err);
-  const double zero[3] = {0.0, 0.0, 0.0};
-  double centre[3], half;
+  double centre[3], half = 0.0;
   int shrunk = 0;
   if (p->n == 0) { /* a rank without particles (distributed runs): nothing to build */
     if (hy_force_join_cube(f, p, err) != 0) return -1; /* the other ranks' builds' collective */
@@ -980,12 +988,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
     return 0;
   }
   double t0 = hy_wtime();
-  if (f->let) { /* several ranks: the key cube of the whole set (cube_for) */
-    double red[6], sample[3 * HY_TREE_SAMPLE];
-    hy_tree_ranges(&f->tree, p, f->pool, red, red + 3);
-    const size_t s = hy_tree_sample(p->pos, p->n, sample);
-    if ((shrunk = cube_for(f, p->n, red, zero, sample, s, centre, &half, err)) < 0) return -1;
-  }
+  if (f->let && (shrunk = host_cube(f, p, centre, &half, err)) < 0) return -1; /* the whole set's (cube_for) */
   hy_tree_sort_in(&f->tree, p, f->pool, f->let ? centre : NULL, half, shrunk);
   if (f->first_bad == UINT64_MAX) f->first_bad = f->tree.nonfinite_id; /* the key pass checks positions */
   double t1 = hy_wtime();

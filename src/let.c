@@ -217,6 +217,14 @@ int hy_let_key_cube(const struct hy_let *L, size_t n, const double lo[3], const 
   return hy_tree_shrink_cube(qlo, qhi, centre, half);
 }
 
+int hy_let_key_cube_of(const struct hy_let *L, struct hy_tree *t, const struct hy_part *p, struct hy_pool *pool,
+                       double centre[3], double *half, struct hy_err *err) {
+  double lo[3], hi[3], sample[3 * HY_TREE_SAMPLE];
+  hy_tree_ranges(t, p, pool, lo, hi);
+  const size_t s = hy_tree_sample(p->pos, p->n, sample);
+  return hy_let_key_cube(L, p->n, lo, hi, sample, s, centre, half, err);
+}
+
 static void push_item(struct dest_buf *b, const double x[3], double m, double b2, double bmax) {
   if (b->n == b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 1024;

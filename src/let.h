@@ -65,6 +65,11 @@ double hy_let_full_open(const struct hy_let *L);
 int hy_let_key_cube(const struct hy_let *L, size_t n, const double lo[3], const double hi[3], const double *sample,
                     size_t s, double centre[3], double *half, struct hy_err *err);
 
+/** hy_let_key_cube of p's positions: their ranges (hy_tree_ranges, with t's
+ *  scratch) and strided sample (hy_tree_sample). Collective. */
+int hy_let_key_cube_of(const struct hy_let *L, struct hy_tree *t, const struct hy_part *p, struct hy_pool *pool,
+                       double centre[3], double *half, struct hy_err *err);
+
 /** Tight box of the particles (empty box for none). */
 void hy_let_tight_box(const struct hy_part *p, struct hy_box *b);
 /** Distance from x to the box (0 inside; infinite for an empty box). */

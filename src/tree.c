@@ -119,19 +119,14 @@ static double select_kth(double *q, size_t m, size_t k) {
   return q[k];
 }
 
-size_t hy_tree_sample_index(size_t j, size_t n, size_t s) { return (size_t)(((uint64_t)j * n) / s); }
-
-size_t hy_tree_sample2(const double *a, size_t n_a, const double *b, size_t n_b, double *sample) {
-  const size_t n = n_a + n_b, s = n < HY_TREE_SAMPLE ? n : HY_TREE_SAMPLE;
+size_t hy_tree_sample(const double *pos, size_t n, double *sample) {
+  const size_t s = n < HY_TREE_SAMPLE ? n : HY_TREE_SAMPLE;
   for (size_t j = 0; j < s; j++) { /* every (n/s)-th particle: independent of threads and chunks */
-    const size_t i = hy_tree_sample_index(j, n, s);
-    const double *x = i < n_a ? a + 3 * i : b + 3 * (i - n_a);
+    const double *x = pos + 3 * (size_t)(((uint64_t)j * n) / s);
     for (int d = 0; d < 3; d++) sample[3 * j + d] = x[d];
   }
   return s;
 }
-
-size_t hy_tree_sample(const double *pos, size_t n, double *sample) { return hy_tree_sample2(pos, n, NULL, 0, sample); }
 
 int hy_tree_bulk_box(const double *sample, size_t s, double qlo[3], double qhi[3]) {
   if (s < 2 || s > HY_TREE_SAMPLE) return 0;

@@ -104,11 +104,6 @@ int hy_tree_robust_cube(const double *pos, size_t n, double centre[3], double *h
 /** The strided sample of hy_tree_robust_cube: s = min(n, HY_TREE_SAMPLE)
  *  positions (xyz), the j-th being particle floor(j n / s). Returns s. */
 size_t hy_tree_sample(const double *pos, size_t n, double *sample);
-/** Index of sample j of s among n particles (hy_tree_sample2's picks; the
- *  device state's sampler picks the same). */
-size_t hy_tree_sample_index(size_t j, size_t n, size_t s);
-/** The same sample of the n_a + n_b positions a, then b (as if concatenated). */
-size_t hy_tree_sample2(const double *a, size_t n_a, const double *b, size_t n_b, double *sample);
 
 /** hy_tree_robust_cube from a sample taken elsewhere (the device state):
  *  returns 1 if the cube was shrunk, else 0. */

@@ -82,10 +82,8 @@ int main(int argc, char **argv) {
     if (hy_decomp_exchange(dd, &p, extra, NULL, &err) != 0) fail("decomposition", &err);
     memset(&st, 0, sizeof st);
     /* the local trees in the key cube of the whole set, as hytree builds them on several ranks */
-    double lo[3], hi[3], sample[3 * HY_TREE_SAMPLE], centre[3], half;
-    hy_tree_ranges(&t, &p, pool, lo, hi);
-    const size_t s = hy_tree_sample(p.pos, p.n, sample);
-    const int shrunk = hy_let_key_cube(L, p.n, lo, hi, sample, s, centre, &half, &err);
+    double centre[3], half;
+    const int shrunk = hy_let_key_cube_of(L, &t, &p, pool, centre, &half, &err);
     if (shrunk < 0) fail("key cube", &err);
     if (p.n) {
       hy_tree_sort_in(&t, &p, pool, centre, half, shrunk);
