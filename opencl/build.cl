@@ -12,15 +12,19 @@
  *     exclusive scan gives every (digit, tile) its output offset; inside a
  *     tile each work-item ranks its HY_PER consecutive keys after a local scan
  *     of the per-work-item digit counts, so equal digits keep their order.
- *  3. hy_split_count / hy_split_emit: the cells, one generation (cells whose
- *     parents are the previous generation) per launch. A cell is a key range;
- *     it is a leaf bucket when it holds fewer than n_crit particles or all its
- *     keys are equal, else it is split at the highest octal digit in which its
- *     keys differ (so chains of single-child cells never appear), and an
- *     octant of one particle is attached as that particle. The children of a
+ *  3. hy_gen_count / hy_gen_scan / hy_gen_emit: the cells, one generation
+ *     (cells whose parents are the previous generation) at a time. A cell is
+ *     a key range; it is a leaf bucket when it holds fewer than n_crit
+ *     particles or all its keys are equal, else it is split at the highest
+ *     octal digit in which its keys differ (so chains of single-child cells
+ *     never appear, and a tree has at most 22 generations), and an octant of
+ *     one particle is attached as that particle. The children of a
  *     generation are numbered after an exclusive scan of their counts, so the
- *     numbering is deterministic (breadth-first). Links: more = first child,
- *     next = next sibling, the parent's next for the last child.
+ *     numbering is deterministic (breadth-first). Each generation's first
+ *     cell and size are in a device table that the kernels read, so the host
+ *     enqueues the generations without waiting for their counts. Links: more
+ *     = first child, next = next sibling, the parent's next for the last
+ *     child.
  *  4. hy_gather: the particle records in key order.
  *  5. hy_moments: mass, centre of mass, B2 (parallel-axis rule) and b_max
  *     (exact over the particles up to HY_BMAX_EXACT of them, else the bound
@@ -37,7 +41,8 @@
  * kernels, a power of two, 16..1024), -D HY_PER=p (keys per work-item of a
  * sort tile), -D HY_BMAX_EXACT=b, -D HY_BMAX_SERIAL=s (cells up to s
  * particles get their exact b_max from one work-item, larger ones up to b
- * from a work-group). OpenCL C 1.2; uses 64-bit integers (ulong). */
+ * from a work-group), -D HY_GEN_FLAG=f (the error flag's index in the
+ * generation table). OpenCL C 1.2; uses 64-bit integers (ulong). */
 #ifndef HY_SHARED_H
 #include "hy_shared.h"
 #endif
@@ -50,6 +55,9 @@
 #endif
 #ifndef HY_BMAX_EXACT
 #error "HY_BMAX_EXACT must be defined"
+#endif
+#ifndef HY_GEN_FLAG
+#error "HY_GEN_FLAG must be defined"
 #endif
 #ifndef HY_BMAX_SERIAL
 #define HY_BMAX_SERIAL 128
@@ -272,64 +280,131 @@ inline int hy_split(__global const ulong *key, uint lo, uint hi, uint *clo, uint
   return nc;
 }
 
-/* Child cells (octants of two or more particles) of each cell of a generation
- * into n_child[0 .. n_gen - 1]; n_child[n_gen] = 0 (needs n_gen + 1 work-items). */
-__kernel void hy_split_count(__global const ulong *key, const uint gen0, const uint n_gen,
-                             __global const uint *c_lo, __global const uint *c_hi, const uint n_crit,
-                             __global uint *n_child) {
-  const uint g = (uint)get_global_id(0);
-  if (g == n_gen) n_child[g] = 0u; /* after the exclusive scan: the generation's total */
-  if (g >= n_gen) return;
-  const uint lo = c_lo[gen0 + g], hi = c_hi[gen0 + g];
-  uint nc = 0;
-  if (!hy_is_leaf(key, lo, hi, n_crit)) {
-    uint clo[8], chi[8];
-    const int k = hy_split(key, lo, hi, clo, chi);
-    for (int j = 0; j < k; j++) nc += chi[j] - clo[j] > 1u ? 1u : 0u;
-  }
-  n_child[g] = nc;
+/* The generation table gen: gen[2 g] is the first cell of generation g,
+ * gen[2 g + 1] its number of cells; gen[HY_GEN_FLAG] is set when a build
+ * would exceed its cell count (the host reports it). The three kernels of a
+ * generation read it, so the host enqueues generation after generation
+ * without reading a count back. Each of the ng work-groups (the same ng in
+ * hy_gen_count and hy_gen_emit) takes one contiguous chunk of the
+ * generation's cells. */
+inline void hy_gen_chunk(uint count, uint *b, uint *e) {
+  const uint ng = (uint)get_num_groups(0);
+  uint per = (count + ng - 1u) / ng;
+  per = (per + HY_WG - 1u) / HY_WG * HY_WG;
+  *b = min(count, (uint)get_group_id(0) * per);
+  *e = min(count, *b + per);
 }
 
-/* Create the child cells of a generation (at new0 + offset[g] ...) and link
- * the children of every cell of the generation. nxt of the generation's cells
- * is set (by their parents, or the host for the root). */
-__kernel void hy_split_emit(__global const ulong *key, const uint gen0, const uint n_gen,
-                            __global uint *c_lo, __global uint *c_hi, const uint n_crit,
-                            __global const uint *offset, const uint new0, const int n_part,
-                            __global int *nxt, __global int *mor) {
-  const uint g = (uint)get_global_id(0);
-  if (g >= n_gen) return;
-  const uint c = gen0 + g;
-  const uint lo = c_lo[c], hi = c_hi[c];
-  const int self = n_part + (int)c;
-  const int after = nxt[self];
-  if (hy_is_leaf(key, lo, hi, n_crit)) { /* leaf bucket: the particles are the children */
-    mor[self] = (int)lo;
-    for (uint i = lo; i + 1u < hi; i++) nxt[i] = (int)(i + 1u);
-    nxt[hi - 1u] = after;
-    return;
-  }
-  uint clo[8], chi[8];
+/* Child cells (octants of two or more particles) of the cell [lo, hi). */
+inline uint hy_child_cells(__global const ulong *key, uint lo, uint hi, uint n_crit) {
+  if (hy_is_leaf(key, lo, hi, n_crit)) return 0u;
+  uint clo[8], chi[8], nc = 0;
   const int k = hy_split(key, lo, hi, clo, chi);
-  uint made = new0 + offset[g];
-  int prev = HY_NONE;
-  for (int j = 0; j < k; j++) {
-    int child;
-    if (chi[j] - clo[j] == 1u) {
-      child = (int)clo[j];
-    } else {
-      c_lo[made] = clo[j];
-      c_hi[made] = chi[j];
-      child = n_part + (int)made;
-      made++;
-    }
-    if (prev == HY_NONE)
-      mor[self] = child;
-    else
-      nxt[prev] = child;
-    prev = child;
+  for (int j = 0; j < k; j++) nc += chi[j] - clo[j] > 1u ? 1u : 0u;
+  return nc;
+}
+
+/* Generation g: each cell's child-cell count, scanned within its work-group's
+ * chunk into n_child (exclusive), the chunk's total into sums[group]. */
+__kernel void hy_gen_count(__global const ulong *key, __global const uint *gen, const uint g,
+                           __global const uint *c_lo, __global const uint *c_hi, const uint n_crit,
+                           __global uint *n_child, __global uint *sums) {
+  __local uint tmp[HY_WG];
+  const uint lid = (uint)get_local_id(0);
+  const uint first = gen[2u * g], count = gen[2u * g + 1u];
+  uint b, e, carry = 0;
+  hy_gen_chunk(count, &b, &e);
+  for (uint base = b; base < e; base += HY_WG) {
+    const uint i = base + lid;
+    const uint nc = i < e ? hy_child_cells(key, c_lo[first + i], c_hi[first + i], n_crit) : 0u;
+    const uint incl = hy_wg_scan(nc, tmp);
+    if (i < e) n_child[i] = carry + incl - nc;
+    const uint tot = tmp[HY_WG - 1u];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    carry += tot;
   }
-  nxt[prev] = after;
+  if (lid == 0) sums[get_group_id(0)] = carry;
+}
+
+/* One work-group: the exclusive scan of the ng chunk totals (ng <= 4 HY_WG)
+ * in place, and generation g + 1 into the table. A tree of n_part particles
+ * has at most n_part - 1 cells; a build that would make more sets the flag
+ * and ends (it cannot happen with a correct split). */
+__kernel void hy_gen_scan(__global uint *gen, const uint g, __global uint *sums, const uint ng,
+                          const uint max_cells) {
+  __local uint tmp[HY_WG];
+  const uint lid = (uint)get_local_id(0);
+  uint v[4], s = 0;
+  for (uint k = 0; k < 4u; k++) {
+    v[k] = 4u * lid + k < ng ? sums[4u * lid + k] : 0u;
+    s += v[k];
+  }
+  const uint incl = hy_wg_scan(s, tmp);
+  uint run = incl - s;
+  for (uint k = 0; k < 4u; k++) {
+    if (4u * lid + k < ng) sums[4u * lid + k] = run;
+    run += v[k];
+  }
+  if (lid == HY_WG - 1u) {
+    const uint first = gen[2u * g], count = gen[2u * g + 1u];
+    const uint next = first + count;
+    if (gen[HY_GEN_FLAG] != 0u || incl > max_cells - min(max_cells, next)) {
+      gen[HY_GEN_FLAG] = 1u;
+      gen[2u * g + 2u] = next;
+      gen[2u * g + 3u] = 0u;
+    } else {
+      gen[2u * g + 2u] = next;
+      gen[2u * g + 3u] = incl;
+    }
+  }
+}
+
+/* Generation g: create the child cells (at the next generation's first cell
+ * plus the cell's scanned offset) and link the children of every cell. nxt
+ * of the generation's cells is set (by their parents, or the host for the
+ * root). */
+__kernel void hy_gen_emit(__global const ulong *key, __global const uint *gen, const uint g,
+                          __global uint *c_lo, __global uint *c_hi, const uint n_crit,
+                          __global const uint *n_child, __global const uint *sums, const int n_part,
+                          __global int *nxt, __global int *mor) {
+  if (gen[HY_GEN_FLAG] != 0u) return;
+  const uint first = gen[2u * g], count = gen[2u * g + 1u];
+  const uint new0 = first + count + sums[get_group_id(0)];
+  uint b, e;
+  hy_gen_chunk(count, &b, &e);
+  for (uint i = b + (uint)get_local_id(0); i < e; i += HY_WG) {
+    const uint c = first + i;
+    const uint lo = c_lo[c], hi = c_hi[c];
+    const int self = n_part + (int)c;
+    const int after = nxt[self];
+    if (hy_is_leaf(key, lo, hi, n_crit)) { /* leaf bucket: the particles are the children */
+      mor[self] = (int)lo;
+      for (uint p = lo; p + 1u < hi; p++) nxt[p] = (int)(p + 1u);
+      nxt[hi - 1u] = after;
+      continue;
+    }
+    uint clo[8], chi[8];
+    const int k = hy_split(key, lo, hi, clo, chi);
+    uint made = new0 + n_child[i];
+    int prev = HY_NONE;
+    for (int j = 0; j < k; j++) {
+      int child;
+      if (chi[j] - clo[j] == 1u) {
+        child = (int)clo[j];
+      } else {
+        c_lo[made] = clo[j];
+        c_hi[made] = chi[j];
+        child = n_part + (int)made;
+        made++;
+      }
+      if (prev == HY_NONE)
+        mor[self] = child;
+      else
+        nxt[prev] = child;
+      prev = child;
+    }
+    nxt[prev] = after;
+  }
 }
 
 /* ---------------------------------------------------------- records */

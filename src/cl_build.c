@@ -82,15 +82,15 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
     return hy_err_set(err, "OpenCL device %s: work-groups of %zu work-items are too small for the device tree build "
                            "(16 needed); use TreeBuild host", cl->name, cl->max_wg);
   char defs[256];
-  snprintf(defs, sizeof defs, "-D HY_WG=%zu -D HY_PER=%d -D HY_BMAX_EXACT=%d -D HY_BMAX_SERIAL=%d", wg, SORT_PER,
-           HY_BMAX_EXACT, BMAX_SERIAL);
+  snprintf(defs, sizeof defs, "-D HY_WG=%zu -D HY_PER=%d -D HY_BMAX_EXACT=%d -D HY_BMAX_SERIAL=%d -D HY_GEN_FLAG=%d",
+           wg, SORT_PER, HY_BMAX_EXACT, BMAX_SERIAL, GEN_TABLE - 1);
   if (hy_cl_build_program(cl, "build.cl", hy_cl_source_build, defs, &cl->build_prog, err) != 0) return -1;
   cl->build_wg = wg;
   if (make_kernel(cl, "hy_keys", &cl->k_keys, err) || make_kernel(cl, "hy_scan_block", &cl->k_scan_block, err) ||
       make_kernel(cl, "hy_scan_add", &cl->k_scan_add, err) || make_kernel(cl, "hy_radix_count", &cl->k_count, err) ||
       make_kernel(cl, "hy_radix_scatter", &cl->k_scatter, err) ||
-      make_kernel(cl, "hy_split_count", &cl->k_split_count, err) ||
-      make_kernel(cl, "hy_split_emit", &cl->k_split_emit, err) || make_kernel(cl, "hy_gather", &cl->k_gather, err) ||
+      make_kernel(cl, "hy_gen_count", &cl->k_gen_count, err) || make_kernel(cl, "hy_gen_scan", &cl->k_gen_scan, err) ||
+      make_kernel(cl, "hy_gen_emit", &cl->k_gen_emit, err) || make_kernel(cl, "hy_gather", &cl->k_gather, err) ||
       make_kernel(cl, "hy_moments", &cl->k_moments, err) || make_kernel(cl, "hy_bmax_big", &cl->k_bmax_big, err) ||
       make_kernel(cl, "hy_unsort", &cl->k_unsort, err) ||
       make_kernel(cl, "hy_open_cells", &cl->k_open_cells, err) ||
@@ -99,7 +99,8 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_merge_keys", &cl->k_merge_keys, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
-  cl_kernel need[] = {cl->k_scan_block, cl->k_count, cl->k_scatter, cl->k_bmax_big};
+  cl_kernel need[] = {cl->k_scan_block, cl->k_count,    cl->k_scatter,  cl->k_bmax_big,
+                      cl->k_gen_count,  cl->k_gen_scan, cl->k_gen_emit};
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
     size_t kwg = 0;
     CL_CHECK(clGetKernelWorkGroupInfo(need[i], cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
@@ -112,14 +113,14 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
 }
 
 void hy_cl_build_free(struct hy_cl *cl) {
-  cl_kernel ks[] = {cl->k_keys,        cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
-                    cl->k_split_count, cl->k_split_emit, cl->k_gather,   cl->k_moments, cl->k_bmax_big,
+  cl_kernel ks[] = {cl->k_keys,      cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
+                    cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
                     cl->k_unsort, cl->k_open_cells, cl->k_key_sinks, cl->k_add_unsort, cl->k_merge_keys};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
-  struct cl_buf *bs[] = {&cl->key[0], &cl->key[1], &cl->idx_tmp, &cl->n_child, &cl->hist,
-                         &cl->uout0,  &cl->uout1,  &cl->big,     &cl->n_big};
+  struct cl_buf *bs[] = {&cl->key[0], &cl->key[1], &cl->idx_tmp, &cl->n_child, &cl->hist,   &cl->uout0,
+                         &cl->uout1,  &cl->big,    &cl->n_big,   &cl->gen,     &cl->gen_sums};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int t = 0; t < 2; t++) {
     struct cl_tree *T = &cl->tree[t];
@@ -281,6 +282,8 @@ static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, s
          hy_cl_ensure_buf(cl, &T->c_hi, hy_size_mul_or_die(n, 4, "cells"), "cell ranges", err) ||
          hy_cl_ensure_buf(cl, &T->c_b2, hy_size_mul_or_die(n, 4, "cells"), "cell B2", err) ||
          hy_cl_ensure_buf(cl, &cl->n_child, hy_size_mul_or_die(n + 1, 4, "cells"), "child counts", err) ||
+         hy_cl_ensure_buf(cl, &cl->gen, GEN_TABLE * 4, "cell generation table", err) ||
+         hy_cl_ensure_buf(cl, &cl->gen_sums, 4 * cl->build_wg * 4, "cell generation sums", err) ||
          hy_cl_ensure_buf(cl, &T->nxt, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
          hy_cl_ensure_buf(cl, &T->mor, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
          hy_cl_ensure_buf(cl, &cl->big, hy_size_mul_or_die(n / BMAX_SERIAL + 1, 4, "cells"), "large cells", err) ||
@@ -371,49 +374,77 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     }
   }
 
-  /* cells, one generation at a time */
+  /* cells, one generation at a time: the kernels read each generation's
+   * first cell and size from the device's table (hy_gen_scan writes the
+   * next one), so the host enqueues a batch of generations and reads the
+   * table once; a tree whose generations outnumber the batch gets another */
   const cl_int n_part = (cl_int)n;
-  cl_uint root_range[2] = {0, un};
   cl_int root_next = HY_NONE;
-  if ((e = clEnqueueWriteBuffer(cl->q, T->c_lo.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[0], 0, NULL,
+  cl_uint table[GEN_TABLE] = {0};
+  table[1] = 1; /* generation 0: the root, cell 0 */
+  cl_uint root_range[2] = {0, un};
+  if ((e = clEnqueueWriteBuffer(cl->q, cl->gen.mem, CL_FALSE, 0, sizeof table, table, 0, NULL,
+                                ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
+      (e = clEnqueueWriteBuffer(cl->q, T->c_lo.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[0], 0, NULL,
                                 ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
       (e = clEnqueueWriteBuffer(cl->q, T->c_hi.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[1], 0, NULL,
                                 ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
       (e = clEnqueueWriteBuffer(cl->q, T->nxt.mem, CL_FALSE, n * sizeof(cl_int), sizeof(cl_int), &root_next, 0,
                                 NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: writing the root cell failed on %s: %s", cl->name, hy_cl_errname(e));
-  cl_uint gen_first[MAX_GENERATIONS], gen_count[MAX_GENERATIONS];
-  int n_gen = 0;
-  cl_uint first = 0, count = 1, total = 1, crit = (cl_uint)(a->n_crit < 1 ? 1 : a->n_crit);
-  while (count > 0) {
-    if (n_gen == MAX_GENERATIONS) return hy_err_set(err, "internal error: more than %d cell generations", n_gen);
-    gen_first[n_gen] = first;
-    gen_count[n_gen] = count;
-    n_gen++;
-    cl_uint made = 0;
-    if (hy_cl_set_args(cl, cl->k_split_count, "hy_split_count", err, M(cl->key[0]), V(first), V(count), M(T->c_lo),
-                 M(T->c_hi), V(crit), M(cl->n_child), END) ||
-        hy_cl_launch(cl, cl->k_split_count, "hy_split_count", (size_t)count + 1, ev_new(ev, PH_CELLS), err) ||
-        scan(cl, cl->n_child.mem, (size_t)count + 1, 0, ev, PH_CELLS, err))
-      return -1;
-    e = clEnqueueReadBuffer(cl->q, cl->n_child.mem, CL_TRUE, (size_t)count * sizeof(cl_uint), sizeof made, &made, 0,
-                            NULL, ev_new(ev, PH_CELLS));
+  const cl_uint crit = (cl_uint)(a->n_crit < 1 ? 1 : a->n_crit);
+  const cl_uint max_cells = un - 1u;
+  const size_t max_groups = 4 * cl->build_wg; /* hy_gen_scan's reach */
+  /* a generation's cells are at most 8 times the last one's and at most n / 2
+   * (two particles or more each): the work-groups it needs at most */
+  size_t bound = 1;
+  int n_gen = 0, done = 0;
+  int batch = T->gen_hint > 0 ? T->gen_hint + 1 : HY_KEY_BITS + 2;
+  while (!done) {
+    if (n_gen + batch > MAX_GENERATIONS) batch = MAX_GENERATIONS - n_gen;
+    if (batch <= 0) return hy_err_set(err, "internal error: more than %d cell generations", MAX_GENERATIONS);
+    for (int k = 0; k < batch; k++, n_gen++) {
+      const cl_uint g = (cl_uint)n_gen;
+      size_t groups = (bound + cl->build_wg - 1) / cl->build_wg;
+      if (groups > max_groups) groups = max_groups;
+      const cl_uint ng = (cl_uint)groups;
+      if (hy_cl_set_args(cl, cl->k_gen_count, "hy_gen_count", err, M(cl->key[0]), M(cl->gen), V(g), M(T->c_lo),
+                         M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), END) ||
+          hy_cl_launch(cl, cl->k_gen_count, "hy_gen_count", groups * cl->build_wg, ev_new(ev, PH_CELLS), err) ||
+          hy_cl_set_args(cl, cl->k_gen_scan, "hy_gen_scan", err, M(cl->gen), V(g), M(cl->gen_sums), V(ng),
+                         V(max_cells), END) ||
+          hy_cl_launch(cl, cl->k_gen_scan, "hy_gen_scan", cl->build_wg, ev_new(ev, PH_CELLS), err) ||
+          hy_cl_set_args(cl, cl->k_gen_emit, "hy_gen_emit", err, M(cl->key[0]), M(cl->gen), V(g), M(T->c_lo),
+                         M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), V(n_part), M(T->nxt), M(T->mor),
+                         END) ||
+          hy_cl_launch(cl, cl->k_gen_emit, "hy_gen_emit", groups * cl->build_wg, ev_new(ev, PH_CELLS), err))
+        return -1;
+      bound = 8 * bound < n / 2 + 1 ? 8 * bound : n / 2 + 1;
+    }
+    e = clEnqueueReadBuffer(cl->q, cl->gen.mem, CL_TRUE, 0, sizeof table, table, 0, NULL, ev_new(ev, PH_CELLS));
     if (e != CL_SUCCESS)
-      return hy_err_set(err, "OpenCL: reading a cell count failed on %s: %s (a kernel fault?)", cl->name,
+      return hy_err_set(err, "OpenCL: reading the cell generations failed on %s: %s (a kernel fault?)", cl->name,
                         hy_cl_errname(e));
-    if ((size_t)total + made > n - 1)
-      return hy_err_set(err, "internal error: device tree build made %zu cells for %zu particles",
-                        (size_t)total + made, n);
-    if (hy_cl_set_args(cl, cl->k_split_emit, "hy_split_emit", err, M(cl->key[0]), V(first), V(count), M(T->c_lo),
-                 M(T->c_hi), V(crit), M(cl->n_child), V(total), V(n_part), M(T->nxt), M(T->mor), END) ||
-        hy_cl_launch(cl, cl->k_split_emit, "hy_split_emit", count, ev_new(ev, PH_CELLS), err))
-      return -1;
-    first = total;
-    total += made;
-    count = made;
+    if (table[GEN_TABLE - 1] != 0)
+      return hy_err_set(err, "internal error: device tree build made more than %u cells for %zu particles",
+                        (unsigned)max_cells, n);
+    res->batches++;
+    done = table[2 * n_gen + 1] == 0;
+    batch = HY_KEY_BITS + 2;
   }
+  /* the generations that hold cells (generation n_gen is empty) */
+  cl_uint gen_first[MAX_GENERATIONS], gen_count[MAX_GENERATIONS];
+  int used = 0;
+  while (used < n_gen && table[2 * used + 1] > 0) {
+    gen_first[used] = table[2 * used];
+    gen_count[used] = table[2 * used + 1];
+    used++;
+  }
+  n_gen = used;
+  const cl_uint total = table[2 * used];
 
   T->n_gen = n_gen;
+  T->gen_hint = n_gen;
   memcpy(T->gen_first, gen_first, (size_t)n_gen * sizeof gen_first[0]);
   memcpy(T->gen_count, gen_count, (size_t)n_gen * sizeof gen_count[0]);
   if (enqueue_moments(cl, T, slot, n, a->a_err, ev, err) != 0) return -1;

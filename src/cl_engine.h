@@ -126,6 +126,7 @@ struct hy_cl_build_result {
   int32_t root;       /**< root node (n: the first cell) */
   size_t n_cell;      /**< cells */
   int generations;    /**< cell generations (root = 1) */
+  int batches;        /**< reads of the generation table (batches of generations enqueued) */
   double upload;      /**< positions to the device */
   double sort;        /**< keys and radix sort */
   double cells;       /**< cell generations and links */

@@ -30,7 +30,8 @@ struct cl_pinned {
 };
 
 #define HY_CL_SCAN_LEVELS 6 /* scan of up to (4 * wg)^6 values */
-#define MAX_GENERATIONS 96  /* > 3 * 21 + 1: a cell generation descends at least one key level */
+#define MAX_GENERATIONS 96  /* > 21 + 1: a cell generation descends at least one octal key digit */
+#define GEN_TABLE (2 * MAX_GENERATIONS + 3) /* the device's generation table: (first, count) pairs, flag */
 
 /* A tree built on the device (cl_build.c), its node records in the walk
  * buffer of its slot (hy_cl.node[slot]). */
@@ -43,6 +44,7 @@ struct cl_tree {
   size_t sorted_n;     /* particles of the last build (0: none) */
   size_t n_cell;       /* its cells */
   int n_gen;           /* its cell generations (0: no tree to refit) */
+  int gen_hint;        /* the generations of the slot's last build (the next build's first batch) */
   struct cl_buf skey;  /* slot 0, keep_keys: the last build's sorted keys (its order is idx) */
   size_t skey_n;       /* their count (0: none kept) */
   uint64_t skey_id;    /* that build's tree id */
@@ -77,12 +79,13 @@ struct hy_cl {
    * or merged tree, 1: the remote tree of received LET items), sharing the
    * sort's and the cell generations' scratch buffers */
   cl_program build_prog;
-  cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_split_count, k_split_emit, k_gather,
+  cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_gen_count, k_gen_scan, k_gen_emit,
+      k_gather,
       k_moments, k_bmax_big, k_unsort, k_open_cells, k_key_sinks, k_add_unsort, k_merge_keys;
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_tree tree[2];
   struct cl_buf key[2], idx_tmp;   /* sort scratch: keys (ping-pong) and the indices' second buffer */
-  struct cl_buf n_child, hist, uout0, uout1, big, n_big;
+  struct cl_buf n_child, hist, uout0, uout1, big, n_big, gen, gen_sums;
   struct cl_buf scan[HY_CL_SCAN_LEVELS];
   struct cl_pinned host[HY_CL_HOST_N];
   /* LET selection on the device (cl_let.c) */

@@ -540,6 +540,64 @@ out:
   hy_free(pos);
 }
 
+/* The cell generations are enqueued in batches as long as the slot's last
+ * tree had generations (plus one), and the host reads the device's
+ * generation table once per batch: a deep tree after a shallow one in the
+ * same slot needs a second batch. A chain of particles at 0.7 x 2^-k (k =
+ * 0 .. 19) in the unit cube, with n_crit 2, splits one key digit per
+ * generation; the tree must be the same record for record whether it took
+ * one batch or two, and as deep as the chain. */
+static void test_build_batches(void) {
+  const size_t chain = 20, n = chain + 40;
+  float *pos = hy_malloc("positions", 4 * n, sizeof(float));
+  uint64_t s = 777;
+  for (size_t i = 0; i < n; i++) {
+    for (int d = 0; d < 3; d++) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      pos[4 * i + d] = i < chain ? (float)(0.7 * ldexp(1.0, -(int)i)) : (float)((double)(s >> 11) / 9007199254740992.0);
+    }
+    pos[4 * i + 3] = 1.0f / (float)n;
+  }
+  struct hy_cl_build_args a = {.pos = pos, .n = 2, .lo = {0.0, 0.0, 0.0}, .side = 1.0, .n_crit = 2,
+                               .a_err = 1e-3, .tree_id = 9101, .slot = 0};
+  struct hy_cl_build_result r[3];
+  struct hy_err err;
+  float *cells[2] = {hy_malloc("cells", 8 * n, sizeof(float)), hy_malloc("cells", 8 * n, sizeof(float))};
+  float *b2[2] = {hy_malloc("b2", n, sizeof(float)), hy_malloc("b2", n, sizeof(float))};
+  int32_t *next[2] = {hy_malloc("next", n, sizeof(int32_t)), hy_malloc("next", n, sizeof(int32_t))};
+  double tx = 0.0;
+  int rc = hy_cl_tree_build(cl, &a, &r[2], &err); /* two particles: one or two generations */
+  for (int k = 0; k < 2 && rc == 0; k++) {
+    a.n = n;
+    a.tree_id = 9102 + (uint64_t)k;
+    rc = hy_cl_tree_build(cl, &a, &r[k], &err) ||
+         hy_cl_tree_download(cl, 0, n, r[k].n_cell, cells[k], next[k], b2[k], NULL, &tx, &err);
+  }
+  if (rc != 0) {
+    HY_CHECK_MSG(0, "device build of a deep tree: %s", err.msg);
+  } else {
+    HY_CHECK_LE(r[2].generations, 2);
+    HY_CHECK_LE((int)chain - 2, r[0].generations);
+    HY_CHECK_INT(r[0].batches, 2);
+    HY_CHECK_INT(r[1].batches, 1);
+    HY_CHECK_INT(r[0].generations, r[1].generations);
+    HY_CHECK_INT(r[0].n_cell, r[1].n_cell);
+    if (r[0].n_cell == r[1].n_cell) {
+      HY_CHECK(memcmp(next[0], next[1], n * sizeof(int32_t)) == 0);
+      HY_CHECK(memcmp(cells[0], cells[1], 8 * r[0].n_cell * sizeof(float)) == 0);
+      HY_CHECK(memcmp(b2[0], b2[1], r[0].n_cell * sizeof(float)) == 0);
+    }
+    printf("deep device build: %zu particles, %d generations, %zu cells, the same tree in one batch or two\n", n,
+           r[0].generations, r[0].n_cell);
+  }
+  for (int k = 0; k < 2; k++) {
+    hy_free(cells[k]);
+    hy_free(b2[k]);
+    hy_free(next[k]);
+  }
+  hy_free(pos);
+}
+
 int main(void) {
   hy_log_init(0, 1);
   pool = hy_pool_create(hy_pool_default_threads());
@@ -557,6 +615,7 @@ int main(void) {
   test_device_build();
   test_device_build_edges();
   test_merged_build();
+  test_build_batches();
   hy_cl_free(cl);
   hy_pool_free(pool);
   return hy_test_result();
