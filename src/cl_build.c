@@ -135,27 +135,53 @@ void hy_cl_build_free(struct hy_cl *cl) {
 
 enum { PH_UPLOAD, PH_SORT, PH_CELLS, PH_MOMENTS, PH_N };
 
+/* The device time of each phase, from spans of consecutive commands of one
+ * phase: the first command's event and a marker after the last one (an
+ * event per command costs a few microseconds each, which small trees of
+ * ~150 commands would feel). A span's time includes the device's idle gaps
+ * between its commands. */
 struct evlist {
-  cl_event *ev;
-  int *phase;
-  size_t n, cap;
+  cl_command_queue q;
+  cl_event *ev; /* two per span: its first command, the marker after its last */
+  int *phase;   /* one per span */
+  size_t n, cap; /* spans */
+  int open;      /* the last span has no marker yet */
 };
 
+/* End the open span with a marker (before the queue is waited for). */
+static void ev_close(struct evlist *l) {
+  if (!l->open) return;
+  l->open = 0;
+  cl_event *end = &l->ev[2 * (l->n - 1) + 1];
+  if (clEnqueueMarkerWithWaitList(l->q, 0, NULL, end) != CL_SUCCESS) *end = NULL;
+}
+
+/* The event slot for a command of `phase`: NULL inside a span of that phase. */
 static cl_event *ev_new(struct evlist *l, int phase) {
+  if (l->open && l->phase[l->n - 1] == phase) return NULL;
+  ev_close(l);
   if (l->n == l->cap) {
-    l->cap = 2 * l->cap + 64;
-    l->ev = hy_realloc("OpenCL events", l->ev, l->cap, sizeof *l->ev);
+    l->cap = 2 * l->cap + 16;
+    l->ev = hy_realloc("OpenCL events", l->ev, l->cap, 2 * sizeof *l->ev);
     l->phase = hy_realloc("OpenCL events", l->phase, l->cap, sizeof *l->phase);
   }
-  l->ev[l->n] = NULL;
+  l->ev[2 * l->n] = l->ev[2 * l->n + 1] = NULL;
   l->phase[l->n] = phase;
-  return &l->ev[l->n++];
+  l->n++;
+  l->open = 1;
+  return &l->ev[2 * (l->n - 1)];
 }
 
 static void ev_finish(struct evlist *l, double t[PH_N]) {
+  ev_close(l);
   for (size_t i = 0; i < l->n; i++) {
-    if (t) t[l->phase[i]] += hy_cl_event_seconds(l->ev[i]);
-    if (l->ev[i]) clReleaseEvent(l->ev[i]);
+    cl_event a = l->ev[2 * i], b = l->ev[2 * i + 1];
+    cl_ulong t0 = 0, t1 = 0;
+    if (t && a && b && clGetEventProfilingInfo(a, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+        clGetEventProfilingInfo(b, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 > t0)
+      t[l->phase[i]] += 1e-9 * (double)(t1 - t0);
+    if (a) clReleaseEvent(a);
+    if (b) clReleaseEvent(b);
   }
   hy_free(l->ev);
   hy_free(l->phase);
@@ -244,7 +270,7 @@ static int sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[
 int hy_cl_scan(struct hy_cl *cl, cl_mem data, size_t n, struct hy_err *err) {
   if (n == 0) return 0;
   if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_check_int(n, "scan", err)) return -1;
-  struct evlist ev = {0};
+  struct evlist ev = {.q = cl->q};
   int rc = scan(cl, data, n, 0, &ev, PH_SORT, err);
   if (rc != 0) clFinish(cl->q);
   ev_finish(&ev, NULL);
@@ -260,7 +286,7 @@ int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2
   if (hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
                        err) != 0)
     return -1;
-  struct evlist ev = {0};
+  struct evlist ev = {.q = cl->q};
   int rc = sort_pairs(cl, kb, ib, n, bits, &ev, PH_SORT, err);
   if (rc != 0) clFinish(cl->q);
   double t[PH_N] = {0};
@@ -454,6 +480,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
         hy_cl_launch(cl, cl->k_open_cells, "hy_open_cells", nc, ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
+  ev_close(ev);
   e = clFinish(cl->q);
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: the device tree build failed on %s: %s (a kernel fault or too little device "
@@ -517,7 +544,7 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
                            "(at most %d); use more ranks", a->n, INT_MAX / 4);
   if (!(a->side > 0.0)) return hy_err_set(err, "internal error: device tree build with cube side %g", a->side);
   if (hy_cl_build_kernels(cl, err) != 0) return -1;
-  struct evlist ev = {0};
+  struct evlist ev = {.q = cl->q};
   int rc = build_enqueued(cl, a, res, &ev, err);
   if (rc != 0) clFinish(cl->q);
   double t[PH_N] = {0};
@@ -537,7 +564,7 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
     return hy_err_set(err, "internal error: refit of %zu particles without a device-built tree of them", n);
   if (!pos && cl->state_n != n)
     return hy_err_set(err, "internal error: refit from a device state of %zu particles, not %zu", cl->state_n, n);
-  struct evlist ev = {0};
+  struct evlist ev = {.q = cl->q};
   cl_int e = CL_SUCCESS;
   cl->node_id[0] = 0;
   int rc = 0;
@@ -548,6 +575,7 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
                       hy_cl_errname(e));
   }
   if (rc == 0) rc = enqueue_moments(cl, T, 0, n, a_err, &ev, err);
+  ev_close(&ev);
   if (rc == 0 && (e = clFinish(cl->q)) != CL_SUCCESS)
     rc = hy_err_set(err, "OpenCL: the device tree refit failed on %s: %s", cl->name, hy_cl_errname(e));
   if (rc != 0) clFinish(cl->q);
@@ -580,7 +608,7 @@ int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, flo
   if (n != T->sorted_n || n_cell != T->n_cell || T->n_gen == 0)
     return hy_err_set(err, "internal error: download of a tree of %zu particles and %zu cells without it", n,
                       n_cell);
-  struct evlist ev = {0};
+  struct evlist ev = {.q = cl->q};
   cl_int e;
   if ((e = clEnqueueReadBuffer(cl->q, cl->node[slot].mem, CL_FALSE, hy_size_mul_or_die(n, 32, "tree nodes"),
                                n_cell * 32, cells, 0, NULL, ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
@@ -590,7 +618,7 @@ int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, flo
           CL_SUCCESS ||
       (idx && (e = clEnqueueReadBuffer(cl->q, T->idx.mem, CL_FALSE, 0, n * 4, idx, 0, NULL,
                                        ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS) ||
-      (e = clFinish(cl->q)) != CL_SUCCESS) {
+      (ev_close(&ev), (e = clFinish(cl->q)) != CL_SUCCESS)) {
     clFinish(cl->q);
     ev_finish(&ev, NULL);
     return hy_err_set(err, "OpenCL: reading the device-built tree (%zu particles, %zu cells) failed on %s: %s", n,
