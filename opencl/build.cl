@@ -12,6 +12,8 @@
  *     exclusive scan gives every (digit, tile) its output offset; inside a
  *     tile each work-item ranks its HY_PER consecutive keys after a local scan
  *     of the per-work-item digit counts, so equal digits keep their order.
+ *     Sets of up to a few hundred thousand pairs are sorted by merging
+ *     instead (hy_tile_sort, hy_merge_pass: fewer launches, the same order).
  *  3. hy_gen_count / hy_gen_scan / hy_gen_emit: the cells, one generation
  *     (cells whose parents are the previous generation) at a time. A cell is
  *     a key range; it is a leaf bucket when it holds fewer than n_crit
@@ -239,6 +241,85 @@ __kernel void hy_radix_scatter(__global const ulong *key_in, __global const uint
     key_out[at] = k;
     idx_out[at] = idx_in[i];
   }
+}
+
+/* A sort by merging, for small sets, where the radix sort's 16 passes of
+ * several launches each cost more than their work: pairs are ordered by
+ * (key, idx), which is the stable order of the keys when idx grows with the
+ * position (or the keys are distinct). hy_tile_sort orders tiles of
+ * HY_MTILE pairs in local memory (a bitonic network); hy_merge_pass merges
+ * runs of `width` pairs two by two, each pair finding its place by binary
+ * search in the other run. */
+#define HY_MTILE (4 * HY_WG)
+
+inline int hy_pair_less(ulong ka, uint ia, ulong kb, uint ib) { return ka < kb || (ka == kb && ia < ib); }
+
+__kernel void hy_tile_sort(__global ulong *key, __global uint *idx, const uint n) {
+  __local ulong lk[HY_MTILE];
+  __local uint li[HY_MTILE];
+  const uint lid = (uint)get_local_id(0);
+  const uint base = (uint)get_group_id(0) * HY_MTILE;
+  for (uint j = lid; j < HY_MTILE; j += HY_WG) {
+    const uint i = base + j;
+    lk[j] = i < n ? key[i] : ULONG_MAX; /* padding sorts last: its idx is above every real one */
+    li[j] = i < n ? idx[i] : UINT_MAX;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint k = 2; k <= HY_MTILE; k <<= 1) {
+    for (uint j = k >> 1; j > 0; j >>= 1) {
+      for (uint t = lid; t < HY_MTILE / 2; t += HY_WG) {
+        const uint a = 2u * j * (t / j) + (t % j), b = a + j;
+        const int up = (a & k) == 0u;
+        const ulong ka = lk[a], kb = lk[b];
+        const uint ia = li[a], ib = li[b];
+        if (hy_pair_less(kb, ib, ka, ia) == up) {
+          lk[a] = kb;
+          lk[b] = ka;
+          li[a] = ib;
+          li[b] = ia;
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+  }
+  for (uint j = lid; j < HY_MTILE; j += HY_WG) {
+    const uint i = base + j;
+    if (i < n) {
+      key[i] = lk[j];
+      idx[i] = li[j];
+    }
+  }
+}
+
+__kernel void hy_merge_pass(__global const ulong *kin, __global const uint *iin, const uint n, const uint width,
+                            __global ulong *kout, __global uint *iout) {
+  const uint i = (uint)get_global_id(0);
+  if (i >= n) return;
+  const ulong k = kin[i];
+  const uint v = iin[i];
+  const uint a0 = i / (2u * width) * (2u * width);
+  const uint b0 = min(n, a0 + width), b1 = min(n, a0 + 2u * width);
+  uint lo, hi, at;
+  if (i < b0) { /* in the first run: after the second run's smaller pairs */
+    lo = b0;
+    hi = b1;
+    at = i - a0;
+  } else {
+    lo = a0;
+    hi = b0;
+    at = i - b0;
+  }
+  const uint from = lo;
+  while (lo < hi) {
+    const uint mid = lo + (hi - lo) / 2u;
+    if (hy_pair_less(kin[mid], iin[mid], k, v))
+      lo = mid + 1u;
+    else
+      hi = mid;
+  }
+  at += lo - from;
+  kout[a0 + at] = k;
+  iout[a0 + at] = v;
 }
 
 /* ------------------------------------------------------------ cells */

@@ -96,11 +96,12 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_open_cells", &cl->k_open_cells, err) ||
       make_kernel(cl, "hy_key_sinks", &cl->k_key_sinks, err) ||
       make_kernel(cl, "hy_add_unsort", &cl->k_add_unsort, err) ||
-      make_kernel(cl, "hy_merge_keys", &cl->k_merge_keys, err))
+      make_kernel(cl, "hy_merge_keys", &cl->k_merge_keys, err) ||
+      make_kernel(cl, "hy_tile_sort", &cl->k_tile_sort, err) || make_kernel(cl, "hy_merge_pass", &cl->k_merge_pass, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
   cl_kernel need[] = {cl->k_scan_block, cl->k_count,    cl->k_scatter,  cl->k_bmax_big,
-                      cl->k_gen_count,  cl->k_gen_scan, cl->k_gen_emit};
+                      cl->k_gen_count,  cl->k_gen_scan, cl->k_gen_emit, cl->k_tile_sort};
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
     size_t kwg = 0;
     CL_CHECK(clGetKernelWorkGroupInfo(need[i], cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
@@ -115,7 +116,8 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
 void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,      cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
-                    cl->k_unsort, cl->k_open_cells, cl->k_key_sinks, cl->k_add_unsort, cl->k_merge_keys};
+                    cl->k_unsort, cl->k_open_cells, cl->k_key_sinks, cl->k_add_unsort, cl->k_merge_keys,
+                    cl->k_tile_sort, cl->k_merge_pass};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
@@ -242,12 +244,46 @@ static int scan(struct hy_cl *cl, cl_mem data, size_t n, int level, struct evlis
   return 0;
 }
 
+/* Sort of n (key, val) pairs by merging (hy_tile_sort, hy_merge_pass in
+ * build.cl): the order of (key, val), which is the stable order of the keys
+ * when val grows with the position or the keys are distinct, as in every
+ * caller. kb[0], ib[0] -> sorted back into kb[0], ib[0]; kb[1], ib[1] are
+ * scratch. */
+static int merge_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n,
+                            struct evlist *ev, int phase, struct hy_err *err) {
+  const size_t tile = 4 * cl->build_wg; /* HY_MTILE */
+  const cl_uint un = (cl_uint)n;
+  if (hy_cl_set_args(cl, cl->k_tile_sort, "hy_tile_sort", err, M(*kb[0]), M(*ib[0]), V(un), END) ||
+      hy_cl_launch(cl, cl->k_tile_sort, "hy_tile_sort", (n + tile - 1) / tile * cl->build_wg, ev_new(ev, phase),
+                   err))
+    return -1;
+  int s = 0;
+  for (size_t w = tile; w < n; w *= 2) {
+    const cl_uint uw = (cl_uint)w;
+    if (hy_cl_set_args(cl, cl->k_merge_pass, "hy_merge_pass", err, M(*kb[s]), M(*ib[s]), V(un), V(uw),
+                       M(*kb[1 - s]), M(*ib[1 - s]), END) ||
+        hy_cl_launch(cl, cl->k_merge_pass, "hy_merge_pass", n, ev_new(ev, phase), err))
+      return -1;
+    s = 1 - s;
+  }
+  if (s == 1) {
+    cl_int e;
+    if ((e = clEnqueueCopyBuffer(cl->q, kb[1]->mem, kb[0]->mem, 0, 0, n * 8, 0, NULL, ev_new(ev, phase))) !=
+            CL_SUCCESS ||
+        (e = clEnqueueCopyBuffer(cl->q, ib[1]->mem, ib[0]->mem, 0, 0, n * 4, 0, NULL, ev_new(ev, phase))) !=
+            CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: copying %zu sorted pairs failed on %s: %s", n, cl->name, hy_cl_errname(e));
+  }
+  return 0;
+}
+
 /* Stable LSD radix sort of n (key, val) pairs by the key's low `bits` bits
  * (kb[0], ib[0] -> sorted back into kb[0], ib[0]; kb[1], ib[1] are scratch),
  * HY_RADIX_BITS per pass, an even number of passes. cl->hist must hold
  * RADIX entries per sort tile. */
 static int sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
                       struct evlist *ev, int phase, struct hy_err *err) {
+  if (n <= cl->merge_sort_max) return merge_sort_pairs(cl, kb, ib, n, ev, phase, err);
   const size_t tile = cl->build_wg * SORT_PER;
   const size_t n_tiles = (n + tile - 1) / tile;
   unsigned passes = (bits + RADIX_BITS - 1) / RADIX_BITS;
@@ -266,6 +302,8 @@ static int sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[
   }
   return 0;
 }
+
+void hy_cl_set_merge_sort_max(struct hy_cl *cl, size_t max) { cl->merge_sort_max = max; }
 
 int hy_cl_scan(struct hy_cl *cl, cl_mem data, size_t n, struct hy_err *err) {
   if (n == 0) return 0;

@@ -134,6 +134,13 @@ struct hy_cl_build_result {
   int merged;         /**< slot 1: the key order came from the slot-0 build's (merge_local) */
 };
 
+/** Sorts of up to this many pairs (the keys of a small tree, the LET
+ *  selection's nodes) merge sorted tiles instead of 16 radix passes: fewer
+ *  launches, the same order. */
+#define HY_CL_MERGE_SORT_MAX ((size_t)1 << 19)
+/** Tests: sort by merging up to max pairs (0: always the radix sort). */
+void hy_cl_set_merge_sort_max(struct hy_cl *cl, size_t max);
+
 /** Build the tree on the device; it stays resident for hy_cl_walk of its
  *  slot with its tree_id (node NULL; unsort for the results in the order of
  *  the set it was built from). pos NULL: the positions hy_cl_state_pack

@@ -598,6 +598,65 @@ static void test_build_batches(void) {
   hy_free(pos);
 }
 
+/* The two sorts of the device build, by merging (small sets) and radix
+ * (large ones), give the same tree record for record: the stable order of
+ * the keys, with ties (particles at the same position) and keys clamped at
+ * the cube's faces. Sizes with an even and an odd number of merge passes. */
+static void test_sort_methods(void) {
+  const size_t sizes[] = {5000, 8500};
+  for (int c = 0; c < 2; c++) {
+    const size_t n = sizes[c];
+    float *pos = hy_malloc("positions", 4 * n, sizeof(float));
+    uint64_t s = 4242 + (uint64_t)c;
+    for (size_t i = 0; i < n; i++) {
+      for (int d = 0; d < 3; d++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        pos[4 * i + d] = (float)((double)(s >> 11) / 9007199254740992.0);
+      }
+      pos[4 * i + 3] = 1.0f / (float)n;
+    }
+    for (size_t j = 0; j + 7 < n; j += 7) memcpy(pos + 4 * (j + 3), pos + 4 * j, 3 * sizeof(float)); /* ties */
+    for (size_t j = 1; j < n; j += 101) pos[4 * j + 1] = -0.5f;                                      /* outside */
+    struct hy_cl_build_args a = {.pos = pos, .n = n, .lo = {0.0, 0.0, 0.0}, .side = 1.0, .n_crit = 8,
+                                 .a_err = 1e-3, .slot = 0};
+    struct hy_cl_build_result r[2];
+    struct hy_err err;
+    float *cells[2] = {hy_malloc("cells", 8 * n, sizeof(float)), hy_malloc("cells", 8 * n, sizeof(float))};
+    float *b2[2] = {hy_malloc("b2", n, sizeof(float)), hy_malloc("b2", n, sizeof(float))};
+    int32_t *next[2] = {hy_malloc("next", n, sizeof(int32_t)), hy_malloc("next", n, sizeof(int32_t))};
+    uint32_t *idx[2] = {hy_malloc("idx", n, sizeof(uint32_t)), hy_malloc("idx", n, sizeof(uint32_t))};
+    double tx = 0.0;
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+      hy_cl_set_merge_sort_max(cl, k == 0 ? 0 : n);
+      a.tree_id = 9201 + 2 * (uint64_t)c + (uint64_t)k;
+      rc = hy_cl_tree_build(cl, &a, &r[k], &err) ||
+           hy_cl_tree_download(cl, 0, n, r[k].n_cell, cells[k], next[k], b2[k], idx[k], &tx, &err);
+    }
+    hy_cl_set_merge_sort_max(cl, HY_CL_MERGE_SORT_MAX);
+    if (rc != 0) {
+      HY_CHECK_MSG(0, "device builds with both sorts: %s", err.msg);
+    } else {
+      HY_CHECK_INT(r[0].n_cell, r[1].n_cell);
+      if (r[0].n_cell == r[1].n_cell) {
+        HY_CHECK(memcmp(idx[0], idx[1], n * sizeof(uint32_t)) == 0);
+        HY_CHECK(memcmp(next[0], next[1], n * sizeof(int32_t)) == 0);
+        HY_CHECK(memcmp(cells[0], cells[1], 8 * r[0].n_cell * sizeof(float)) == 0);
+        HY_CHECK(memcmp(b2[0], b2[1], r[0].n_cell * sizeof(float)) == 0);
+      }
+      printf("device build of %zu particles: the same tree with the radix and the merge sort (%zu cells)\n", n,
+             r[0].n_cell);
+    }
+    for (int k = 0; k < 2; k++) {
+      hy_free(cells[k]);
+      hy_free(b2[k]);
+      hy_free(next[k]);
+      hy_free(idx[k]);
+    }
+    hy_free(pos);
+  }
+}
+
 int main(void) {
   hy_log_init(0, 1);
   pool = hy_pool_create(hy_pool_default_threads());
@@ -616,6 +675,7 @@ int main(void) {
   test_device_build_edges();
   test_merged_build();
   test_build_batches();
+  test_sort_methods();
   hy_cl_free(cl);
   hy_pool_free(pool);
   return hy_test_result();
