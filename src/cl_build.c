@@ -303,6 +303,8 @@ static int sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[
   return 0;
 }
 
+size_t hy_cl_merge_sort_default(const struct hy_cl *cl) { return (cl->type & CL_DEVICE_TYPE_GPU) ? SIZE_MAX : 0; }
+
 void hy_cl_set_merge_sort_max(struct hy_cl *cl, size_t max) { cl->merge_sort_max = max; }
 
 int hy_cl_scan(struct hy_cl *cl, cl_mem data, size_t n, struct hy_err *err) {

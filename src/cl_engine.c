@@ -175,7 +175,7 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
   cl->plat_index = list[pick].p;
   cl->dev_index = list[pick].d;
   cl->nvec = o->nvec;
-  cl->merge_sort_max = HY_CL_MERGE_SORT_MAX;
+  cl->merge_sort_max = hy_cl_merge_sort_default(cl);
   hy_free(cand);
   hy_free(list);
   info_str(cl->device, CL_DEVICE_NAME, cl->name, sizeof cl->name);

@@ -633,7 +633,7 @@ static void test_sort_methods(void) {
       rc = hy_cl_tree_build(cl, &a, &r[k], &err) ||
            hy_cl_tree_download(cl, 0, n, r[k].n_cell, cells[k], next[k], b2[k], idx[k], &tx, &err);
     }
-    hy_cl_set_merge_sort_max(cl, HY_CL_MERGE_SORT_MAX);
+    hy_cl_set_merge_sort_max(cl, hy_cl_merge_sort_default(cl));
     if (rc != 0) {
       HY_CHECK_MSG(0, "device builds with both sorts: %s", err.msg);
     } else {
