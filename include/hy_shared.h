@@ -28,4 +28,10 @@
 #define HY_COUNT_PC 1 /* particle-cell interactions     */
 #define HY_COUNT_N 2
 
+/* Hard walks of a tree whose every cell is opened (the remote tree of
+ * hard-LET items) may skip blocks of this many consecutive sinks that no
+ * particle of the tree reaches within R2 (hy_block_mark in build.cl); a
+ * multiple of the walk's sinks per work-item. */
+#define HY_SINK_BLOCK 64
+
 #endif

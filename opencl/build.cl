@@ -36,7 +36,8 @@
  *     hy_bmax_big gives the larger cells their exact b_max with a work-group
  *     each before the next generation up reads it.
  *  6. hy_unsort: walk results from key order back to the host's order.
- *  7. hy_open_cells: a tree whose every cell is opened by every sink;
+ *  7. hy_open_cells: a tree whose every cell is opened by every sink
+ *     (hy_block_mark: the blocks of sinks its hard walk can skip);
  *     hy_key_sinks, hy_add_unsort: another tree walked with the particles
  *     in key order, its results added in the host's order.
  *
@@ -609,6 +610,50 @@ __kernel void hy_bmax_big(const int n_part, __global const uint *c_lo, __global 
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+}
+
+/* For a hard walk of a tree whose every cell is opened: block_on[b] = 1 when
+ * some particle of the tree may lie within R2 of a sink of block b
+ * (HY_SINK_BLOCK consecutive sinks), else 0. The block's sphere (centre c,
+ * radius rho) walks the tree as its sinks would, skipping a node at
+ * |p - c| >= rho + R2 + b_max, which every sink of the block skips too, and
+ * is marked at the first particle closer than rho + R2. A slack covers the
+ * rounding of rho and of the sinks' own tests: 1e-5 of the reach, and 1e-6
+ * of the coordinates' size (the differences of float positions). */
+__kernel void hy_block_mark(__global const float4 *node, const int n_part, const int root,
+                            __global const float4 *sink, const uint n_sink, const float r2,
+                            __global uchar *block_on) {
+  const uint b = (uint)get_global_id(0);
+  const uint s0 = b * HY_SINK_BLOCK;
+  if (s0 >= n_sink) return;
+  const uint s1 = min(n_sink, s0 + HY_SINK_BLOCK);
+  float3 lo = sink[s0].xyz, hi = lo;
+  for (uint j = s0 + 1u; j < s1; j++) {
+    lo = fmin(lo, sink[j].xyz);
+    hi = fmax(hi, sink[j].xyz);
+  }
+  const float3 c = 0.5f * (lo + hi);
+  float rho = 0.0f;
+  for (uint j = s0; j < s1; j++) rho = fmax(rho, length(sink[j].xyz - c));
+  const float c_mag = fmax(fmax(fabs(c.x), fabs(c.y)), fabs(c.z)) + rho;
+  uchar on = 0;
+  int cur = root;
+  while (cur != HY_NONE) {
+    const float4 p = node[2 * cur];
+    const float4 q = node[2 * cur + 1];
+    const float d = length(p.xyz - c);
+    const float p_mag = fmax(fmax(fabs(p.x), fabs(p.y)), fabs(p.z));
+    const float reach = (rho + r2 + q.y) * 1.00001f + 1e-6f * (c_mag + p_mag); /* b_max (q.y): 0 for particles */
+    if (d >= reach) {
+      cur = as_int(q.z);
+    } else if (cur < n_part) {
+      on = 1;
+      break;
+    } else {
+      cur = as_int(q.w);
+    }
+  }
+  block_on[b] = on;
 }
 
 /* Every cell's r_b^2 to FLT_MAX, so that every sink opens it (the remote

@@ -10,7 +10,9 @@
  *   -D HY_NVEC=v       sinks per work-item (default 4)
  * Work-group size: any; one work-item handles sinks [v*gid, v*gid + v); the
  * interaction counts are summed per work-group (local memory: 2 ulong per
- * work-item, an argument).
+ * work-item, an argument). use_blocks (HY_WALK_HARD only): sinks of a block
+ * whose block_on flag is 0 get a zero result without a walk
+ * (hy_block_mark found no particle of the tree within R2 of the block).
  *
  * Tree layout: see hy_shared.h. Particles are nodes 0 .. n_part-1. A node is
  * opened when r_b^2 > min_k |sink_k - COM|^2; accepted cells and particles
@@ -43,11 +45,16 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
                       __global const float4 *sink, const int n_sink, const int self_base,
                       const float eps2, const float r1, const float r2, const float inv_dr,
                       const float n_ratio, __global float4 *out0, __global float4 *out1,
-                      __global ulong *counts, __local ulong *lc) {
+                      __global ulong *counts, __local ulong *lc, __global const uchar *block_on,
+                      const int use_blocks) {
   const int gid = (int)get_global_id(0);
   const int first = gid * HY_NVEC;
   uint n_pp = 0, n_pc = 0;
-  if (first < n_sink) { /* padding work-items only take part in the count reduction */
+  if (first < n_sink && use_blocks && !block_on[first / HY_SINK_BLOCK]) {
+    /* no particle of the tree within R2 of these sinks: the hard walk's
+     * result, which it would reach after skipping every node */
+    for (int k = 0; k < min(HY_NVEC, n_sink - first); k++) out0[first + k] = (float4)(0.0f);
+  } else if (first < n_sink) { /* padding work-items only take part in the count reduction */
 
   float3 s[HY_NVEC];
   float3 a0[HY_NVEC];

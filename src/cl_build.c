@@ -97,7 +97,8 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_key_sinks", &cl->k_key_sinks, err) ||
       make_kernel(cl, "hy_add_unsort", &cl->k_add_unsort, err) ||
       make_kernel(cl, "hy_merge_keys", &cl->k_merge_keys, err) ||
-      make_kernel(cl, "hy_tile_sort", &cl->k_tile_sort, err) || make_kernel(cl, "hy_merge_pass", &cl->k_merge_pass, err))
+      make_kernel(cl, "hy_tile_sort", &cl->k_tile_sort, err) || make_kernel(cl, "hy_merge_pass", &cl->k_merge_pass, err) ||
+      make_kernel(cl, "hy_block_mark", &cl->k_block_mark, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
   cl_kernel need[] = {cl->k_scan_block, cl->k_count,    cl->k_scatter,  cl->k_bmax_big,
@@ -117,12 +118,12 @@ void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,      cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
                     cl->k_unsort, cl->k_open_cells, cl->k_key_sinks, cl->k_add_unsort, cl->k_merge_keys,
-                    cl->k_tile_sort, cl->k_merge_pass};
+                    cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
   struct cl_buf *bs[] = {&cl->key[0], &cl->key[1], &cl->idx_tmp, &cl->n_child, &cl->hist,   &cl->uout0,
-                         &cl->uout1,  &cl->big,    &cl->n_big,   &cl->gen,     &cl->gen_sums};
+                         &cl->uout1,  &cl->big,    &cl->n_big,   &cl->gen,     &cl->gen_sums, &cl->blocks};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int t = 0; t < 2; t++) {
     struct cl_tree *T = &cl->tree[t];
@@ -668,6 +669,20 @@ int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, flo
   ev_finish(&ev, t);
   *seconds = t[PH_UPLOAD];
   return 0;
+}
+
+int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, size_t n_sink, double r2, cl_event *ev,
+                     struct hy_err *err) {
+  if (hy_cl_build_kernels(cl, err) != 0) return -1;
+  const size_t nb = (n_sink + HY_SINK_BLOCK - 1) / HY_SINK_BLOCK;
+  if (hy_cl_ensure_buf(cl, &cl->blocks, nb + 1, "sink block flags", err) != 0) return -1;
+  const cl_int np = n_part, rt = root;
+  const cl_uint ns = (cl_uint)n_sink;
+  const cl_float fr2 = (cl_float)r2;
+  if (hy_cl_set_args(cl, cl->k_block_mark, "hy_block_mark", err, M(cl->node[slot]), V(np), V(rt), M(cl->sink), V(ns),
+                     V(fr2), M(cl->blocks), END))
+    return -1;
+  return hy_cl_launch(cl, cl->k_block_mark, "hy_block_mark", nb, ev, err);
 }
 
 int hy_cl_key_sinks(struct hy_cl *cl, cl_mem sink, size_t n, cl_event *ev, struct hy_err *err) {

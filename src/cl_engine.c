@@ -469,7 +469,7 @@ int hy_cl_check_int(size_t v, const char *what, struct hy_err *err) {
 
 /* -------------------------------------------------------------- walks */
 
-enum { EV_NODE, EV_SINK, EV_KERNEL, EV_UNSORT0, EV_UNSORT1, EV_OUT0, EV_OUT1, EV_COUNTS, EV_N };
+enum { EV_NODE, EV_SINK, EV_MARK, EV_KERNEL, EV_UNSORT0, EV_UNSORT1, EV_OUT0, EV_OUT1, EV_COUNTS, EV_N };
 
 int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg, uint64_t counts[2],
                struct hy_cl_times *times, struct hy_err *err) {
@@ -483,6 +483,8 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
                     cl->node_id[a->slot] != a->tree_id))
     return hy_err_set(err, "internal error: walk of a device-built tree that is not resident");
   if (!a->out0 && !a->unsort && !a->add_unsorted) return hy_err_set(err, "internal error: walk results with nowhere to go");
+  if (a->skip_far && (cfg->mode != HY_WALK_HARD || a->self_base >= 0 || a->self_base == HY_SELF_IN_SINK))
+    return hy_err_set(err, "internal error: a walk that skips far sink blocks is a hard walk of sinks in the sink buffer");
   if ((a->sinks_resident || a->add_unsorted) &&
       (a->n_sink != cl->tree[0].sorted_n || a->self_base >= 0 || a->unsort || (a->add_unsorted && !a->sinks_resident) ||
        (a->add_unsorted && (cl->unsorted_slot != 0 || cl->unsorted_n != a->n_sink))))
@@ -542,6 +544,13 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     cl_float inv_dr = cfg->r2 > cfg->r1 ? (cl_float)(1.0 / (cfg->r2 - cfg->r1)) : 0.0f;
     cl_float n_ratio = (cl_float)cfg->n_ratio;
     cl_mem out1 = split ? cl->out1.mem : cl->out0.mem;
+    const cl_int use_blocks = a->skip_far ? 1 : 0;
+    if (use_blocks && hy_cl_block_mark(cl, a->slot, n_part, root, a->n_sink, cfg->r2, &ev[EV_MARK], err) != 0) {
+      clFinish(cl->q);
+      hy_cl_release_events(ev, EV_N);
+      return -1;
+    }
+    cl_mem blocks = use_blocks ? cl->blocks.mem : cl->counts.mem; /* not read without use_blocks */
     cl_uint i = 0;
     if ((e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->node[a->slot].mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_part, &n_part)) || (e = clSetKernelArg(k, i++, sizeof root, &root)) ||
@@ -554,7 +563,9 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
         (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->out0.mem)) ||
         (e = clSetKernelArg(k, i++, sizeof(cl_mem), &out1)) ||
         (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->counts.mem)) ||
-        (e = clSetKernelArg(k, i++, local * HY_COUNT_N * sizeof(cl_ulong), NULL))) {
+        (e = clSetKernelArg(k, i++, local * HY_COUNT_N * sizeof(cl_ulong), NULL)) ||
+        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &blocks)) ||
+        (e = clSetKernelArg(k, i++, sizeof use_blocks, &use_blocks))) {
       hy_cl_release_events(ev, EV_N);
       CL_CHECK(e, "clSetKernelArg(hy_walk)");
     }
@@ -605,7 +616,8 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   }
   if (times) {
     times->upload = hy_cl_event_seconds(ev[EV_NODE]) + hy_cl_event_seconds(ev[EV_SINK]);
-    times->kernel = hy_cl_event_seconds(ev[EV_KERNEL]) + hy_cl_event_seconds(ev[EV_UNSORT0]) +
+    times->kernel = hy_cl_event_seconds(ev[EV_MARK]) + hy_cl_event_seconds(ev[EV_KERNEL]) +
+                    hy_cl_event_seconds(ev[EV_UNSORT0]) +
                     hy_cl_event_seconds(ev[EV_UNSORT1]);
     times->download = hy_cl_event_seconds(ev[EV_OUT0]) + hy_cl_event_seconds(ev[EV_OUT1]) + hy_cl_event_seconds(ev[EV_COUNTS]);
   }

@@ -67,6 +67,10 @@ struct hy_cl_walk_args {
                             the same particles left there (out0 NULL), in the host's order, and the
                             sums come back in out0 / out1, or stay there for hy_cl_state_unpack when
                             out0 is NULL (sinks_resident needed) */
+  int skip_far;        /**< HY_WALK_HARD walk of a tree whose every cell is opened (open_all), sinks in the
+                            sink buffer (self_base < 0): blocks of HY_SINK_BLOCK sinks that no particle of
+                            the tree reaches within R2 get their zero result without a walk
+                            (hy_block_mark); the results are those of the full walk */
 };
 
 /** Read the results an unsort walk left on the device (out0 NULL) into

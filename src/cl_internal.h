@@ -82,12 +82,12 @@ struct hy_cl {
   cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_gen_count, k_gen_scan, k_gen_emit,
       k_gather,
       k_moments, k_bmax_big, k_unsort, k_open_cells, k_key_sinks, k_add_unsort, k_merge_keys, k_tile_sort,
-      k_merge_pass;
+      k_merge_pass, k_block_mark;
   size_t merge_sort_max;           /* sorts of up to this many pairs merge (hy_cl_set_merge_sort_max) */
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_tree tree[2];
   struct cl_buf key[2], idx_tmp;   /* sort scratch: keys (ping-pong) and the indices' second buffer */
-  struct cl_buf n_child, hist, uout0, uout1, big, n_big, gen, gen_sums;
+  struct cl_buf n_child, hist, uout0, uout1, big, n_big, gen, gen_sums, blocks;
   struct cl_buf scan[HY_CL_SCAN_LEVELS];
   struct cl_pinned host[HY_CL_HOST_N];
   /* LET selection on the device (cl_let.c) */
@@ -122,6 +122,10 @@ static inline const char *hy_cl_dev_label(const struct hy_cl *cl) {
 
 /** The kernel `name` of program prog into *k. */
 int hy_cl_kernel(struct hy_cl *cl, cl_program prog, const char *name, cl_kernel *k, struct hy_err *err);
+/** cl_build.c: the sink blocks (of the sink buffer's n_sink sinks) that a
+ *  hard walk of slot's tree, every cell opened, must walk (hy_block_mark). */
+int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, size_t n_sink, double r2, cl_event *ev,
+                     struct hy_err *err);
 /** cl_build.c: set the arguments of k from (size, pointer) pairs ended by a
  *  size of 0. */
 int hy_cl_set_args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_err *err, ...);

@@ -1230,7 +1230,10 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
                                   .sink_id = sink_id,
                                   .self_base = self_base,
                                   .out0 = out0,
-                                  .out1 = out1};
+                                  .out1 = out1,
+                                  /* hard walks: the remote tree's cells are all opened (remote_tree) */
+                                  .skip_far = wc->mode == HY_WALK_HARD && self_base < 0 &&
+                                              self_base != HY_SELF_IN_SINK};
   if (f->rdev) { /* built on the device first (walk_job_run sets the counts) */
     j->a.tree_id = f->rbuild.tree_id;
   } else {
