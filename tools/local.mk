@@ -12,5 +12,10 @@ noinst_PROGRAMS += tools/bench_tree
 tools_bench_tree_SOURCES = tools/bench_tree.c
 tools_bench_tree_LDADD = src/libhytree.a $(HY_LIBS)
 
+# Device tree build timing (not a test): tools/bench_devbuild -d gpu -s merge 190000
+noinst_PROGRAMS += tools/bench_devbuild
+tools_bench_devbuild_SOURCES = tools/bench_devbuild.c
+tools_bench_devbuild_LDADD = src/libhytree.a $(HY_LIBS)
+
 # Benchmark driver (not installed): tools/benchmark.sh -N N -d gpu
 EXTRA_DIST += tools/benchmark.sh tools/scaling.sh tools/trace_report.py
