@@ -110,8 +110,9 @@ __kernel void hy_keys(__global const float4 *pos, const uint first, const uint n
  * search, the count of the other run's elements that precede it. */
 __kernel void hy_merge_keys(__global const ulong *akey, __global const uint *aidx, const uint na,
                             __global const ulong *bkey, __global const uint *bidx, const uint nb,
-                            __global ulong *key, __global uint *idx) {
+                            __global ulong *key, __global uint *idx, __global uint *ibefore) {
   const uint g = (uint)get_global_id(0);
+  if (g == 0) ibefore[na + nb] = nb;
   if (g >= na + nb) return;
   ulong k;
   uint v, lo = 0, hi;
@@ -143,6 +144,7 @@ __kernel void hy_merge_keys(__global const ulong *akey, __global const uint *aid
   }
   key[lo] = k;
   idx[lo] = v;
+  ibefore[lo] = g < na ? lo - g : g - na; /* the b keys (items) before position lo */
 }
 
 /* ------------------------------------------------------------- scan */
@@ -515,13 +517,20 @@ inline float2 hy_group(__global const uint *idx, __global const float2 *grp, con
 /* max over particles lo + k step < hi of |x_i - cm| (+ the item's own b_max) */
 inline float hy_extent(__global const float4 *node, const uint lo, const uint hi, const uint step, const float3 cm,
                        __global const uint *idx, __global const float2 *grp, const int has_grp) {
+  /* particles without an extent of their own give sqrt(max |d|^2) either
+   * way, so a set of them gets the same bound with or without grp (a merged
+   * build copies such cells from the local tree: hy_moments) */
   float m2 = 0.0f, m1 = 0.0f;
   if (has_grp) {
     for (uint i = lo; i < hi; i += step) {
       const float3 d = node[2u * i].xyz - cm;
-      m1 = fmax(m1, sqrt(dot(d, d)) + grp[idx[i]].y);
+      const float b = grp[idx[i]].y;
+      if (b > 0.0f)
+        m1 = fmax(m1, sqrt(dot(d, d)) + b);
+      else
+        m2 = fmax(m2, dot(d, d));
     }
-    return m1;
+    return fmax(sqrt(m2), m1);
   }
   for (uint i = lo; i < hi; i += step) {
     const float3 d = node[2u * i].xyz - cm;
@@ -539,45 +548,88 @@ inline float hy_mac_rb2(float bmax, float b2, float a_err) {
 /* Moments and records of the cells of one generation (their children's are
  * final). b_max: exact here up to HY_BMAX_SERIAL particles; cells up to
  * HY_BMAX_EXACT are listed in big (count in n_big[0]) for hy_bmax_big and
- * get the bound from their children meanwhile; larger cells keep the bound. */
+ * get the bound from their children meanwhile; larger cells keep the bound.
+ * graft (a merged build of the slot-0 tree's particles and LET items): a
+ * cell without items (ibefore: the items before each merged position) whose
+ * particles form a cell of the slot-0 tree (first_at: the outermost slot-0
+ * cell starting at each position; its first children start there too) has
+ * that cell's moments, the same floats from the same particles in the same
+ * order: they are copied, and n_graft counts the copies. */
 __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __global const uint *c_lo,
                          __global const uint *c_hi, __global const int *nxt, __global const int *mor,
                          __global float *c_b2, const float a_err, __global float4 *node,
                          __global uint *big, __global uint *n_big, __global const uint *idx,
-                         __global const float2 *grp, const int has_grp) {
+                         __global const float2 *grp, const int has_grp, const int graft,
+                         __global const uint *ibefore, __global const uint *first_at, __global const uint *l_hi,
+                         __global const int *l_mor, __global const float4 *l_node, __global const float *l_b2,
+                         const int l_npart, __global uint *n_graft) {
+  __local uint l_count;
+  if (get_local_id(0) == 0) l_count = 0u;
+  barrier(CLK_LOCAL_MEM_FENCE);
   const uint g = (uint)get_global_id(0);
-  if (g >= n_gen) return;
-  const uint c = gen0 + g;
-  const int self = n_part + (int)c;
-  const int after = nxt[self], first = mor[self];
-  float m = 0.0f;
-  float3 s = (float3)(0.0f);
-  for (int x = first; x != after; x = nxt[x]) {
-    const float4 p = node[2 * x];
-    m += p.w;
-    s += p.w * p.xyz;
+  if (g < n_gen) {
+    const uint c = gen0 + g;
+    const int self = n_part + (int)c;
+    const int after = nxt[self], first = mor[self];
+    const uint lo = c_lo[c], hi = c_hi[c];
+    int done = 0;
+    if (graft && ibefore[hi] == ibefore[lo]) {
+      const uint ib = ibefore[lo], llo = lo - ib, lhi = hi - ib;
+      uint lc = first_at[llo];
+      while (lc != UINT_MAX && l_hi[lc] > lhi) {
+        const int ch = l_mor[l_npart + (int)lc];
+        lc = ch >= l_npart ? (uint)(ch - l_npart) : UINT_MAX;
+      }
+      if (lc != UINT_MAX && l_hi[lc] == lhi) {
+        const int ls = l_npart + (int)lc;
+        const float4 q = l_node[2 * ls + 1];
+        c_b2[c] = l_b2[lc];
+        node[2 * self] = l_node[2 * ls];
+        node[2 * self + 1] = (float4)(q.x, q.y, as_float(after), as_float(first));
+        atomic_inc(&l_count);
+        done = 1;
+      }
+    }
+    if (!done) {
+      float m = 0.0f;
+      float3 s = (float3)(0.0f);
+      for (int x = first; x != after; x = nxt[x]) {
+        const float4 p = node[2 * x];
+        m += p.w;
+        s += p.w * p.xyz;
+      }
+      const float3 cm = m > 0.0f ? s / m : (float3)(0.0f);
+      float b2 = 0.0f, bound = 0.0f;
+      for (int x = first; x != after; x = nxt[x]) {
+        const float4 p = node[2 * x];
+        const float3 d = p.xyz - cm;
+        const float r2 = dot(d, d);
+        const int is_cell = x >= n_part;
+        const float2 gg = is_cell ? (float2)(c_b2[x - n_part], node[2 * x + 1].y) : hy_group(idx, grp, has_grp, x);
+        b2 += gg.x + p.w * r2;
+        bound = fmax(bound, gg.y + sqrt(r2));
+      }
+      float bmax = bound;
+      if (hi - lo <= (uint)HY_BMAX_SERIAL) {
+        bmax = hy_bmax_safe(hy_extent(node, lo, hi, 1u, cm, idx, grp, has_grp));
+      } else if (hi - lo <= (uint)HY_BMAX_EXACT) {
+        big[atomic_inc(n_big)] = c; /* exact b_max by hy_bmax_big, a work-group per cell */
+      }
+      c_b2[c] = b2;
+      node[2 * self] = (float4)(cm, m);
+      node[2 * self + 1] = (float4)(hy_mac_rb2(bmax, b2, a_err), bmax, as_float(after), as_float(first));
+    }
   }
-  const float3 cm = m > 0.0f ? s / m : (float3)(0.0f);
-  float b2 = 0.0f, bound = 0.0f;
-  for (int x = first; x != after; x = nxt[x]) {
-    const float4 p = node[2 * x];
-    const float3 d = p.xyz - cm;
-    const float r2 = dot(d, d);
-    const int is_cell = x >= n_part;
-    const float2 g = is_cell ? (float2)(c_b2[x - n_part], node[2 * x + 1].y) : hy_group(idx, grp, has_grp, x);
-    b2 += g.x + p.w * r2;
-    bound = fmax(bound, g.y + sqrt(r2));
-  }
-  const uint lo = c_lo[c], hi = c_hi[c];
-  float bmax = bound;
-  if (hi - lo <= (uint)HY_BMAX_SERIAL) {
-    bmax = hy_bmax_safe(hy_extent(node, lo, hi, 1u, cm, idx, grp, has_grp));
-  } else if (hi - lo <= (uint)HY_BMAX_EXACT) {
-    big[atomic_inc(n_big)] = c; /* exact b_max by hy_bmax_big, a work-group per cell */
-  }
-  c_b2[c] = b2;
-  node[2 * self] = (float4)(cm, m);
-  node[2 * self + 1] = (float4)(hy_mac_rb2(bmax, b2, a_err), bmax, as_float(after), as_float(first));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0 && l_count > 0u) atomic_add(n_graft, l_count);
+}
+
+/* The outermost slot-0 cell that starts at each particle position: the
+ * lowest cell number (cells are numbered from the root down). first_at
+ * holds UINT_MAX before. */
+__kernel void hy_first_cells(__global const uint *c_lo, const uint n_cell, __global uint *first_at) {
+  const uint c = (uint)get_global_id(0);
+  if (c < n_cell) atomic_min(&first_at[c_lo[c]], c);
 }
 
 /* Exact b_max (and r_b) of the cells listed by hy_moments, a work-group per

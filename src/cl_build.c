@@ -98,7 +98,8 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_add_unsort", &cl->k_add_unsort, err) ||
       make_kernel(cl, "hy_merge_keys", &cl->k_merge_keys, err) ||
       make_kernel(cl, "hy_tile_sort", &cl->k_tile_sort, err) || make_kernel(cl, "hy_merge_pass", &cl->k_merge_pass, err) ||
-      make_kernel(cl, "hy_block_mark", &cl->k_block_mark, err))
+      make_kernel(cl, "hy_block_mark", &cl->k_block_mark, err) ||
+      make_kernel(cl, "hy_first_cells", &cl->k_first_cells, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
   cl_kernel need[] = {cl->k_scan_block, cl->k_count,    cl->k_scatter,  cl->k_bmax_big,
@@ -118,12 +119,13 @@ void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,      cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
                     cl->k_unsort, cl->k_open_cells, cl->k_key_sinks, cl->k_add_unsort, cl->k_merge_keys,
-                    cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark};
+                    cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark, cl->k_first_cells};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
   struct cl_buf *bs[] = {&cl->key[0], &cl->key[1], &cl->idx_tmp, &cl->n_child, &cl->hist,   &cl->uout0,
-                         &cl->uout1,  &cl->big,    &cl->n_big,   &cl->gen,     &cl->gen_sums, &cl->blocks};
+                         &cl->uout1,  &cl->big,    &cl->n_big,   &cl->gen,     &cl->gen_sums, &cl->blocks,
+                         &cl->ibefore, &cl->first_at, &cl->n_graft};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int t = 0; t < 2; t++) {
     struct cl_tree *T = &cl->tree[t];
@@ -355,12 +357,19 @@ static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, s
          hy_cl_ensure_buf(cl, &T->mor, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
          hy_cl_ensure_buf(cl, &cl->big, hy_size_mul_or_die(n / BMAX_SERIAL + 1, 4, "cells"), "large cells", err) ||
          hy_cl_ensure_buf(cl, &cl->n_big, 16, "large cell count", err) ||
+         hy_cl_ensure_buf(cl, &cl->n_graft, 16, "copied cell count", err) ||
          hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
                           "sort histogram", err);
 }
 
+/* A merged build's cells that the slot-0 tree already has (hy_moments). */
+struct graft {
+  int on;
+  size_t n_local; /* the slot-0 tree's particles */
+};
+
 static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d,
-                           struct evlist *ev, struct hy_err *err);
+                           const struct graft *gr, struct evlist *ev, struct hy_err *err);
 
 static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct evlist *ev, struct hy_err *err) {
@@ -403,6 +412,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   struct cl_buf *kb[2] = {&cl->key[0], &cl->key[1]}, *ib[2] = {&T->idx, &cl->idx_tmp};
   const struct cl_tree *L = &cl->tree[0];
   const size_t nl = a->merge_local;
+  struct graft gr = {0};
   if (slot == 1 && nl > 0 && nl < n && L->skey_n == nl && L->skey_id == a->merge_id && L->skey_side == a->side &&
       L->skey_lo[0] == a->lo[0] && L->skey_lo[1] == a->lo[1] && L->skey_lo[2] == a->lo[2]) {
     /* the local particles' keys and order from the slot-0 build; the other
@@ -414,11 +424,29 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
                        V(scale), M(*mk[0]), M(*mi[0]), END) ||
         hy_cl_launch(cl, cl->k_keys, "hy_keys", n - nl, ev_new(ev, PH_SORT), err) ||
         sort_pairs(cl, mk, mi, n - nl, 3 * HY_KEY_BITS, ev, PH_SORT, err) ||
+        hy_cl_ensure_buf(cl, &cl->ibefore, hy_size_mul_or_die(n + 1, 4, "merged positions"), "items before",
+                         err) ||
         hy_cl_set_args(cl, cl->k_merge_keys, "hy_merge_keys", err, M(L->skey), M(L->idx), V(first), M(*mk[0]),
-                       M(*mi[0]), V(um), M(*kb[0]), M(*ib[0]), END) ||
+                       M(*mi[0]), V(um), M(*kb[0]), M(*ib[0]), M(cl->ibefore), END) ||
         hy_cl_launch(cl, cl->k_merge_keys, "hy_merge_keys", n, ev_new(ev, PH_SORT), err))
       return -1;
     res->merged = 1;
+    /* the slot-0 tree's cells, while its records are still those of that
+     * build (no refit since), lend their moments to the merged tree's cells
+     * without items */
+    if (cl->node_id[0] == a->merge_id && L->sorted_n == nl && L->n_cell > 0) {
+      const cl_uint none = UINT32_MAX, nc = (cl_uint)L->n_cell;
+      if (hy_cl_ensure_buf(cl, &cl->first_at, hy_size_mul_or_die(nl, 4, "first cells"), "first cells", err) != 0)
+        return -1;
+      if ((e = clEnqueueFillBuffer(cl->q, cl->first_at.mem, &none, sizeof none, 0, nl * 4, 0, NULL,
+                                   ev_new(ev, PH_SORT))) != CL_SUCCESS)
+        return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
+      if (hy_cl_set_args(cl, cl->k_first_cells, "hy_first_cells", err, M(L->c_lo), V(nc), M(cl->first_at), END) ||
+          hy_cl_launch(cl, cl->k_first_cells, "hy_first_cells", nc, ev_new(ev, PH_SORT), err))
+        return -1;
+      gr.on = 1;
+      gr.n_local = nl;
+    }
   } else {
     const cl_uint zero = 0;
     if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(zero), V(un), V(lo[0]), V(lo[1]), V(lo[2]),
@@ -514,13 +542,17 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   T->gen_hint = n_gen;
   memcpy(T->gen_first, gen_first, (size_t)n_gen * sizeof gen_first[0]);
   memcpy(T->gen_count, gen_count, (size_t)n_gen * sizeof gen_count[0]);
-  if (enqueue_moments(cl, T, slot, n, a->a_err, ev, err) != 0) return -1;
+  if (enqueue_moments(cl, T, slot, n, a->a_err, &gr, ev, err) != 0) return -1;
   if (a->open_all && total > 0) { /* every cell opened by every sink: r_b^2 = FLT_MAX */
     cl_uint nc = total;
     if (hy_cl_set_args(cl, cl->k_open_cells, "hy_open_cells", err, M(cl->node[slot]), V(n_part), V(nc), END) ||
         hy_cl_launch(cl, cl->k_open_cells, "hy_open_cells", nc, ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
+  cl_uint grafted = 0;
+  if (gr.on && (e = clEnqueueReadBuffer(cl->q, cl->n_graft.mem, CL_FALSE, 0, sizeof grafted, &grafted, 0, NULL,
+                                        NULL)) != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: reading the copied cell count failed on %s: %s", cl->name, hy_cl_errname(e));
   ev_close(ev);
   e = clFinish(cl->q);
   if (e != CL_SUCCESS)
@@ -528,6 +560,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
                            "memory)", cl->name, hy_cl_errname(e));
   res->root = n_part;
   res->n_cell = total;
+  res->grafted = grafted;
   res->generations = n_gen;
   cl->node_id[slot] = a->tree_id;
   T->sorted_n = n;
@@ -538,7 +571,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
 /* Particle records in key order, then the cell moments from the deepest
  * generation up (the generations of T). */
 static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d,
-                           struct evlist *ev, struct hy_err *err) {
+                           const struct graft *gr, struct evlist *ev, struct hy_err *err) {
   const cl_uint un = (cl_uint)n;
   const cl_int n_part = (cl_int)n;
   const int n_gen = T->n_gen;
@@ -553,6 +586,16 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
       hy_cl_launch(cl, cl->k_gather, "hy_gather", n, ev_new(ev, PH_MOMENTS), err))
     return -1;
   const cl_uint zero = 0;
+  /* the slot-0 tree lending moments to a merged build (else valid buffers that are not read) */
+  const cl_int graft = gr && gr->on ? 1 : 0;
+  const struct cl_tree *L = &cl->tree[0];
+  const cl_int l_npart = graft ? (cl_int)gr->n_local : 0;
+  const struct cl_buf *g_ib = graft ? &cl->ibefore : &T->c_lo, *g_first = graft ? &cl->first_at : &T->c_lo,
+                      *g_hi = graft ? &L->c_hi : &T->c_hi, *g_mor = graft ? &L->mor : &T->mor,
+                      *g_node = graft ? &cl->node[0] : &cl->node[slot], *g_b2 = graft ? &L->c_b2 : &T->c_b2;
+  if ((e = clEnqueueFillBuffer(cl->q, cl->n_graft.mem, &zero, sizeof zero, 0, sizeof zero, 0, NULL,
+                               ev_new(ev, PH_MOMENTS))) != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
   for (int g = n_gen - 1; g >= 0; g--) {
     e = clEnqueueFillBuffer(cl->q, cl->n_big.mem, &zero, sizeof zero, 0, sizeof zero, 0, NULL,
                             ev_new(ev, PH_MOMENTS));
@@ -560,7 +603,8 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
       return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
     if (hy_cl_set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(T->c_lo),
                  M(T->c_hi), M(T->nxt), M(T->mor), M(T->c_b2), V(a_err), M(cl->node[slot]), M(cl->big),
-                 M(cl->n_big), M(T->idx), M(*grp), V(has_grp), END) ||
+                 M(cl->n_big), M(T->idx), M(*grp), V(has_grp), V(graft), M(*g_ib), M(*g_first), M(*g_hi),
+                 M(*g_mor), M(*g_node), M(*g_b2), V(l_npart), M(cl->n_graft), END) ||
         hy_cl_launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
       return -1;
     /* cells of more than BMAX_SERIAL particles (each holds that many, so
@@ -615,7 +659,7 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
       rc = hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
                       hy_cl_errname(e));
   }
-  if (rc == 0) rc = enqueue_moments(cl, T, 0, n, a_err, &ev, err);
+  if (rc == 0) rc = enqueue_moments(cl, T, 0, n, a_err, NULL, &ev, err);
   ev_close(&ev);
   if (rc == 0 && (e = clFinish(cl->q)) != CL_SUCCESS)
     rc = hy_err_set(err, "OpenCL: the device tree refit failed on %s: %s", cl->name, hy_cl_errname(e));

@@ -136,6 +136,8 @@ struct hy_cl_build_result {
   double cells;       /**< cell generations and links */
   double moments;     /**< particle records and cell moments */
   int merged;         /**< slot 1: the key order came from the slot-0 build's (merge_local) */
+  size_t grafted;     /**< merged builds: cells without LET items whose moments were copied from the
+                           slot-0 tree's same cells (its records unchanged since that build) */
 };
 
 /** The device's sorts (tree keys, the LET selection's nodes) of up to this

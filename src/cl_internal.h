@@ -82,12 +82,14 @@ struct hy_cl {
   cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_gen_count, k_gen_scan, k_gen_emit,
       k_gather,
       k_moments, k_bmax_big, k_unsort, k_open_cells, k_key_sinks, k_add_unsort, k_merge_keys, k_tile_sort,
-      k_merge_pass, k_block_mark;
+      k_merge_pass, k_block_mark, k_first_cells;
   size_t merge_sort_max;           /* sorts of up to this many pairs merge (hy_cl_set_merge_sort_max) */
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_tree tree[2];
   struct cl_buf key[2], idx_tmp;   /* sort scratch: keys (ping-pong) and the indices' second buffer */
   struct cl_buf n_child, hist, uout0, uout1, big, n_big, gen, gen_sums, blocks;
+  struct cl_buf ibefore, first_at, n_graft; /* merged builds: items before each position, the slot-0 tree's
+                                               outermost cell at each position, cells copied from it */
   struct cl_buf scan[HY_CL_SCAN_LEVELS];
   struct cl_pinned host[HY_CL_HOST_N];
   /* LET selection on the device (cl_let.c) */

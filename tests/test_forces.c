@@ -470,8 +470,8 @@ static void test_device_build_edges(void) {
  * that sit exactly on local particles give equal keys; some lie outside
  * the cube (clamped keys). Then the fallbacks: a different cube, or another
  * slot-0 build since, sort everything. */
-static void test_merged_build(void) {
-  const size_t nl = 6000, m = 2500, n = nl + m;
+static void test_merged_build(int clustered) {
+  const size_t nl = clustered ? 40000 : 6000, m = 2500, n = nl + m;
   float *pos = hy_malloc("positions", 4 * n, sizeof(float));
   uint64_t s = 12345;
   for (size_t i = 0; i < n; i++) {
@@ -481,6 +481,8 @@ static void test_merged_build(void) {
     }
     pos[4 * i + 3] = 1.0f / (float)n;
   }
+  if (clustered) /* the items in a slab, most local cells (large ones too) without items */
+    for (size_t j = 0; j < m; j++) pos[4 * (nl + j)] = 0.85f + 0.15f * pos[4 * (nl + j)];
   for (size_t j = 0; j < m; j += 5) memcpy(pos + 4 * (nl + j), pos + 4 * (j * 2), 3 * sizeof(float)); /* ties */
   for (size_t j = 1; j < m; j += 97) pos[4 * (nl + j)] = 1.5f;                                          /* outside */
   struct hy_cl_build_args a0 = {.pos = pos, .n = nl, .lo = {0.0, 0.0, 0.0}, .side = 1.0, .n_crit = 16,
@@ -504,6 +506,7 @@ static void test_merged_build(void) {
     goto out;
   }
   HY_CHECK_INT(r1.merged, 1);
+  HY_CHECK(r1.grafted > 0); /* cells without items copied from the slot-0 tree */
   a1.merge_local = 0; /* the same set, fully sorted */
   a1.tree_id = 9002;
   if (hy_cl_tree_build(cl, &a1, &rf, &err) != 0 ||
@@ -529,7 +532,8 @@ static void test_merged_build(void) {
   if (hy_cl_tree_build(cl, &a0, &r0, &err) != 0 || hy_cl_tree_build(cl, &a1, &rf, &err) != 0)
     HY_CHECK_MSG(0, "merged build after another local build: %s", err.msg);
   HY_CHECK_INT(rf.merged, 0);
-  printf("merged device build: %zu + %zu particles, %zu cells, the same tree as a full sort\n", nl, m, r1.n_cell);
+  printf("merged device build: %zu + %zu particles, %zu cells (%zu copied from the local tree), the same tree as a full "
+         "sort\n", nl, m, r1.n_cell, r1.grafted);
 out:
   for (int k = 0; k < 2; k++) {
     hy_free(cells[k]);
@@ -673,7 +677,8 @@ int main(void) {
   test_tree_accuracy();
   test_device_build();
   test_device_build_edges();
-  test_merged_build();
+  test_merged_build(0);
+  test_merged_build(1);
   test_build_batches();
   test_sort_methods();
   hy_cl_free(cl);
