@@ -321,7 +321,7 @@ int hy_cl_scan(struct hy_cl *cl, cl_mem data, size_t n, struct hy_err *err) {
 }
 
 int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
-                     double *seconds, struct hy_err *err) {
+                     struct hy_err *err) {
   if (n < 2) return 0;
   if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_check_int(n, "sort pairs", err)) return -1;
   const size_t tile = cl->build_wg * SORT_PER;
@@ -332,9 +332,7 @@ int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2
   struct evlist ev = {.q = cl->q};
   int rc = sort_pairs(cl, kb, ib, n, bits, &ev, PH_SORT, err);
   if (rc != 0) clFinish(cl->q);
-  double t[PH_N] = {0};
-  ev_finish(&ev, rc == 0 ? t : NULL);
-  if (seconds) *seconds += t[PH_SORT];
+  ev_finish(&ev, NULL);
   return rc;
 }
 
@@ -362,14 +360,10 @@ static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, s
                           "sort histogram", err);
 }
 
-/* A merged build's cells that the slot-0 tree already has (hy_moments). */
-struct graft {
-  int on;
-  size_t n_local; /* the slot-0 tree's particles */
-};
-
-static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d,
-                           const struct graft *gr, struct evlist *ev, struct hy_err *err);
+/* graft: a merged build whose cells without items copy the moments of the
+ * slot-0 tree's same cells (hy_moments) */
+static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d, int graft,
+                           struct evlist *ev, struct hy_err *err);
 
 static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct evlist *ev, struct hy_err *err) {
@@ -412,7 +406,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   struct cl_buf *kb[2] = {&cl->key[0], &cl->key[1]}, *ib[2] = {&T->idx, &cl->idx_tmp};
   const struct cl_tree *L = &cl->tree[0];
   const size_t nl = a->merge_local;
-  struct graft gr = {0};
+  int graft = 0;
   if (slot == 1 && nl > 0 && nl < n && L->skey_n == nl && L->skey_id == a->merge_id && L->skey_side == a->side &&
       L->skey_lo[0] == a->lo[0] && L->skey_lo[1] == a->lo[1] && L->skey_lo[2] == a->lo[2]) {
     /* the local particles' keys and order from the slot-0 build; the other
@@ -444,8 +438,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
       if (hy_cl_set_args(cl, cl->k_first_cells, "hy_first_cells", err, M(L->c_lo), V(nc), M(cl->first_at), END) ||
           hy_cl_launch(cl, cl->k_first_cells, "hy_first_cells", nc, ev_new(ev, PH_SORT), err))
         return -1;
-      gr.on = 1;
-      gr.n_local = nl;
+      graft = 1;
     }
   } else {
     const cl_uint zero = 0;
@@ -528,36 +521,32 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     batch = HY_KEY_BITS + 2;
   }
   /* the generations that hold cells (generation n_gen is empty) */
-  cl_uint gen_first[MAX_GENERATIONS], gen_count[MAX_GENERATIONS];
   int used = 0;
   while (used < n_gen && table[2 * used + 1] > 0) {
-    gen_first[used] = table[2 * used];
-    gen_count[used] = table[2 * used + 1];
+    T->gen_first[used] = table[2 * used];
+    T->gen_count[used] = table[2 * used + 1];
     used++;
   }
   n_gen = used;
   const cl_uint total = table[2 * used];
-
   T->n_gen = n_gen;
   T->gen_hint = n_gen;
-  memcpy(T->gen_first, gen_first, (size_t)n_gen * sizeof gen_first[0]);
-  memcpy(T->gen_count, gen_count, (size_t)n_gen * sizeof gen_count[0]);
-  if (enqueue_moments(cl, T, slot, n, a->a_err, &gr, ev, err) != 0) return -1;
+  if (enqueue_moments(cl, T, slot, n, a->a_err, graft, ev, err) != 0) return -1;
   if (a->open_all && total > 0) { /* every cell opened by every sink: r_b^2 = FLT_MAX */
     cl_uint nc = total;
     if (hy_cl_set_args(cl, cl->k_open_cells, "hy_open_cells", err, M(cl->node[slot]), V(n_part), V(nc), END) ||
         hy_cl_launch(cl, cl->k_open_cells, "hy_open_cells", nc, ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
-  cl_uint grafted = 0;
-  if (gr.on && (e = clEnqueueReadBuffer(cl->q, cl->n_graft.mem, CL_FALSE, 0, sizeof grafted, &grafted, 0, NULL,
-                                        NULL)) != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: reading the copied cell count failed on %s: %s", cl->name, hy_cl_errname(e));
   ev_close(ev);
   e = clFinish(cl->q);
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: the device tree build failed on %s: %s (a kernel fault or too little device "
                            "memory)", cl->name, hy_cl_errname(e));
+  cl_uint grafted = 0; /* the queue is idle: this read waits for nothing */
+  if (graft && (e = clEnqueueReadBuffer(cl->q, cl->n_graft.mem, CL_TRUE, 0, sizeof grafted, &grafted, 0, NULL,
+                                        NULL)) != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: reading the copied cell count failed on %s: %s", cl->name, hy_cl_errname(e));
   res->root = n_part;
   res->n_cell = total;
   res->grafted = grafted;
@@ -570,8 +559,8 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
 
 /* Particle records in key order, then the cell moments from the deepest
  * generation up (the generations of T). */
-static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d,
-                           const struct graft *gr, struct evlist *ev, struct hy_err *err) {
+static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d, int graft,
+                           struct evlist *ev, struct hy_err *err) {
   const cl_uint un = (cl_uint)n;
   const cl_int n_part = (cl_int)n;
   const int n_gen = T->n_gen;
@@ -587,9 +576,9 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
     return -1;
   const cl_uint zero = 0;
   /* the slot-0 tree lending moments to a merged build (else valid buffers that are not read) */
-  const cl_int graft = gr && gr->on ? 1 : 0;
+  const cl_int use_graft = graft ? 1 : 0;
   const struct cl_tree *L = &cl->tree[0];
-  const cl_int l_npart = graft ? (cl_int)gr->n_local : 0;
+  const cl_int l_npart = graft ? (cl_int)L->sorted_n : 0;
   const struct cl_buf *g_ib = graft ? &cl->ibefore : &T->c_lo, *g_first = graft ? &cl->first_at : &T->c_lo,
                       *g_hi = graft ? &L->c_hi : &T->c_hi, *g_mor = graft ? &L->mor : &T->mor,
                       *g_node = graft ? &cl->node[0] : &cl->node[slot], *g_b2 = graft ? &L->c_b2 : &T->c_b2;
@@ -603,7 +592,7 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
       return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
     if (hy_cl_set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(T->c_lo),
                  M(T->c_hi), M(T->nxt), M(T->mor), M(T->c_b2), V(a_err), M(cl->node[slot]), M(cl->big),
-                 M(cl->n_big), M(T->idx), M(*grp), V(has_grp), V(graft), M(*g_ib), M(*g_first), M(*g_hi),
+                 M(cl->n_big), M(T->idx), M(*grp), V(has_grp), V(use_graft), M(*g_ib), M(*g_first), M(*g_hi),
                  M(*g_mor), M(*g_node), M(*g_b2), V(l_npart), M(cl->n_graft), END) ||
         hy_cl_launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
       return -1;
@@ -659,7 +648,7 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
       rc = hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
                       hy_cl_errname(e));
   }
-  if (rc == 0) rc = enqueue_moments(cl, T, 0, n, a_err, NULL, &ev, err);
+  if (rc == 0) rc = enqueue_moments(cl, T, 0, n, a_err, 0, &ev, err);
   ev_close(&ev);
   if (rc == 0 && (e = clFinish(cl->q)) != CL_SUCCESS)
     rc = hy_err_set(err, "OpenCL: the device tree refit failed on %s: %s", cl->name, hy_cl_errname(e));

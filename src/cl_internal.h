@@ -139,11 +139,13 @@ int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const cha
 /** As hy_cl_ensure_buf, keeping the first `keep` bytes of b's contents. */
 int hy_cl_ensure_buf_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size_t keep, const char *label,
                           struct hy_err *err);
-/** cl_build.c: stable radix sort of n (ulong key, uint val) pairs by the
- *  keys' low `bits` bits, from and into kb[0], ib[0] (kb[1], ib[1]:
- *  scratch of n entries); waits for it; kernel time added to *seconds. */
+/** cl_build.c: stable sort of n (ulong key, uint val) pairs, keys below
+ *  2^bits (the radix sort's passes; the merge sort compares whole keys:
+ *  hy_cl_merge_sort_default), from and
+ *  into kb[0], ib[0] (kb[1], ib[1]: scratch of n entries); enqueued, the
+ *  caller waits. */
 int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
-                     double *seconds, struct hy_err *err);
+                     struct hy_err *err);
 /** cl_build.c: exclusive scan in place of n uints of data (enqueued, in
  *  queue order with what follows). */
 int hy_cl_scan(struct hy_cl *cl, cl_mem data, size_t n, struct hy_err *err);

@@ -122,7 +122,7 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
   if (*made == 0) return 0;
   /* destination-major, each in the host walk's order */
   struct cl_buf *kb[2] = {&cl->l_key[0], &cl->l_key[1]}, *vb[2] = {&cl->l_val[0], &cl->l_val[1]};
-  if (hy_cl_sort_pairs(cl, kb, vb, *made, pshift + bits_for(nb - 1), NULL, err) != 0) return -1;
+  if (hy_cl_sort_pairs(cl, kb, vb, *made, pshift + bits_for(nb - 1), err) != 0) return -1;
   const size_t need = hy_size_mul_or_die(at + *made, 48, "LET items");
   if (hy_cl_ensure_buf_keep(cl, &cl->l_items, need, at * 48, "LET items", err) != 0) return -1;
   const cl_uint um = (cl_uint)*made;

@@ -1232,8 +1232,7 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
                                   .out0 = out0,
                                   .out1 = out1,
                                   /* hard walks: the remote tree's cells are all opened (remote_tree) */
-                                  .skip_far = wc->mode == HY_WALK_HARD && self_base < 0 &&
-                                              self_base != HY_SELF_IN_SINK};
+                                  .skip_far = wc->mode == HY_WALK_HARD && self_base == HY_NONE};
   if (f->rdev) { /* built on the device first (walk_job_run sets the counts) */
     j->a.tree_id = f->rbuild.tree_id;
   } else {

@@ -463,25 +463,75 @@ static void test_device_build_edges(void) {
   }
 }
 
+/* A device-built tree brought back for record-for-record comparisons. */
+struct dl_tree {
+  float *cells, *b2;
+  int32_t *next;
+  uint32_t *idx;
+  size_t n, n_cell;
+};
+
+/* Tree slot `slot` of n particles and r's cells into t (its buffers replaced). */
+static int dl_tree_get(struct dl_tree *t, int slot, size_t n, const struct hy_cl_build_result *r, struct hy_err *err) {
+  hy_free(t->cells);
+  hy_free(t->b2);
+  hy_free(t->next);
+  hy_free(t->idx);
+  t->n = n;
+  t->n_cell = r->n_cell;
+  t->cells = hy_malloc("cells", 8 * (r->n_cell + 1), sizeof(float));
+  t->b2 = hy_malloc("b2", r->n_cell + 1, sizeof(float));
+  t->next = hy_malloc("next", n, sizeof(int32_t));
+  t->idx = hy_malloc("idx", n, sizeof(uint32_t));
+  double tx = 0.0;
+  return hy_cl_tree_download(cl, slot, n, r->n_cell, t->cells, t->next, t->b2, t->idx, &tx, err);
+}
+
+/* The same tree: cells, links, B2 and key order, bit for bit. */
+static void dl_tree_same(const struct dl_tree *a, const struct dl_tree *b) {
+  HY_CHECK_INT(a->n, b->n);
+  HY_CHECK_INT(a->n_cell, b->n_cell);
+  if (a->n != b->n || a->n_cell != b->n_cell) return;
+  HY_CHECK(memcmp(a->idx, b->idx, a->n * sizeof(uint32_t)) == 0);
+  HY_CHECK(memcmp(a->next, b->next, a->n * sizeof(int32_t)) == 0);
+  HY_CHECK(memcmp(a->cells, b->cells, 8 * a->n_cell * sizeof(float)) == 0);
+  HY_CHECK(memcmp(a->b2, b->b2, a->n_cell * sizeof(float)) == 0);
+}
+
+static void dl_tree_free(struct dl_tree *t) {
+  hy_free(t->cells);
+  hy_free(t->b2);
+  hy_free(t->next);
+  hy_free(t->idx);
+  memset(t, 0, sizeof *t);
+}
+
+/* n positions uniform in [0, 1)^3 (4 floats each, mass 1/n) from seed s. */
+static void unit_positions(float *pos, size_t n, uint64_t s) {
+  for (size_t i = 0; i < n; i++) {
+    for (int d = 0; d < 3; d++) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      pos[4 * i + (size_t)d] = (float)((double)(s >> 11) / 9007199254740992.0);
+    }
+    pos[4 * i + 3] = 1.0f / (float)n;
+  }
+}
+
 /* The merged build (slot 1: local particles, then LET items) that reuses
  * the local build's key order (merge_local: only the items are sorted and
  * merged in) makes the tree of a full sort, record for record: a local
  * particle goes before an item of the same key, as in the stable sort. Items
  * that sit exactly on local particles give equal keys; some lie outside
- * the cube (clamped keys). Then the fallbacks: a different cube, or another
- * slot-0 build since, sort everything. */
+ * the cube (clamped keys). Its cells without items copy the slot-0 tree's
+ * moments (grafted), which the comparison covers too; clustered puts the
+ * items in a slab, so that most cells, large ones too, are copies. Then the
+ * fallbacks: a different cube, or another slot-0 build since, sort
+ * everything. */
 static void test_merged_build(int clustered) {
   const size_t nl = clustered ? 40000 : 6000, m = 2500, n = nl + m;
   float *pos = hy_malloc("positions", 4 * n, sizeof(float));
-  uint64_t s = 12345;
-  for (size_t i = 0; i < n; i++) {
-    for (int d = 0; d < 3; d++) {
-      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-      pos[4 * i + d] = (float)((double)(s >> 11) / 9007199254740992.0); /* [0, 1) */
-    }
-    pos[4 * i + 3] = 1.0f / (float)n;
-  }
-  if (clustered) /* the items in a slab, most local cells (large ones too) without items */
+  unit_positions(pos, n, 12345);
+  if (clustered)
     for (size_t j = 0; j < m; j++) pos[4 * (nl + j)] = 0.85f + 0.15f * pos[4 * (nl + j)];
   for (size_t j = 0; j < m; j += 5) memcpy(pos + 4 * (nl + j), pos + 4 * (j * 2), 3 * sizeof(float)); /* ties */
   for (size_t j = 1; j < m; j += 97) pos[4 * (nl + j)] = 1.5f;                                          /* outside */
@@ -495,13 +545,9 @@ static void test_merged_build(int clustered) {
   a1.merge_id = a0.tree_id;
   struct hy_cl_build_result r0, r1, rf;
   struct hy_err err;
-  float *cells[2] = {hy_malloc("cells", 8 * n, sizeof(float)), hy_malloc("cells", 8 * n, sizeof(float))};
-  float *b2[2] = {hy_malloc("b2", n, sizeof(float)), hy_malloc("b2", n, sizeof(float))};
-  int32_t *next[2] = {hy_malloc("next", n, sizeof(int32_t)), hy_malloc("next", n, sizeof(int32_t))};
-  uint32_t *idx[2] = {hy_malloc("idx", n, sizeof(uint32_t)), hy_malloc("idx", n, sizeof(uint32_t))};
-  double tx = 0.0;
+  struct dl_tree t[2] = {{0}};
   if (hy_cl_tree_build(cl, &a0, &r0, &err) != 0 || hy_cl_tree_build(cl, &a1, &r1, &err) != 0 ||
-      hy_cl_tree_download(cl, 1, n, r1.n_cell, cells[0], next[0], b2[0], idx[0], &tx, &err) != 0) {
+      dl_tree_get(&t[0], 1, n, &r1, &err) != 0) {
     HY_CHECK_MSG(0, "merged device build: %s", err.msg);
     goto out;
   }
@@ -509,19 +555,12 @@ static void test_merged_build(int clustered) {
   HY_CHECK(r1.grafted > 0); /* cells without items copied from the slot-0 tree */
   a1.merge_local = 0; /* the same set, fully sorted */
   a1.tree_id = 9002;
-  if (hy_cl_tree_build(cl, &a1, &rf, &err) != 0 ||
-      hy_cl_tree_download(cl, 1, n, rf.n_cell, cells[1], next[1], b2[1], idx[1], &tx, &err) != 0) {
+  if (hy_cl_tree_build(cl, &a1, &rf, &err) != 0 || dl_tree_get(&t[1], 1, n, &rf, &err) != 0) {
     HY_CHECK_MSG(0, "full device build: %s", err.msg);
     goto out;
   }
   HY_CHECK_INT(rf.merged, 0);
-  HY_CHECK_INT(r1.n_cell, rf.n_cell);
-  if (r1.n_cell == rf.n_cell) {
-    HY_CHECK(memcmp(idx[0], idx[1], n * sizeof(uint32_t)) == 0);
-    HY_CHECK(memcmp(next[0], next[1], n * sizeof(int32_t)) == 0);
-    HY_CHECK(memcmp(cells[0], cells[1], 8 * rf.n_cell * sizeof(float)) == 0);
-    HY_CHECK(memcmp(b2[0], b2[1], rf.n_cell * sizeof(float)) == 0);
-  }
+  dl_tree_same(&t[0], &t[1]);
   /* fallbacks to the full sort: another cube; a slot-0 build since */
   a1.merge_local = nl;
   a1.side = 1.25;
@@ -535,12 +574,8 @@ static void test_merged_build(int clustered) {
   printf("merged device build: %zu + %zu particles, %zu cells (%zu copied from the local tree), the same tree as a full "
          "sort\n", nl, m, r1.n_cell, r1.grafted);
 out:
-  for (int k = 0; k < 2; k++) {
-    hy_free(cells[k]);
-    hy_free(b2[k]);
-    hy_free(next[k]);
-    hy_free(idx[k]);
-  }
+  dl_tree_free(&t[0]);
+  dl_tree_free(&t[1]);
   hy_free(pos);
 }
 
@@ -554,28 +589,19 @@ out:
 static void test_build_batches(void) {
   const size_t chain = 20, n = chain + 40;
   float *pos = hy_malloc("positions", 4 * n, sizeof(float));
-  uint64_t s = 777;
-  for (size_t i = 0; i < n; i++) {
-    for (int d = 0; d < 3; d++) {
-      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-      pos[4 * i + d] = i < chain ? (float)(0.7 * ldexp(1.0, -(int)i)) : (float)((double)(s >> 11) / 9007199254740992.0);
-    }
-    pos[4 * i + 3] = 1.0f / (float)n;
-  }
+  unit_positions(pos, n, 777);
+  for (size_t i = 0; i < chain; i++)
+    for (int d = 0; d < 3; d++) pos[4 * i + (size_t)d] = (float)(0.7 * ldexp(1.0, -(int)i));
   struct hy_cl_build_args a = {.pos = pos, .n = 2, .lo = {0.0, 0.0, 0.0}, .side = 1.0, .n_crit = 2,
                                .a_err = 1e-3, .tree_id = 9101, .slot = 0};
   struct hy_cl_build_result r[3];
   struct hy_err err;
-  float *cells[2] = {hy_malloc("cells", 8 * n, sizeof(float)), hy_malloc("cells", 8 * n, sizeof(float))};
-  float *b2[2] = {hy_malloc("b2", n, sizeof(float)), hy_malloc("b2", n, sizeof(float))};
-  int32_t *next[2] = {hy_malloc("next", n, sizeof(int32_t)), hy_malloc("next", n, sizeof(int32_t))};
-  double tx = 0.0;
+  struct dl_tree t[2] = {{0}};
   int rc = hy_cl_tree_build(cl, &a, &r[2], &err); /* two particles: one or two generations */
   for (int k = 0; k < 2 && rc == 0; k++) {
     a.n = n;
     a.tree_id = 9102 + (uint64_t)k;
-    rc = hy_cl_tree_build(cl, &a, &r[k], &err) ||
-         hy_cl_tree_download(cl, 0, n, r[k].n_cell, cells[k], next[k], b2[k], NULL, &tx, &err);
+    rc = hy_cl_tree_build(cl, &a, &r[k], &err) || dl_tree_get(&t[k], 0, n, &r[k], &err);
   }
   if (rc != 0) {
     HY_CHECK_MSG(0, "device build of a deep tree: %s", err.msg);
@@ -585,78 +611,48 @@ static void test_build_batches(void) {
     HY_CHECK_INT(r[0].batches, 2);
     HY_CHECK_INT(r[1].batches, 1);
     HY_CHECK_INT(r[0].generations, r[1].generations);
-    HY_CHECK_INT(r[0].n_cell, r[1].n_cell);
-    if (r[0].n_cell == r[1].n_cell) {
-      HY_CHECK(memcmp(next[0], next[1], n * sizeof(int32_t)) == 0);
-      HY_CHECK(memcmp(cells[0], cells[1], 8 * r[0].n_cell * sizeof(float)) == 0);
-      HY_CHECK(memcmp(b2[0], b2[1], r[0].n_cell * sizeof(float)) == 0);
-    }
+    dl_tree_same(&t[0], &t[1]);
     printf("deep device build: %zu particles, %d generations, %zu cells, the same tree in one batch or two\n", n,
            r[0].generations, r[0].n_cell);
   }
-  for (int k = 0; k < 2; k++) {
-    hy_free(cells[k]);
-    hy_free(b2[k]);
-    hy_free(next[k]);
-  }
+  dl_tree_free(&t[0]);
+  dl_tree_free(&t[1]);
   hy_free(pos);
 }
 
-/* The two sorts of the device build, by merging (small sets) and radix
- * (large ones), give the same tree record for record: the stable order of
- * the keys, with ties (particles at the same position) and keys clamped at
- * the cube's faces. Sizes with an even and an odd number of merge passes. */
+/* The two sorts of the device build, by merging (GPUs) and radix (CPU
+ * devices), give the same tree record for record: the stable order of the
+ * keys, with ties (particles at the same position) and keys clamped at the
+ * cube's faces. Sizes with an even and an odd number of merge passes. */
 static void test_sort_methods(void) {
   const size_t sizes[] = {5000, 8500};
   for (int c = 0; c < 2; c++) {
     const size_t n = sizes[c];
     float *pos = hy_malloc("positions", 4 * n, sizeof(float));
-    uint64_t s = 4242 + (uint64_t)c;
-    for (size_t i = 0; i < n; i++) {
-      for (int d = 0; d < 3; d++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        pos[4 * i + d] = (float)((double)(s >> 11) / 9007199254740992.0);
-      }
-      pos[4 * i + 3] = 1.0f / (float)n;
-    }
+    unit_positions(pos, n, 4242 + (uint64_t)c);
     for (size_t j = 0; j + 7 < n; j += 7) memcpy(pos + 4 * (j + 3), pos + 4 * j, 3 * sizeof(float)); /* ties */
     for (size_t j = 1; j < n; j += 101) pos[4 * j + 1] = -0.5f;                                      /* outside */
     struct hy_cl_build_args a = {.pos = pos, .n = n, .lo = {0.0, 0.0, 0.0}, .side = 1.0, .n_crit = 8,
                                  .a_err = 1e-3, .slot = 0};
     struct hy_cl_build_result r[2];
     struct hy_err err;
-    float *cells[2] = {hy_malloc("cells", 8 * n, sizeof(float)), hy_malloc("cells", 8 * n, sizeof(float))};
-    float *b2[2] = {hy_malloc("b2", n, sizeof(float)), hy_malloc("b2", n, sizeof(float))};
-    int32_t *next[2] = {hy_malloc("next", n, sizeof(int32_t)), hy_malloc("next", n, sizeof(int32_t))};
-    uint32_t *idx[2] = {hy_malloc("idx", n, sizeof(uint32_t)), hy_malloc("idx", n, sizeof(uint32_t))};
-    double tx = 0.0;
+    struct dl_tree t[2] = {{0}};
     int rc = 0;
     for (int k = 0; k < 2 && rc == 0; k++) {
       hy_cl_set_merge_sort_max(cl, k == 0 ? 0 : n);
       a.tree_id = 9201 + 2 * (uint64_t)c + (uint64_t)k;
-      rc = hy_cl_tree_build(cl, &a, &r[k], &err) ||
-           hy_cl_tree_download(cl, 0, n, r[k].n_cell, cells[k], next[k], b2[k], idx[k], &tx, &err);
+      rc = hy_cl_tree_build(cl, &a, &r[k], &err) || dl_tree_get(&t[k], 0, n, &r[k], &err);
     }
     hy_cl_set_merge_sort_max(cl, hy_cl_merge_sort_default(cl));
     if (rc != 0) {
       HY_CHECK_MSG(0, "device builds with both sorts: %s", err.msg);
     } else {
-      HY_CHECK_INT(r[0].n_cell, r[1].n_cell);
-      if (r[0].n_cell == r[1].n_cell) {
-        HY_CHECK(memcmp(idx[0], idx[1], n * sizeof(uint32_t)) == 0);
-        HY_CHECK(memcmp(next[0], next[1], n * sizeof(int32_t)) == 0);
-        HY_CHECK(memcmp(cells[0], cells[1], 8 * r[0].n_cell * sizeof(float)) == 0);
-        HY_CHECK(memcmp(b2[0], b2[1], r[0].n_cell * sizeof(float)) == 0);
-      }
+      dl_tree_same(&t[0], &t[1]);
       printf("device build of %zu particles: the same tree with the radix and the merge sort (%zu cells)\n", n,
              r[0].n_cell);
     }
-    for (int k = 0; k < 2; k++) {
-      hy_free(cells[k]);
-      hy_free(b2[k]);
-      hy_free(next[k]);
-      hy_free(idx[k]);
-    }
+    dl_tree_free(&t[0]);
+    dl_tree_free(&t[1]);
     hy_free(pos);
   }
 }
