@@ -476,6 +476,45 @@ static void copy_particle(struct hy_part *p, size_t j, size_t i) {
   if (p->grp) memcpy(p->grp + 2 * j, p->grp + 2 * i, 16);
 }
 
+/* The leavers' records, the holes' fills and the received records, on the
+ * pool's threads: each index of these passes is written once, and the
+ * holes (below n_keep) and their sources (from n_keep on) are distinct. */
+struct move_job {
+  struct hy_part *p;
+  unsigned char *buf;      /* records */
+  const size_t *list;      /* pack: the leavers in sending order; fill: the holes */
+  const size_t *src;       /* fill: each hole's source */
+  const double *pos, *vel; /* pack with a device: the leavers' positions and velocities (3 per leaver) */
+  const size_t *seg;       /* unpack: the first record of each source rank's run (P + 1) */
+  const size_t *to;        /* unpack: where each run goes in p */
+};
+
+static void pack_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct move_job *j = arg;
+  for (size_t k = b; k < e; k++) {
+    const size_t i = j->list[k];
+    pack(j->buf + k * REC_BYTES, j->p, i, j->pos ? j->pos + 3 * k : j->p->pos + 3 * i,
+         j->vel ? j->vel + 3 * k : j->p->vel + 3 * i);
+  }
+}
+
+static void fill_holes_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct move_job *j = arg;
+  for (size_t k = b; k < e; k++) copy_particle(j->p, j->list[k], j->src[k]);
+}
+
+static void unpack_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct move_job *j = arg;
+  int r = 0;
+  for (size_t k = b; k < e; k++) {
+    while (k >= j->seg[r + 1]) r++;
+    unpack(j->buf + k * REC_BYTES, j->p, j->to[r] + (k - j->seg[r]));
+  }
+}
+
 /* Gather the n_keep particles that stay (dest[i] == me) into [0, n_keep):
  * each one at or beyond n_keep takes the place of a leaver below n_keep
  * (both in ascending order; there are as many of one as of the other), so
@@ -751,10 +790,9 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
         goto done;
       }
     }
-    for (k = 0; k < n_out; k++) {
-      const size_t i = slist[k];
-      pack(sbuf + k * REC_BYTES, p, i, dev ? lpv + 3 * k : p->pos + 3 * i, dev ? lpv + 3 * (n_out + k) : p->vel + 3 * i);
-    }
+    struct move_job mj = {.p = p, .buf = sbuf, .list = slist, .pos = dev ? lpv : NULL,
+                          .vel = dev ? lpv + 3 * n_out : NULL};
+    for_all(d, n_out, 4096, pack_body, &mj);
   }
   {
     /* the holes below n_keep, each taken by a stayer from beyond */
@@ -776,10 +814,10 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
                          d_beyond, h);
         goto done;
       }
-      for (size_t j = 0; j < h; j++) {
-        d->srcs[j] = dbeyond[j];
-        copy_particle(p, d->holes[j], dbeyond[j]); /* the masses, IDs and types (positions: stale copies) */
-      }
+      /* the masses, IDs and types (positions: stale copies) */
+      if (h) memcpy(d->srcs, dbeyond, h * sizeof(size_t));
+      struct move_job mj = {.p = p, .list = d->holes, .src = d->srcs};
+      for_all(d, h, 4096, fill_holes_body, &mj);
       if (n_new > p->n_alloc) hy_part_reserve(p, n_new + n_new / 64);
       p->n = n_new;
       if (n_new < 2 && n_keep == 1) {
@@ -846,6 +884,8 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
    * one message's byte range the rounds address it directly, else each
    * round's slices are copied into a round buffer */
   size_t *sbase = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
+  size_t *seg = hy_malloc("decomposition offsets", (size_t)P + 1, sizeof(size_t));
+  size_t *to = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
   {
     size_t b0 = 0;
     for (int r = 0; r < P; r++) {
@@ -880,18 +920,23 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
     if (rc_mpi != MPI_SUCCESS) {
       if (!direct) hy_free(rsend);
       hy_free(sbase);
+      hy_free(seg);
+      hy_free(to);
       ret = mpi_fail(err, rc_mpi, "MPI_Alltoallv of particles");
       goto done;
     }
-    pos = 0;
+    seg[0] = 0;
     for (int r = 0; r < P; r++) {
-      size_t m = (size_t)rc[r] / REC_BYTES;
-      for (size_t j = 0; j < m; j++) unpack(rbuf + (pos + j) * REC_BYTES, p, recv_off[r] + first + j);
-      pos += m;
+      seg[r + 1] = seg[r] + (size_t)rc[r] / REC_BYTES;
+      to[r] = recv_off[r] + first;
     }
+    struct move_job mj = {.p = p, .buf = rbuf, .seg = seg, .to = to};
+    for_all(d, seg[P], 4096, unpack_body, &mj);
   }
   if (!direct) hy_free(rsend);
   hy_free(sbase);
+  hy_free(seg);
+  hy_free(to);
   s.n_after = n_new;
   d->moved_ok = 1;
   hy_trace(HY_TRACE_MAIN, "dd_exchange", tt);
