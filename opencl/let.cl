@@ -29,7 +29,8 @@
  *     of these keys (build.cl's radix sort) restores the host's order per
  *     destination. Per-destination counts of the sent items and of the items
  *     the hard walk would send.
- *  3. hy_let_gather: the sorted nodes' items (x, y, z, m, B2, b_max).
+ *  3. hy_let_gather: the sorted nodes' items (x, y, z relative to the
+ *     destination's frame, m, B2, b_max; floats).
  *
  * Build options: -D HY_WG=w (work-group size of hy_let_emit). Needs
  * cl_khr_fp64. */
@@ -165,32 +166,37 @@ __kernel void hy_let_emit(const uint n_nodes, const int n_part, __global const f
   }
 }
 
-/* The items of the n sorted nodes val[0 .. n-1]: x, y, z, m, B2, b_max
+/* The items of the n sorted nodes val[0 .. n-1] (sort keys key[0 .. n-1],
+ * the destination above bit pshift): x, y, z relative to the destination's
+ * frame (frames: 3 per destination), m, B2, b_max in single precision
  * (particles: the state's position and mass, no B2 or b_max), into items
- * at + 0 .. at + n - 1. */
-__kernel void hy_let_gather(const uint n, __global const uint *val, const int n_part, __global const float4 *node,
+ * at + 0 .. at + n - 1; src/let.c's push_item makes the same floats. */
+__kernel void hy_let_gather(const uint n, __global const uint *val, __global const ulong *key, const uint pshift,
+                            __global const double *frames, const int n_part, __global const float4 *node,
                             __global const float *c_b2, __global const uint *idx, __global const double *spos,
                             __global const double *smass, const double fx, const double fy, const double fz,
-                            __global double *item, const ulong at) {
+                            __global float *item, const ulong at) {
   const uint k = (uint)get_global_id(0);
   if (k >= n) return;
   const int x = (int)val[k];
-  __global double *o = item + 6 * (at + k);
+  __global const double *F = frames + 3 * (uint)(key[k] >> pshift);
+  __global float *o = item + 6 * (at + k);
   if (x < n_part) {
     const uint i = idx[x];
-    o[0] = spos[3 * i];
-    o[1] = spos[3 * i + 1];
-    o[2] = spos[3 * i + 2];
-    o[3] = smass[i];
-    o[4] = 0.0;
-    o[5] = 0.0;
+    o[0] = (float)(spos[3 * i] - F[0]);
+    o[1] = (float)(spos[3 * i + 1] - F[1]);
+    o[2] = (float)(spos[3 * i + 2] - F[2]);
+    o[3] = (float)smass[i];
+    o[4] = 0.0f;
+    o[5] = 0.0f;
   } else {
     const float4 p = node[2 * x], q = node[2 * x + 1];
-    o[0] = (double)p.x + fx;
-    o[1] = (double)p.y + fy;
-    o[2] = (double)p.z + fz;
-    o[3] = (double)p.w;
-    o[4] = (double)c_b2[x - n_part];
-    o[5] = (double)q.y;
+    const double cx = (double)p.x + fx, cy = (double)p.y + fy, cz = (double)p.z + fz;
+    o[0] = (float)(cx - F[0]);
+    o[1] = (float)(cy - F[1]);
+    o[2] = (float)(cz - F[2]);
+    o[3] = p.w;
+    o[4] = c_b2[x - n_part];
+    o[5] = q.y;
   }
 }

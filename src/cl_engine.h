@@ -273,18 +273,20 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
                        struct hy_err *err);
 /** The LET items of the state's tree (the last device build, of the
  *  state's particles) for nb destination boxes (6 doubles each: lo[3],
- *  hi[3]): the full LET (hard = 0; count_hard: also count what the hard LET
- *  would send) or the hard LET cut at r2 (Watanabe & Nakasato eq 14, 15);
- *  the full LET opens a cell below fopen r_b (hy_let_set_full_open).
+ *  hi[3]) with their frames (3 doubles each): the full LET (hard = 0;
+ *  count_hard: also count what the hard LET would send) or the hard LET cut
+ *  at r2 (Watanabe & Nakasato eq 14, 15); the full LET opens a cell below
+ *  fopen r_b (hy_let_set_full_open).
  *  The same items, in the same order and arithmetic, as let.c's host
  *  selection walks of that tree (frame: its records' frame, hy_cl_state_pack's
- *  origin): *items (6 doubles each: x, y, z, m, B2, b_max; the engine's
- *  staging memory, valid until the next call) holds those of destination 0,
- *  then 1, ..., count[j] of destination j and hcount[j] hard-LET items
- *  counted. seconds: wall time. Needs the state kernels (double precision). */
-int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const double frame[3], double r2,
-                     double fopen, int hard, int count_hard, double **items, size_t *count, uint64_t *hcount, double *seconds,
-                     struct hy_err *err);
+ *  origin): *items (HY_LET_ITEM floats each: x, y, z relative to the
+ *  destination's frame, m, B2, b_max; the engine's staging memory, valid
+ *  until the next call) holds those of destination 0, then 1, ..., count[j]
+ *  of destination j and hcount[j] hard-LET items counted. seconds: wall
+ *  time. Needs the state kernels (double precision). */
+int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames, size_t nb, const double frame[3],
+                     double r2, double fopen, int hard, int count_hard, float **items, size_t *count, uint64_t *hcount,
+                     double *seconds, struct hy_err *err);
 /** Particles with a non-finite position, velocity or kick acceleration
  *  (pos_only: position): their number and the lowest index (-1: none). */
 int hy_cl_state_finite(struct hy_cl *cl, int pos_only, size_t *n_bad, long *first, struct hy_err *err);

@@ -95,7 +95,7 @@ struct hy_cl {
   /* LET selection on the device (cl_let.c) */
   cl_program let_prog;
   cl_kernel k_let_vis, k_let_emit, k_let_gather;
-  struct cl_buf l_vis, l_boxes, l_cnt, l_key[2], l_val[2], l_items;
+  struct cl_buf l_vis, l_boxes, l_frames, l_cnt, l_key[2], l_val[2], l_items;
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
   cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_owner, k_flag, k_list, k_gather_state, k_move;

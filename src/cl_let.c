@@ -15,6 +15,7 @@ extern const char hy_cl_source_let[];
 extern const unsigned long hy_cl_source_let_len;
 
 #define LET_MAXB 32 /* destinations per pass: the bits of the visibility masks (HY_LET_MAXB) */
+#define ITEM_BYTES 24 /* an item: 6 floats (HY_LET_ITEM) */
 
 static int let_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct hy_err *err) {
   return hy_cl_kernel(cl, cl->let_prog, name, k, err);
@@ -38,7 +39,7 @@ void hy_cl_let_free(struct hy_cl *cl) {
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->let_prog) clReleaseProgram(cl->let_prog);
-  struct cl_buf *bs[] = {&cl->l_vis, &cl->l_boxes, &cl->l_cnt, &cl->l_key[0], &cl->l_key[1],
+  struct cl_buf *bs[] = {&cl->l_vis, &cl->l_boxes, &cl->l_frames, &cl->l_cnt, &cl->l_key[0], &cl->l_key[1],
                          &cl->l_val[0], &cl->l_val[1], &cl->l_items};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
 }
@@ -120,14 +121,16 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
     break;
   }
   if (*made == 0) return 0;
+  const cl_uint ushift_g = pshift; /* the gather finds each item's destination above this bit of its key */
   /* destination-major, each in the host walk's order */
   struct cl_buf *kb[2] = {&cl->l_key[0], &cl->l_key[1]}, *vb[2] = {&cl->l_val[0], &cl->l_val[1]};
   if (hy_cl_sort_pairs(cl, kb, vb, *made, pshift + bits_for(nb - 1), err) != 0) return -1;
-  const size_t need = hy_size_mul_or_die(at + *made, 48, "LET items");
-  if (hy_cl_ensure_buf_keep(cl, &cl->l_items, need, at * 48, "LET items", err) != 0) return -1;
+  const size_t need = hy_size_mul_or_die(at + *made, ITEM_BYTES, "LET items");
+  if (hy_cl_ensure_buf_keep(cl, &cl->l_items, need, at * ITEM_BYTES, "LET items", err) != 0) return -1;
   const cl_uint um = (cl_uint)*made;
   const cl_ulong uat = at; /* the items of this pass behind those of earlier passes */
-  if (hy_cl_set_args(cl, cl->k_let_gather, "hy_let_gather", err, V(um), M(cl->l_val[0]), V(n_part), M(cl->node[0]),
+  if (hy_cl_set_args(cl, cl->k_let_gather, "hy_let_gather", err, V(um), M(cl->l_val[0]), M(cl->l_key[0]),
+           V(ushift_g), M(cl->l_frames), V(n_part), M(cl->node[0]),
            M(T->c_b2), M(T->idx), M(cl->s_pos), M(cl->s_mass), V(fx), V(fy), V(fz), M(cl->l_items), V(uat), END) ||
       hy_cl_launch(cl, cl->k_let_gather, "hy_let_gather", *made, NULL, err))
     return -1;
@@ -148,9 +151,9 @@ static int test_small(void) {
   return v;
 }
 
-int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const double frame[3], double r2,
-                     double fopen, int hard, int count_hard, double **items, size_t *count, uint64_t *hcount, double *seconds,
-                     struct hy_err *err) {
+int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames, size_t nb, const double frame[3],
+                     double r2, double fopen, int hard, int count_hard, float **items, size_t *count, uint64_t *hcount,
+                     double *seconds, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t per_pass = test_small() ? 1 : LET_MAXB;
   struct cl_tree *T = &cl->tree[0];
@@ -173,6 +176,8 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const dou
       hy_cl_ensure_buf(cl, &cl->l_vis, hy_size_mul_or_die(nn, 8, "LET masks"), "LET visibility masks", err) ||
       hy_cl_ensure_buf(cl, &cl->l_boxes, hy_size_mul_or_die(nb < per_pass ? nb : per_pass, 48, "boxes"),
                        "LET boxes", err) ||
+      hy_cl_ensure_buf(cl, &cl->l_frames, hy_size_mul_or_die(nb < per_pass ? nb : per_pass, 24, "frames"),
+                       "LET frames", err) ||
       hy_cl_ensure_buf(cl, &cl->l_cnt, (1 + 2 * LET_MAXB) * 4, "LET counters", err))
     return -1;
   for (int k = 0; k < 2; k++)
@@ -183,6 +188,8 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const dou
   for (size_t j0 = 0; j0 < nb; j0 += per_pass) {
     const size_t b = nb - j0 < per_pass ? nb - j0 : per_pass;
     cl_int e = clEnqueueWriteBuffer(cl->q, cl->l_boxes.mem, CL_FALSE, 0, b * 48, boxes + 6 * j0, 0, NULL, NULL);
+    if (e == CL_SUCCESS)
+      e = clEnqueueWriteBuffer(cl->q, cl->l_frames.mem, CL_FALSE, 0, b * 24, frames + 3 * j0, 0, NULL, NULL);
     if (e != CL_SUCCESS) {
       clFinish(cl->q);
       return hy_err_set(err, "OpenCL: uploading the LET boxes failed on %s: %s", cl->name, hy_cl_errname(e));
@@ -194,10 +201,10 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, size_t nb, const dou
     }
     at += made;
   }
-  double *host = hy_cl_host_buffer(cl, HY_CL_HOST_LET, hy_size_mul_or_die(at ? at : 1, 48, "LET items"), err);
+  float *host = hy_cl_host_buffer(cl, HY_CL_HOST_LET, hy_size_mul_or_die(at ? at : 1, ITEM_BYTES, "LET items"), err);
   if (!host) return -1;
   if (at) {
-    cl_int e = clEnqueueReadBuffer(cl->q, cl->l_items.mem, CL_TRUE, 0, at * 48, host, 0, NULL, NULL);
+    cl_int e = clEnqueueReadBuffer(cl->q, cl->l_items.mem, CL_TRUE, 0, at * ITEM_BYTES, host, 0, NULL, NULL);
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: reading the LET items failed on %s: %s", cl->name, hy_cl_errname(e));
   }

@@ -802,7 +802,7 @@ int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err)
  * order, of the host's selection walks), for exchange_let. */
 static int state_select(struct hy_force *f, int mode, struct hy_err *err) {
   struct hy_let_stats ls = {0};
-  int rc = hy_let_boxes(f->let, NULL, &f->box, &ls, err);
+  int rc = hy_let_boxes(f->let, NULL, &f->box, f->frame, &ls, err);
   f->st.let_boxes += ls.t_boxes;
   if (rc != 0) return -1;
   const double t0 = hy_wtime();
@@ -810,6 +810,7 @@ static int state_select(struct hy_force *f, int mode, struct hy_err *err) {
   int me = 0;
   if (hy_mpi_check(MPI_Comm_rank(f->comm, &me), "MPI_Comm_rank", err)) return -1;
   double *boxes = hy_malloc("LET boxes", (size_t)P, 6 * sizeof(double));
+  double *frames = hy_malloc("LET frames", (size_t)P, 3 * sizeof(double));
   int *rank = hy_malloc("LET destinations", (size_t)P, sizeof(int));
   size_t *count = hy_malloc("LET counts", (size_t)P, sizeof(size_t));
   uint64_t *hcount = hy_malloc("LET counts", (size_t)P, sizeof(uint64_t));
@@ -819,13 +820,15 @@ static int state_select(struct hy_force *f, int mode, struct hy_err *err) {
     if (r == me || !(B->lo[0] <= B->hi[0])) continue; /* nothing to send to an empty rank */
     memcpy(boxes + 6 * nb, B->lo, 3 * sizeof(double));
     memcpy(boxes + 6 * nb + 3, B->hi, 3 * sizeof(double));
+    memcpy(frames + 3 * nb, hy_let_frame(f->let, r), 3 * sizeof(double));
     rank[nb++] = r;
   }
-  double *items = NULL;
-  rc = hy_cl_let_select(f->cl, boxes, nb, f->frame, f->cfg.r2, hy_let_full_open(f->let), hard, !hard, &items, count,
+  float *items = NULL;
+  rc = hy_cl_let_select(f->cl, boxes, frames, nb, f->frame, f->cfg.r2, hy_let_full_open(f->let), hard, !hard, &items, count,
                         hcount, NULL, err);
   if (rc == 0) hy_let_set_selected(f->let, rank, nb, items, count, hcount);
   hy_free(boxes);
+  hy_free(frames);
   hy_free(rank);
   hy_free(count);
   hy_free(hcount);
@@ -1124,7 +1127,7 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
   struct hy_let_stats ls = {0};
   f->rdev = 0; /* until remote_tree has the remote tree built on the device */
   const int hard = mode == HY_WALK_HARD;
-  int rc = selected ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, &ls, err);
+  int rc = selected ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, f->frame, &ls, err);
   if (rc == 0) {
     if (!selected) hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
     rc = hy_let_exchange(f->let, &f->remote, &ls, err);

@@ -25,17 +25,20 @@
 #include "hy_shared.h"
 #include "trace.h"
 
-/* Doubles per item: position, mass, and the B2 and b_max of a sent cell (0
- * for a particle), so that the receiver's remote tree gets the moments of
- * the real particles (parallel-axis B2, b_max bound) and opens its cells as
- * the sender's tree would. */
-#define ITEM 6
+/* Floats per item (HY_LET_ITEM): the position relative to the receiver's
+ * frame, the mass, and the B2 and b_max of a sent cell (0 for a particle),
+ * so that the receiver's remote tree gets the moments of the real particles
+ * (parallel-axis B2, b_max bound) and opens its cells as the sender's tree
+ * would. The receiver's trees hold these very floats (it packs positions
+ * relative to that frame in single precision), so the doubles it would
+ * otherwise receive carry nothing more, at twice the bytes. */
+#define ITEM HY_LET_ITEM
 
 struct dest_buf {
-  double *item; /* ITEM per item */
+  float *item; /* ITEM per item */
   size_t n, cap;
   uint64_t n_hard; /* counted hard-LET items (count_hard) */
-  const double *ext; /* hy_let_set_selected: the items, borrowed, instead of `item` */
+  const float *ext; /* hy_let_set_selected: the items, borrowed, instead of `item` */
 };
 
 /* One selection task: the part of the walk for rank r that starts at node
@@ -52,6 +55,7 @@ struct hy_let {
   int rank, size;
   struct hy_pool *pool;
   struct hy_box *box;       /* per rank */
+  double *frame;            /* 3 per rank: the frame each rank's items are sent relative to */
   struct dest_buf *dest;    /* per rank */
   struct sel_task *task;    /* selection tasks of the last hy_let_select */
   size_t n_task, task_cap;
@@ -62,6 +66,8 @@ struct hy_let {
   uint64_t *send_cnt;       /* 2 per rank: items, counted hard items */
   uint64_t *recv_cnt;       /* 2 per rank */
   MPI_Request *req;         /* 2 per rank */
+  float *recv;              /* receive buffer, kept (a fresh one costs a page fault per 4 KiB at every exchange) */
+  size_t recv_cap;          /* its items */
   int ext;                  /* the items to send are borrowed (hy_let_set_selected) */
 };
 
@@ -73,6 +79,7 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
     hy_die("LET: MPI_Comm_rank/MPI_Comm_size failed");
   size_t P = (size_t)L->size;
   L->box = hy_calloc("LET boxes", P, sizeof *L->box);
+  L->frame = hy_calloc("LET frames", P, 3 * sizeof(double));
   L->dest = hy_calloc("LET buffers", P, sizeof *L->dest);
   L->send_cnt = hy_calloc("LET counts", 2 * P, sizeof(uint64_t));
   L->recv_cnt = hy_calloc("LET counts", 2 * P, sizeof(uint64_t));
@@ -96,9 +103,11 @@ void hy_let_free(struct hy_let *L) {
   hy_free(L->fskip[1]);
   hy_free(L->dest);
   hy_free(L->box);
+  hy_free(L->frame);
   hy_free(L->send_cnt);
   hy_free(L->recv_cnt);
   hy_free(L->req);
+  hy_free(L->recv);
   hy_free(L);
 }
 
@@ -165,26 +174,28 @@ double hy_let_box_distance(const struct hy_box *b, const double x[3]) {
   return sqrt(s);
 }
 
-int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box *mine, struct hy_let_stats *st,
-                 struct hy_err *err) {
+int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box *mine, const double frame[3],
+                 struct hy_let_stats *st, struct hy_err *err) {
   double t0 = hy_wtime();
   struct hy_box own;
   if (mine)
     own = *mine;
   else
     tight_box_pool(p, L->pool, &own);
-  double buf[6];
+  double buf[9];
   for (int d = 0; d < 3; d++) {
     buf[d] = own.lo[d];
     buf[3 + d] = own.hi[d];
+    buf[6 + d] = frame ? frame[d] : 0.0;
   }
-  double *all = hy_malloc("LET boxes", (size_t)L->size, 6 * sizeof(double));
-  int rc = MPI_Allgather(buf, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, L->comm);
+  double *all = hy_malloc("LET boxes", (size_t)L->size, 9 * sizeof(double));
+  int rc = MPI_Allgather(buf, 9, MPI_DOUBLE, all, 9, MPI_DOUBLE, L->comm);
   if (rc == MPI_SUCCESS)
     for (int r = 0; r < L->size; r++)
       for (int d = 0; d < 3; d++) {
-        L->box[r].lo[d] = all[6 * r + d];
-        L->box[r].hi[d] = all[6 * r + 3 + d];
+        L->box[r].lo[d] = all[9 * r + d];
+        L->box[r].hi[d] = all[9 * r + 3 + d];
+        L->frame[3 * r + d] = all[9 * r + 6 + d];
       }
   hy_free(all);
   st->t_boxes += hy_wtime() - t0;
@@ -193,6 +204,8 @@ int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box 
 }
 
 const struct hy_box *hy_let_box(const struct hy_let *L, int r) { return &L->box[r]; }
+
+const double *hy_let_frame(const struct hy_let *L, int r) { return L->frame + 3 * r; }
 
 int hy_let_key_cube(const struct hy_let *L, size_t n, const double lo[3], const double hi[3], const double *sample,
                     size_t s, double centre[3], double *half, struct hy_err *err) {
@@ -225,19 +238,21 @@ int hy_let_key_cube_of(const struct hy_let *L, struct hy_tree *t, const struct h
   return hy_let_key_cube(L, p->n, lo, hi, sample, s, centre, half, err);
 }
 
-static void push_item(struct dest_buf *b, const double x[3], double m, double b2, double bmax) {
+/* One item for the receiver with frame F (the device selection's
+ * hy_let_gather makes the same floats). */
+static void push_item(struct dest_buf *b, const double x[3], double m, double b2, double bmax, const double F[3]) {
   if (b->n == b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 1024;
-    b->item = hy_realloc("LET items", b->item, hy_size_mul_or_die(cap, ITEM, "LET items"), sizeof(double));
+    b->item = hy_realloc("LET items", b->item, hy_size_mul_or_die(cap, ITEM, "LET items"), sizeof(float));
     b->cap = cap;
   }
-  double *o = b->item + ITEM * b->n++;
-  o[0] = x[0];
-  o[1] = x[1];
-  o[2] = x[2];
-  o[3] = m;
-  o[4] = b2;
-  o[5] = bmax;
+  float *o = b->item + ITEM * b->n++;
+  o[0] = (float)(x[0] - F[0]);
+  o[1] = (float)(x[1] - F[1]);
+  o[2] = (float)(x[2] - F[2]);
+  o[3] = (float)m;
+  o[4] = (float)b2;
+  o[5] = (float)bmax;
 }
 
 struct sel_job {
@@ -263,7 +278,7 @@ static int opens(const struct hy_tree *t, size_t c, double d, int hard, double f
  * skips (their end is the skipped cell's next link). Returns the item count. */
 static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct hy_box *B, int hard,
                             double r2, double fopen, int32_t x, int32_t stop, int skip0, struct dest_buf *out,
-                            uint64_t *hard_count) {
+                            const double *F, uint64_t *hard_count) {
   const int32_t np = (int32_t)t->n_part;
   uint64_t count = 0, hc = 0;
   /* hard_count: inside a skipped subtree until this node; skip0: the whole walk is */
@@ -276,7 +291,7 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
       const double *r = p->pos + 3 * i;
       const double d = hard || hard_count ? hy_let_box_distance(B, r) : 0.0;
       if (!hard || d < r2) {
-        if (out) push_item(out, r, p->mass[i], 0.0, 0.0);
+        if (out) push_item(out, r, p->mass[i], 0.0, 0.0, F);
         count++;
       }
       hc += !skipping && d < r2;
@@ -300,7 +315,7 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
       x = t->more[x];
     } else {
       if (!hard || d < r2) {
-        if (out) push_item(out, cm, t->mass[c], t->b2[c], t->bmax[c]);
+        if (out) push_item(out, cm, t->mass[c], t->b2[c], t->bmax[c], F);
         count++;
       }
       hc += !skipping && !far && d < r2;
@@ -372,7 +387,7 @@ static void sel_body(void *arg, size_t b, size_t e, int tid) {
     tk->out.n = 0;
     tk->out.n_hard = 0;
     select_walk(j->t, j->p, B, j->hard, j->r2, L->full_open, tk->x, stop, tk->skip, &tk->out,
-                j->count_hard ? &tk->out.n_hard : NULL);
+                L->frame + 3 * tk->r, j->count_hard ? &tk->out.n_hard : NULL);
   }
 }
 
@@ -426,10 +441,10 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
       if (out->n + tk->out.n > out->cap) {
         size_t cap = out->n + tk->out.n;
         cap += cap / 2 + 1024;
-        out->item = hy_realloc("LET items", out->item, hy_size_mul_or_die(cap, ITEM, "LET items"), sizeof(double));
+        out->item = hy_realloc("LET items", out->item, hy_size_mul_or_die(cap, ITEM, "LET items"), sizeof(float));
         out->cap = cap;
       }
-      memcpy(out->item + ITEM * out->n, tk->out.item, tk->out.n * ITEM * sizeof(double));
+      memcpy(out->item + ITEM * out->n, tk->out.item, tk->out.n * ITEM * sizeof(float));
       out->n += tk->out.n;
     }
     out->n_hard += tk->out.n_hard;
@@ -438,7 +453,7 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
   hy_trace(HY_TRACE_MAIN, hard ? "let_select_hard" : "let_select_full", t0);
 }
 
-void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const double *items, const size_t *count,
+void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const float *items, const size_t *count,
                          const uint64_t *hcount) {
   for (int r = 0; r < L->size; r++) {
     L->dest[r].n = 0;
@@ -456,12 +471,12 @@ void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const dou
   L->ext = 1;
 }
 
-static const double *send_items(const struct hy_let *L, int r) {
+static const float *send_items(const struct hy_let *L, int r) {
   return L->ext ? L->dest[r].ext : L->dest[r].item;
 }
 
 
-/* Items per message: ITEM doubles each, the count must fit an int. */
+/* Items per message: ITEM floats each, the count must fit an int. */
 static int check_msg(uint64_t n, int peer, const char *dir, struct hy_err *err) {
   if (n > (uint64_t)(INT_MAX / ITEM))
     return hy_err_set(err, "LET: %llu items %s rank %d exceed one MPI message (at most %d)", (unsigned long long)n,
@@ -479,6 +494,29 @@ static int test_fail_now(void) {
     at = e && *e ? atol(e) : 0;
   }
   return at > 0 && ++calls == at;
+}
+
+/* The received items into the remote particles: positions back in the
+ * absolute frame (this rank's frame plus the float offset, which a pack
+ * relative to that frame turns into the same float again). */
+struct recv_job {
+  const float *item;
+  const double *F;
+  struct hy_part *q;
+};
+
+static void recv_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct recv_job *j = arg;
+  struct hy_part *q = j->q;
+  for (size_t i = b; i < e; i++) {
+    const float *it = j->item + ITEM * i;
+    for (int d = 0; d < 3; d++) q->pos[3 * i + d] = j->F[d] + (double)it[d];
+    q->mass[i] = it[3];
+    q->grp[2 * i] = it[4];
+    q->grp[2 * i + 1] = it[5];
+    q->id[i] = i;
+  }
 }
 
 int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err) {
@@ -504,41 +542,36 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
     return hy_err_set(err, "LET: %llu items received", (unsigned long long)total);
   hy_part_use_groups(remote);
   hy_part_resize(remote, (size_t)total);
-  double *recv = hy_malloc("LET receive buffer", hy_size_mul_or_die((size_t)total, ITEM, "LET receive buffer"),
-                           sizeof(double));
+  if (total > L->recv_cap) {
+    const size_t cap = (size_t)total + (size_t)total / 4 + 1024;
+    hy_free(L->recv);
+    L->recv = hy_malloc("LET receive buffer", hy_size_mul_or_die(cap, ITEM, "LET receive buffer"), sizeof(float));
+    L->recv_cap = cap;
+  }
+  float *recv = L->recv;
   int nreq = 0;
   size_t off = 0;
   const int tag = 7301;
   for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
     int n = (int)L->recv_cnt[2 * r];
-    if (n > 0) rc = MPI_Irecv(recv + ITEM * off, ITEM * n, MPI_DOUBLE, r, tag, L->comm, &L->req[nreq++]);
+    if (n > 0) rc = MPI_Irecv(recv + ITEM * off, ITEM * n, MPI_FLOAT, r, tag, L->comm, &L->req[nreq++]);
     off += (size_t)n;
   }
   for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
     int n = (int)L->send_cnt[2 * r];
     if (n > 0 || bad_dest >= 0)
-      rc = MPI_Isend(send_items(L, r), ITEM * n, MPI_DOUBLE, bad_dest >= 0 ? bad_dest : r, tag, L->comm,
+      rc = MPI_Isend(send_items(L, r), ITEM * n, MPI_FLOAT, bad_dest >= 0 ? bad_dest : r, tag, L->comm,
                      &L->req[nreq++]);
   }
   if (rc == MPI_SUCCESS && nreq > 0) rc = MPI_Waitall(nreq, L->req, MPI_STATUSES_IGNORE);
-  if (hy_mpi_check(rc, "LET: exchange of the items", err)) {
-    hy_free(recv);
-    return -1;
-  }
-  for (size_t i = 0; i < (size_t)total; i++) {
-    const double *it = recv + ITEM * i;
-    for (int d = 0; d < 3; d++) remote->pos[3 * i + d] = it[d];
-    remote->mass[i] = it[3];
-    remote->grp[2 * i] = it[4];
-    remote->grp[2 * i + 1] = it[5];
-    remote->id[i] = i;
-  }
-  hy_free(recv);
+  if (hy_mpi_check(rc, "LET: exchange of the items", err)) return -1;
+  struct recv_job rj = {.item = recv, .F = L->frame + 3 * L->rank, .q = remote};
+  hy_pool_for(L->pool, (size_t)total, 16384, recv_body, &rj);
   st->n_sent += sent;
   st->n_recv += total;
   st->n_recv_hard += hard;
-  st->bytes_sent += sent * ITEM * sizeof(double);
-  st->bytes_recv += total * ITEM * sizeof(double);
+  st->bytes_sent += sent * ITEM * sizeof(float);
+  st->bytes_recv += total * ITEM * sizeof(float);
   st->t_comm += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "let_items", t1);
   return 0;

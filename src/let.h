@@ -75,11 +75,20 @@ void hy_let_tight_box(const struct hy_part *p, struct hy_box *b);
 /** Distance from x to the box (0 inside; infinite for an empty box). */
 double hy_let_box_distance(const struct hy_box *b, const double x[3]);
 
-/** Allgather every rank's tight box: mine, or when NULL the tight box of p. */
-int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box *mine, struct hy_let_stats *st,
-                 struct hy_err *err);
+/** Floats per LET item on the wire: x, y, z relative to the receiver's
+ *  frame, m, B2, b_max. */
+#define HY_LET_ITEM 6
+
+/** Allgather every rank's tight box (mine, or when NULL the tight box of p)
+ *  and frame: the origin of the single-precision positions of the trees
+ *  that its received items go into (NULL: the origin), which senders make
+ *  the items' positions relative to. */
+int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box *mine, const double frame[3],
+                 struct hy_let_stats *st, struct hy_err *err);
 /** The box of rank r from the last hy_let_boxes. */
 const struct hy_box *hy_let_box(const struct hy_let *L, int r);
+/** The frame of rank r from the last hy_let_boxes (3 doubles). */
+const double *hy_let_frame(const struct hy_let *L, int r);
 
 /** Select the items of the local tree t (over the key-ordered particles p)
  *  for every other rank against the boxes of the last hy_let_boxes: the full
@@ -91,14 +100,16 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
 
 /** Instead of hy_let_select: items selected elsewhere (on the device,
  *  hy_cl_let_select) for ranks rank[0 .. nb-1], destination-major in that
- *  order (6 doubles each: x, y, z, m, B2, b_max; borrowed until the next
+ *  order (HY_LET_ITEM floats each, positions relative to the destination's
+ *  frame from hy_let_frame; borrowed until the next
  *  hy_let_exchange or hy_let_select), count[k] items and hcount[k] counted
  *  hard-LET items for rank[k]; every other rank gets none. */
-void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const double *items, const size_t *count,
+void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const float *items, const size_t *count,
                          const uint64_t *hcount);
 
 /** Exchange the selected items: remote is resized to the items received and
- *  gets their positions, masses and group moments (remote->grp). */
+ *  gets their positions (this rank's frame of the last hy_let_boxes plus the
+ *  items' float offsets), masses and group moments (remote->grp). */
 int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err);
 
 
