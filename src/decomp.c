@@ -409,19 +409,38 @@ static void split_axis(double *s, size_t n, int axis, int np, double *b) {
   }
 }
 
-/* Rank 0: cut the ns samples into the new boundaries (d->new_bounds). */
-static void multisection(struct hy_decomp *d, double *s, size_t ns) {
-  int px = d->grid[0], py = d->grid[1], pz = d->grid[2];
+/* Rank 0: the slabs' cuts (y, then z per column), one slab per task. */
+struct slab_job {
+  const struct hy_decomp *d;
+  double *s;
+  size_t ns;
+};
+
+static void slab_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct slab_job *j = arg;
+  const struct hy_decomp *d = j->d;
+  const int px = d->grid[0], py = d->grid[1], pz = d->grid[2];
   double *nb = d->new_bounds;
-  split_axis(s, ns, 0, px, nb);
-  for (int ix = 0; ix < px; ix++) {
-    size_t x0 = group_start(ns, ix, px), x1 = group_start(ns, ix + 1, px);
-    split_axis(s + 3 * x0, x1 - x0, 1, py, nb + yb_off(d, ix));
+  for (size_t k = b; k < e; k++) {
+    const int ix = (int)k;
+    const size_t x0 = group_start(j->ns, ix, px), x1 = group_start(j->ns, ix + 1, px);
+    split_axis(j->s + 3 * x0, x1 - x0, 1, py, nb + yb_off(d, ix));
     for (int iy = 0; iy < py; iy++) {
       size_t y0 = x0 + group_start(x1 - x0, iy, py), y1 = x0 + group_start(x1 - x0, iy + 1, py);
-      split_axis(s + 3 * y0, y1 - y0, 2, pz, nb + zb_off(d, ix, iy));
+      split_axis(j->s + 3 * y0, y1 - y0, 2, pz, nb + zb_off(d, ix, iy));
     }
   }
+}
+
+/* Rank 0: cut the ns samples into the new boundaries (d->new_bounds): the
+ * x cuts, then each slab's on the pool's threads (disjoint samples and
+ * boundaries). */
+static void multisection(struct hy_decomp *d, double *s, size_t ns) {
+  double *nb = d->new_bounds;
+  split_axis(s, ns, 0, d->grid[0], nb);
+  struct slab_job sj = {.d = d, .s = s, .ns = ns};
+  for_all(d, (size_t)d->grid[0], 1, slab_body, &sj);
   /* Optional smoothing: a convex blend of two ordered sets of boundaries is
    * ordered; the infinite outer faces are left alone. */
   if (d->have_bounds && d->coef < 1)
