@@ -33,8 +33,8 @@
  *     (exact over the particles up to HY_BMAX_EXACT of them, else the bound
  *     max_child(b_child + |r_child - r_cm|)), r_b of the absolute MAC
  *     (Watanabe & Nakasato eq 5), one generation per launch from the deepest;
- *     hy_bmax_big gives the larger cells their exact b_max, a work-group per
- *     chunk of their particles, before the next generation up reads it.
+ *     hy_bmax_big gives the larger cells their exact b_max with a work-group
+ *     each before the next generation up reads it.
  *  6. hy_unsort: walk results from key order back to the host's order.
  *  7. hy_open_cells: a tree whose every cell is opened by every sink
  *     (hy_block_mark: the blocks of sinks its hard walk can skip);
@@ -558,7 +558,7 @@ inline float hy_mac_rb2(float bmax, float b2, float a_err) {
 __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __global const uint *c_lo,
                          __global const uint *c_hi, __global const int *nxt, __global const int *mor,
                          __global float *c_b2, const float a_err, __global float4 *node,
-                         __global uint *big, __global uint *n_big, __global uint *big_aux, __global const uint *idx,
+                         __global uint *big, __global uint *n_big, __global const uint *idx,
                          __global const float2 *grp, const int has_grp, const int graft,
                          __global const uint *ibefore, __global const uint *first_at, __global const uint *l_hi,
                          __global const int *l_mor, __global const float4 *l_node, __global const float *l_b2,
@@ -613,10 +613,7 @@ __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __
       if (hi - lo <= (uint)HY_BMAX_SERIAL) {
         bmax = hy_bmax_safe(hy_extent(node, lo, hi, 1u, cm, idx, grp, has_grp));
       } else if (hi - lo <= (uint)HY_BMAX_EXACT) {
-        const uint k = atomic_inc(n_big); /* exact b_max by hy_bmax_big, work-groups per chunk of the cell */
-        big[k] = c;
-        big_aux[2 * k] = 0u;     /* the chunks' largest extent (float bits, >= 0) */
-        big_aux[2 * k + 1] = 0u; /* the chunks done */
+        big[atomic_inc(n_big)] = c; /* exact b_max by hy_bmax_big, a work-group per cell */
       }
       c_b2[c] = b2;
       node[2 * self] = (float4)(cm, m);
@@ -635,49 +632,29 @@ __kernel void hy_first_cells(__global const uint *c_lo, const uint n_cell, __glo
   if (c < n_cell) atomic_min(&first_at[c_lo[c]], c);
 }
 
-/* Exact b_max (and r_b) of the cells listed by hy_moments. A cell's
- * particles are cut into chunks of HY_BMAX_CHUNK, each reduced by one
- * work-group: a cell of thousands of particles no longer waits for one
- * work-group's loop over all of them, which made the few large cells of a
- * generation near the root a serial chain. The chunks' largest extents
- * meet in big_aux (float bits of values >= 0 order as unsigned integers,
- * so atomic_max is the float maximum), and the work-group that finishes a
- * cell's last chunk writes its record. The maximum does not depend on the
- * partition: b_max is the same float as from one work-group. */
-#define HY_BMAX_CHUNK (HY_WG * 8u)
-#define HY_BMAX_SLOTS ((uint)HY_BMAX_EXACT / HY_BMAX_CHUNK + 1u) /* chunks of a listed cell, at most */
+/* Exact b_max (and r_b) of the cells listed by hy_moments, a work-group per
+ * cell: each work-item takes every HY_WG-th particle, then a local max. The
+ * list's order (atomic appends) does not matter: a maximum is exact. Runs
+ * in a fixed grid of work-groups that loop over the list. */
 __kernel void hy_bmax_big(const int n_part, __global const uint *c_lo, __global const uint *c_hi,
                           __global const float *c_b2, __global const uint *big, __global const uint *n_big,
-                          __global uint *big_aux, const float a_err, __global float4 *node, __global const uint *idx,
+                          const float a_err, __global float4 *node, __global const uint *idx,
                           __global const float2 *grp, const int has_grp) {
   __local float red[HY_WG];
-  __local int l_last;
   const uint lid = (uint)get_local_id(0);
-  const uint slots = n_big[0] * HY_BMAX_SLOTS;
-  for (uint t = (uint)get_group_id(0); t < slots; t += (uint)get_num_groups(0)) {
-    const uint b = t / HY_BMAX_SLOTS, k = t % HY_BMAX_SLOTS; /* the same for the whole work-group */
+  const uint nb = n_big[0];
+  for (uint b = (uint)get_group_id(0); b < nb; b += (uint)get_num_groups(0)) {
     const uint c = big[b];
-    const uint lo = c_lo[c], hi = c_hi[c];
-    const uint chunks = (hi - lo + HY_BMAX_CHUNK - 1u) / HY_BMAX_CHUNK;
-    if (k >= chunks) continue;
-    const uint a0 = lo + k * HY_BMAX_CHUNK, a1 = min(hi, a0 + HY_BMAX_CHUNK);
     const int self = n_part + (int)c;
     const float3 cm = node[2 * self].xyz;
-    red[lid] = hy_extent(node, a0 + lid, a1, HY_WG, cm, idx, grp, has_grp);
+    red[lid] = hy_extent(node, c_lo[c] + lid, c_hi[c], HY_WG, cm, idx, grp, has_grp);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
       if (lid < off) red[lid] = fmax(red[lid], red[lid + off]);
       barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) {
-      atomic_max(&big_aux[2 * b], as_uint(red[0]));
-      mem_fence(CLK_GLOBAL_MEM_FENCE); /* the maximum before the count that announces it */
-      l_last = atomic_inc(&big_aux[2 * b + 1]) + 1u == chunks;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid == 0 && l_last) {
-      mem_fence(CLK_GLOBAL_MEM_FENCE);
-      const float bmax = hy_bmax_safe(as_float(atomic_max(&big_aux[2 * b], 0u))); /* an atomic read */
+      const float bmax = hy_bmax_safe(red[0]);
       float4 q = node[2 * self + 1];
       q.x = hy_mac_rb2(bmax, c_b2[c], a_err);
       q.y = bmax;

@@ -124,7 +124,7 @@ void hy_cl_build_free(struct hy_cl *cl) {
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
   struct cl_buf *bs[] = {&cl->key[0], &cl->key[1], &cl->idx_tmp, &cl->n_child, &cl->hist,   &cl->uout0,
-                         &cl->uout1,  &cl->big,    &cl->big_aux, &cl->n_big,   &cl->gen,     &cl->gen_sums, &cl->blocks,
+                         &cl->uout1,  &cl->big,    &cl->n_big,   &cl->gen,     &cl->gen_sums, &cl->blocks,
                          &cl->ibefore, &cl->first_at, &cl->n_graft};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int t = 0; t < 2; t++) {
@@ -354,8 +354,6 @@ static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, s
          hy_cl_ensure_buf(cl, &T->nxt, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
          hy_cl_ensure_buf(cl, &T->mor, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
          hy_cl_ensure_buf(cl, &cl->big, hy_size_mul_or_die(n / BMAX_SERIAL + 1, 4, "cells"), "large cells", err) ||
-         hy_cl_ensure_buf(cl, &cl->big_aux, hy_size_mul_or_die(n / BMAX_SERIAL + 1, 8, "cells"), "large cell extents",
-                          err) ||
          hy_cl_ensure_buf(cl, &cl->n_big, 16, "large cell count", err) ||
          hy_cl_ensure_buf(cl, &cl->n_graft, 16, "copied cell count", err) ||
          hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
@@ -594,15 +592,14 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
       return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
     if (hy_cl_set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(T->c_lo),
                  M(T->c_hi), M(T->nxt), M(T->mor), M(T->c_b2), V(a_err), M(cl->node[slot]), M(cl->big),
-                 M(cl->n_big), M(cl->big_aux), M(T->idx), M(*grp), V(has_grp), V(use_graft), M(*g_ib), M(*g_first), M(*g_hi),
+                 M(cl->n_big), M(T->idx), M(*grp), V(has_grp), V(use_graft), M(*g_ib), M(*g_first), M(*g_hi),
                  M(*g_mor), M(*g_node), M(*g_b2), V(l_npart), M(cl->n_graft), END) ||
         hy_cl_launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
       return -1;
     /* cells of more than BMAX_SERIAL particles (each holds that many, so
-     * there are fewer than n / BMAX_SERIAL of them), in chunks */
+     * there are fewer than n / BMAX_SERIAL of them) */
     if (hy_cl_set_args(cl, cl->k_bmax_big, "hy_bmax_big", err, V(n_part), M(T->c_lo), M(T->c_hi), M(T->c_b2),
-                 M(cl->big), M(cl->n_big), M(cl->big_aux), V(a_err), M(cl->node[slot]), M(T->idx), M(*grp),
-                 V(has_grp), END) ||
+                 M(cl->big), M(cl->n_big), V(a_err), M(cl->node[slot]), M(T->idx), M(*grp), V(has_grp), END) ||
         hy_cl_launch(cl, cl->k_bmax_big, "hy_bmax_big", BMAX_GROUPS * cl->build_wg, ev_new(ev, PH_MOMENTS), err))
       return -1;
   }

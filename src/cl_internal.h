@@ -87,7 +87,7 @@ struct hy_cl {
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_tree tree[2];
   struct cl_buf key[2], idx_tmp;   /* sort scratch: keys (ping-pong) and the indices' second buffer */
-  struct cl_buf n_child, hist, uout0, uout1, big, big_aux, n_big, gen, gen_sums, blocks;
+  struct cl_buf n_child, hist, uout0, uout1, big, n_big, gen, gen_sums, blocks;
   struct cl_buf ibefore, first_at, n_graft; /* merged builds: items before each position, the slot-0 tree's
                                                outermost cell at each position, cells copied from it */
   struct cl_buf scan[HY_CL_SCAN_LEVELS];
