@@ -547,7 +547,8 @@ inline float hy_mac_rb2(float bmax, float b2, float a_err) {
 
 /* Moments and records of the cells of one generation (their children's are
  * final). b_max: exact here up to HY_BMAX_SERIAL particles; cells up to
- * HY_BMAX_EXACT are listed in big (count in n_big[0]) for hy_bmax_big and
+ * HY_BMAX_EXACT are listed in big (count in n_big[gi], one counter per
+ * generation, all cleared once before the first) for hy_bmax_big and
  * get the bound from their children meanwhile; larger cells keep the bound.
  * graft (a merged build of the slot-0 tree's particles and LET items): a
  * cell without items (ibefore: the items before each merged position) whose
@@ -558,7 +559,7 @@ inline float hy_mac_rb2(float bmax, float b2, float a_err) {
 __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __global const uint *c_lo,
                          __global const uint *c_hi, __global const int *nxt, __global const int *mor,
                          __global float *c_b2, const float a_err, __global float4 *node,
-                         __global uint *big, __global uint *n_big, __global const uint *idx,
+                         __global uint *big, __global uint *n_big, const uint gi, __global const uint *idx,
                          __global const float2 *grp, const int has_grp, const int graft,
                          __global const uint *ibefore, __global const uint *first_at, __global const uint *l_hi,
                          __global const int *l_mor, __global const float4 *l_node, __global const float *l_b2,
@@ -613,7 +614,7 @@ __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __
       if (hi - lo <= (uint)HY_BMAX_SERIAL) {
         bmax = hy_bmax_safe(hy_extent(node, lo, hi, 1u, cm, idx, grp, has_grp));
       } else if (hi - lo <= (uint)HY_BMAX_EXACT) {
-        big[atomic_inc(n_big)] = c; /* exact b_max by hy_bmax_big, a work-group per cell */
+        big[atomic_inc(&n_big[gi])] = c; /* exact b_max by hy_bmax_big, a work-group per cell */
       }
       c_b2[c] = b2;
       node[2 * self] = (float4)(cm, m);
@@ -637,12 +638,12 @@ __kernel void hy_first_cells(__global const uint *c_lo, const uint n_cell, __glo
  * list's order (atomic appends) does not matter: a maximum is exact. Runs
  * in a fixed grid of work-groups that loop over the list. */
 __kernel void hy_bmax_big(const int n_part, __global const uint *c_lo, __global const uint *c_hi,
-                          __global const float *c_b2, __global const uint *big, __global const uint *n_big,
+                          __global const float *c_b2, __global const uint *big, __global const uint *n_big, const uint gi,
                           const float a_err, __global float4 *node, __global const uint *idx,
                           __global const float2 *grp, const int has_grp) {
   __local float red[HY_WG];
   const uint lid = (uint)get_local_id(0);
-  const uint nb = n_big[0];
+  const uint nb = n_big[gi];
   for (uint b = (uint)get_group_id(0); b < nb; b += (uint)get_num_groups(0)) {
     const uint c = big[b];
     const int self = n_part + (int)c;

@@ -354,7 +354,7 @@ static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, s
          hy_cl_ensure_buf(cl, &T->nxt, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
          hy_cl_ensure_buf(cl, &T->mor, hy_size_mul_or_die(n_nodes, 4, "tree links"), "tree links", err) ||
          hy_cl_ensure_buf(cl, &cl->big, hy_size_mul_or_die(n / BMAX_SERIAL + 1, 4, "cells"), "large cells", err) ||
-         hy_cl_ensure_buf(cl, &cl->n_big, 16, "large cell count", err) ||
+         hy_cl_ensure_buf(cl, &cl->n_big, MAX_GENERATIONS * 4, "large cell counts", err) ||
          hy_cl_ensure_buf(cl, &cl->n_graft, 16, "copied cell count", err) ||
          hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
                           "sort histogram", err);
@@ -585,21 +585,24 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
   if ((e = clEnqueueFillBuffer(cl->q, cl->n_graft.mem, &zero, sizeof zero, 0, sizeof zero, 0, NULL,
                                ev_new(ev, PH_MOMENTS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
+  /* a count of listed large cells per generation, all cleared here: one
+   * command instead of one before every generation */
+  if (n_gen > 0 && (e = clEnqueueFillBuffer(cl->q, cl->n_big.mem, &zero, sizeof zero, 0, (size_t)n_gen * sizeof zero,
+                                            0, NULL, ev_new(ev, PH_MOMENTS))) != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
   for (int g = n_gen - 1; g >= 0; g--) {
-    e = clEnqueueFillBuffer(cl->q, cl->n_big.mem, &zero, sizeof zero, 0, sizeof zero, 0, NULL,
-                            ev_new(ev, PH_MOMENTS));
-    if (e != CL_SUCCESS)
-      return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
+    const cl_uint gi = (cl_uint)g;
     if (hy_cl_set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(T->c_lo),
                  M(T->c_hi), M(T->nxt), M(T->mor), M(T->c_b2), V(a_err), M(cl->node[slot]), M(cl->big),
-                 M(cl->n_big), M(T->idx), M(*grp), V(has_grp), V(use_graft), M(*g_ib), M(*g_first), M(*g_hi),
+                 M(cl->n_big), V(gi), M(T->idx), M(*grp), V(has_grp), V(use_graft), M(*g_ib), M(*g_first), M(*g_hi),
                  M(*g_mor), M(*g_node), M(*g_b2), V(l_npart), M(cl->n_graft), END) ||
         hy_cl_launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
       return -1;
     /* cells of more than BMAX_SERIAL particles (each holds that many, so
      * there are fewer than n / BMAX_SERIAL of them) */
     if (hy_cl_set_args(cl, cl->k_bmax_big, "hy_bmax_big", err, V(n_part), M(T->c_lo), M(T->c_hi), M(T->c_b2),
-                 M(cl->big), M(cl->n_big), V(a_err), M(cl->node[slot]), M(T->idx), M(*grp), V(has_grp), END) ||
+                 M(cl->big), M(cl->n_big), V(gi), V(a_err), M(cl->node[slot]), M(T->idx), M(*grp), V(has_grp),
+                 END) ||
         hy_cl_launch(cl, cl->k_bmax_big, "hy_bmax_big", BMAX_GROUPS * cl->build_wg, ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
