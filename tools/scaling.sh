@@ -22,7 +22,7 @@ EXTRA=()
 while getopts "N:p:s:d:o:P:h" o; do
   case $o in
     N) NS=$OPTARG ;; p) PS=$OPTARG ;; s) S=$OPTARG ;; d) DEV=$OPTARG ;; o) DIR=$OPTARG ;; P) EXTRA+=(-P "$OPTARG") ;;
-    *) sed -n '3,19p' "$0"; exit 2 ;;
+    *) sed -n '3,18p' "$0"; exit 2 ;;
   esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
