@@ -17,7 +17,9 @@
 # built on the device too), against that build's own 1-rank run, and with
 # the particle state on the device as well (test_mpi_forces -S: the forces of
 # hy_force_state_force, the drift on the device), including the every-cell
-# completeness check.
+# completeness check; on 2 ranks the device state's errors must equal the
+# host state's digit for digit (the device's LET selection sends the host
+# selection's items).
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -48,6 +50,12 @@ compare() { # name np
         if ($i > lim) { printf "FAIL: %s, %d ranks: %s %s error %.3e > 1.2 x %.3e + 2e-6\n", name, np, q[i-1], (i % 2 ? "p99" : "median"), $i, ref[i]; bad = 1 }
       } }
     END { exit bad }' "$tmp/$1.1" "$tmp/$1.$2" || fail=1
+}
+
+same() { # name1 name2 np: the same errors, digit for digit
+  if ! cmp -s "$tmp/$1.$3" "$tmp/$2.$3"; then
+    echo "FAIL: $2 on $3 ranks differs from $1:"; cat "$tmp/$1.$3" "$tmp/$2.$3"; fail=1
+  fi
 }
 
 exact() { # name np: every error at float rounding
@@ -110,6 +118,11 @@ done
 run plummer-state 1 $pl -b device -S
 # shellcheck disable=SC2086
 run plummer-state 3 $pl -b device -S -f 1.25 && compare plummer-state 3
+# on 2 ranks the device state must give the host state's forces bit for bit
+# (same device-built trees): the device selection (opencl/let.cl) sends the
+# host selection's items, the same floats relative to the receiver's frame
+# shellcheck disable=SC2086
+run plummer-state 2 $pl -b device -S && same plummer-dev plummer-state 2
 # shellcheck disable=SC2086
 run exact-state 2 $ex -b device -S && exact exact-state 2
 # shellcheck disable=SC2086
