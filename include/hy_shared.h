@@ -34,4 +34,9 @@
  * multiple of the walk's sinks per work-item. */
 #define HY_SINK_BLOCK 64
 
+/* Floats per LET item on the wire and from the device selection
+ * (hy_let_gather in let.cl): x, y, z relative to the receiver's frame, m,
+ * B2, b_max. */
+#define HY_LET_ITEM 6
+
 #endif

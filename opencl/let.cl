@@ -37,6 +37,10 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
+#ifndef HY_SHARED_H
+#include "hy_shared.h"
+#endif
+
 #ifndef HY_WG
 #error "HY_WG must be defined"
 #endif
@@ -180,7 +184,7 @@ __kernel void hy_let_gather(const uint n, __global const uint *val, __global con
   if (k >= n) return;
   const int x = (int)val[k];
   __global const double *F = frames + 3 * (uint)(key[k] >> pshift);
-  __global float *o = item + 6 * (at + k);
+  __global float *o = item + HY_LET_ITEM * (at + k);
   if (x < n_part) {
     const uint i = idx[x];
     o[0] = (float)(spos[3 * i] - F[0]);

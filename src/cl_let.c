@@ -15,7 +15,7 @@ extern const char hy_cl_source_let[];
 extern const unsigned long hy_cl_source_let_len;
 
 #define LET_MAXB 32 /* destinations per pass: the bits of the visibility masks (HY_LET_MAXB) */
-#define ITEM_BYTES 24 /* an item: 6 floats (HY_LET_ITEM) */
+#define ITEM_BYTES (HY_LET_ITEM * sizeof(float)) /* an item (hy_let_gather) */
 
 static int let_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct hy_err *err) {
   return hy_cl_kernel(cl, cl->let_prog, name, k, err);
@@ -80,6 +80,7 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
   }
   /* the sent nodes; with too little room for them, once more with enough */
   const unsigned pshift = bits_for(n);
+  const cl_uint ushift = pshift; /* the destination's bits above it in a sort key (hy_let_emit, hy_let_gather) */
   for (int attempt = 0;; attempt++) {
     /* room: the smallest of the four buffers (an allocation may hold more than asked) */
     size_t room = cl->l_val[0].size / 4;
@@ -92,7 +93,6 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
                                  NULL)) != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: LET selection: clearing the counters failed on %s: %s", cl->name,
                         hy_cl_errname(e));
-    const cl_uint ushift = pshift;
     if (hy_cl_set_args(cl, cl->k_let_emit, "hy_let_emit", err, V(unn), V(n_part), M(cl->node[0]), M(T->c_lo), M(T->idx),
              M(cl->s_pos), M(cl->l_boxes), V(unb), V(fx), V(fy), V(fz), V(dr2), V(dfo), V(hd), M(cl->l_vis), M(cl->l_cnt),
              V(cap), M(cl->l_key[0]), M(cl->l_val[0]), V(ushift), END) ||
@@ -121,7 +121,6 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
     break;
   }
   if (*made == 0) return 0;
-  const cl_uint ushift_g = pshift; /* the gather finds each item's destination above this bit of its key */
   /* destination-major, each in the host walk's order */
   struct cl_buf *kb[2] = {&cl->l_key[0], &cl->l_key[1]}, *vb[2] = {&cl->l_val[0], &cl->l_val[1]};
   if (hy_cl_sort_pairs(cl, kb, vb, *made, pshift + bits_for(nb - 1), err) != 0) return -1;
@@ -130,7 +129,7 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
   const cl_uint um = (cl_uint)*made;
   const cl_ulong uat = at; /* the items of this pass behind those of earlier passes */
   if (hy_cl_set_args(cl, cl->k_let_gather, "hy_let_gather", err, V(um), M(cl->l_val[0]), M(cl->l_key[0]),
-           V(ushift_g), M(cl->l_frames), V(n_part), M(cl->node[0]),
+           V(ushift), M(cl->l_frames), V(n_part), M(cl->node[0]),
            M(T->c_b2), M(T->idx), M(cl->s_pos), M(cl->s_mass), V(fx), V(fy), V(fz), M(cl->l_items), V(uat), END) ||
       hy_cl_launch(cl, cl->k_let_gather, "hy_let_gather", *made, NULL, err))
     return -1;

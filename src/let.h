@@ -75,10 +75,6 @@ void hy_let_tight_box(const struct hy_part *p, struct hy_box *b);
 /** Distance from x to the box (0 inside; infinite for an empty box). */
 double hy_let_box_distance(const struct hy_box *b, const double x[3]);
 
-/** Floats per LET item on the wire: x, y, z relative to the receiver's
- *  frame, m, B2, b_max. */
-#define HY_LET_ITEM 6
-
 /** Allgather every rank's tight box (mine, or when NULL the tight box of p)
  *  and frame: the origin of the single-precision positions of the trees
  *  that its received items go into (NULL: the origin), which senders make
@@ -100,8 +96,8 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
 
 /** Instead of hy_let_select: items selected elsewhere (on the device,
  *  hy_cl_let_select) for ranks rank[0 .. nb-1], destination-major in that
- *  order (HY_LET_ITEM floats each, positions relative to the destination's
- *  frame from hy_let_frame; borrowed until the next
+ *  order (HY_LET_ITEM floats each, hy_shared.h; positions relative to the
+ *  destination's frame from hy_let_frame; borrowed until the next
  *  hy_let_exchange or hy_let_select), count[k] items and hcount[k] counted
  *  hard-LET items for rank[k]; every other rank gets none. */
 void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const float *items, const size_t *count,
