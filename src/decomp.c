@@ -29,6 +29,33 @@
 #define OFF_TYPE 120
 #define REC_BYTES 121
 
+/* A buffer kept from one exchange to the next: grown when too small, never
+ * shrunk. A freshly allocated buffer of several MB costs a page fault per
+ * page at its first use, at every decomposition: with the samples, the
+ * gathered samples and the records sent and received allocated anew, the
+ * exchange of 2^26 particles on two ranks (one H100 each) took several
+ * times as long (doc/performance.md). */
+struct scratch {
+  void *p;
+  size_t bytes;
+};
+
+static void *scratch(struct scratch *s, size_t n, size_t size, const char *label) {
+  const size_t need = hy_size_mul_or_die(n + 1, size, label);
+  if (need > s->bytes) {
+    hy_free(s->p);
+    s->bytes = need <= SIZE_MAX / 2 ? need + need / 8 : need;
+    s->p = hy_malloc(label, s->bytes, 1);
+  }
+  return s->p;
+}
+
+static void scratch_free(struct scratch *s) {
+  hy_free(s->p);
+  s->p = NULL;
+  s->bytes = 0;
+}
+
 struct hy_decomp {
   MPI_Comm comm;        /**< duplicate of the caller's communicator, MPI_ERRORS_RETURN */
   int rank, size;       /**< this rank and the number of ranks in comm */
@@ -46,6 +73,8 @@ struct hy_decomp {
   size_t *holes;        /**< indices below n_keep that a particle from beyond took */
   size_t *srcs;         /**< the index from n_keep on that each hole's particle came from */
   size_t n_holes, holes_cap, n_keep;
+  /* buffers of every exchange, kept (see scratch) */
+  struct scratch samp, sidx, all, order, leave, sbuf, rbuf, lpv;
 };
 
 void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool) { d->pool = pool; }
@@ -90,7 +119,7 @@ struct owner_job {
   uint64_t *count; /* per block: particles per destination */
   size_t *at;      /* per block: next place of its leavers per destination in `order` (fill pass) */
   size_t *leave_at; /* per block: next place of its leavers in `leave` (fill pass) */
-  size_t *order;   /* leavers by destination, ascending within each */
+  size_t *order;   /* the leavers by destination, ascending within each (the sending order) */
   size_t *leave;   /* all leavers, ascending */
 };
 
@@ -240,6 +269,8 @@ void hy_decomp_free(struct hy_decomp *d) {
   if (!d) return;
   hy_free(d->holes);
   hy_free(d->srcs);
+  struct scratch *sc[] = {&d->samp, &d->sidx, &d->all, &d->order, &d->leave, &d->sbuf, &d->rbuf, &d->lpv};
+  for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++) scratch_free(sc[k]);
   if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
   if (d->rng) gsl_rng_free(d->rng);
   hy_free(d->bounds);
@@ -450,11 +481,23 @@ static void multisection(struct hy_decomp *d, double *s, size_t ns) {
 
 /* ------------------------------------------------------------ exchange */
 
-/* Uniform integer in [0, m), m >= 1, for any size_t m. */
-static size_t rng_below(gsl_rng *r, size_t m) {
-  if (m <= 0xffffffffUL) return (size_t)gsl_rng_uniform_int(r, (unsigned long)m);
-  uint64_t hi = gsl_rng_get(r) & 0xffffffffUL, lo = gsl_rng_get(r) & 0xffffffffUL;
-  return (size_t)(((hi << 32) | lo) % m);
+/* Stratified over the storage order: sample k is particle
+ * floor((k + u_k) n / ns) with u_k uniform in [0, 1), so every particle is
+ * drawn ns / n times on average, as by a uniform draw without replacement,
+ * and the sample quantiles scatter no more when the order is unrelated to
+ * position (less when it follows position). One random number per sample
+ * and ascending indices: no marks over all n particles (the bit per
+ * particle of Floyd's draw, used before, cost 4 MB of random accesses at
+ * 2^25 particles a rank), and the gather walks memory in order. */
+void hy_decomp_sample_indices(struct hy_decomp *d, size_t n, size_t ns, size_t *idx) {
+  if (n == 0 || ns == 0) return;
+  const double w = (double)n / (double)ns;
+  for (size_t k = 0; k < ns; k++) {
+    const double x = ((double)k + gsl_rng_uniform(d->rng)) * w;
+    size_t t = x < (double)n ? (size_t)x : n - 1; /* x < n in exact arithmetic */
+    if (k > 0 && t < idx[k - 1]) t = idx[k - 1];  /* rounding cannot reorder them */
+    idx[k] = t;
+  }
 }
 
 /* Particle i's record; its position and velocity from pos and vel (p's own,
@@ -534,6 +577,16 @@ static void unpack_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
+/* at[r]: where the leavers to rank r start in the list of all leavers by
+ * destination (the sending order; this rank's own count is skipped). */
+static void leaver_offsets(const uint64_t *send_n, int P, int me, size_t *at) {
+  size_t b = 0;
+  for (int r = 0; r < P; r++) {
+    at[r] = b;
+    if (r != me) b += (size_t)send_n[r];
+  }
+}
+
 /* Gather the n_keep particles that stay (dest[i] == me) into [0, n_keep):
  * each one at or beyond n_keep takes the place of a leaver below n_keep
  * (both in ascending order; there are as many of one as of the other), so
@@ -572,7 +625,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   uint64_t *send_n = NULL, *recv_n = NULL, *ns_all = NULL;
   int *dest = NULL, *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
   double *samp = NULL, *all = NULL, *lpv = NULL;
-  size_t *sidx = NULL, *slist = NULL;
+  size_t *sidx = NULL;
   unsigned char *sbuf = NULL, *rbuf = NULL;
   const size_t *dleave = NULL, *dbeyond = NULL; /* dev: the leavers (ascending) and the stayers beyond n_keep */
   const int *dleave_rank = NULL;
@@ -620,24 +673,18 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   tt = hy_trace_t();
 
   /* (1) N_samp = R_samp (N_local + N_hard) (W&N eq 12-13), at least 1 if
-   * there are particles, at most N_local; uniform without replacement by
-   * Floyd's algorithm (a bit per particle marks the ones taken: O(N_samp)
-   * draws, no index array of N_local). */
+   * there are particles, at most N_local, stratified over the storage order
+   * (hy_decomp_sample_indices). */
   size_t ns = 0;
   if (n > 0) {
     double want = round(d->sample_rate * ((double)n + weight_extra));
     ns = want < 1 ? 1 : want >= (double)n ? n : (size_t)want;
-    uint64_t *taken = hy_calloc("decomposition sample marks", n / 64 + 1, sizeof(uint64_t));
-    samp = hy_malloc("decomposition samples", hy_size_mul_or_die(ns, 3, "decomposition samples"), sizeof(double));
-    sidx = hy_malloc("decomposition samples", ns, sizeof(size_t));
-    for (size_t k = 0, j = n - ns; j < n; j++, k++) {
-      size_t t = rng_below(d->rng, j + 1);
-      if (taken[t / 64] >> (t % 64) & 1) t = j; /* j itself cannot be taken yet */
-      taken[t / 64] |= (uint64_t)1 << (t % 64);
-      sidx[k] = t;
-      if (!dev) memcpy(samp + 3 * k, p->pos + 3 * t, 3 * sizeof(double));
-    }
-    hy_free(taken);
+    samp = scratch(&d->samp, hy_size_mul_or_die(ns, 3, "decomposition samples"), sizeof(double),
+                   "decomposition samples");
+    sidx = scratch(&d->sidx, ns, sizeof(size_t), "decomposition samples");
+    hy_decomp_sample_indices(d, n, ns, sidx);
+    if (!dev)
+      for (size_t k = 0; k < ns; k++) memcpy(samp + 3 * k, p->pos + 3 * sidx[k], 3 * sizeof(double));
     if (dev && dev->gather(dev->ctx, sidx, ns, samp, NULL, err) != 0) {
       ret = -1;
       goto done;
@@ -672,7 +719,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
       rd[r] = off;
       off += rc[r];
     }
-    all = hy_malloc("decomposition samples", (size_t)total * 3 + 1, sizeof(double));
+    all = scratch(&d->all, (size_t)total * 3, sizeof(double), "decomposition samples");
   }
   MPI_TRY(MPI_Gatherv(samp, (int)(3 * ns), MPI_DOUBLE, all, rc, rd, MPI_DOUBLE, 0, d->comm),
           "MPI_Gatherv of samples");
@@ -720,10 +767,10 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
                        n - keep);
       goto done;
     }
-    order = hy_malloc("decomposition order", n + 1, sizeof(size_t));
-    leave = hy_malloc("decomposition leavers", d_out + 1, sizeof(size_t));
+    order = scratch(&d->order, d_out, sizeof(size_t), "decomposition send order");
+    leave = scratch(&d->leave, d_out, sizeof(size_t), "decomposition leavers");
     size_t *at = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
-    memcpy(at, send_off, (size_t)P * sizeof(size_t));
+    leaver_offsets(send_n, P, d->rank, at);
     for (size_t k = 0; k < d_out; k++) { /* by destination, ascending within each, as fill_body */
       const int r = dleave_rank[k];
       if (r < 0 || r >= P || r == d->rank) {
@@ -748,15 +795,16 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
     send_off[0] = 0;
     for (int r = 0; r < P; r++) send_off[r + 1] = send_off[r] + (size_t)send_n[r];
     /* the leavers only: the others stay where they are or fill holes */
-    order = hy_malloc("decomposition order", n + 1, sizeof(size_t));
-    leave = hy_malloc("decomposition leavers", n - (size_t)send_n[d->rank] + 1, sizeof(size_t));
+    const size_t n_leave = n - (size_t)send_n[d->rank];
+    order = scratch(&d->order, n_leave, sizeof(size_t), "decomposition send order");
+    leave = scratch(&d->leave, n_leave, sizeof(size_t), "decomposition leavers");
     oj.at = hy_malloc("decomposition offsets", nb * oj.stride, sizeof(size_t));
     oj.leave_at = hy_malloc("decomposition offsets", nb, sizeof(size_t));
     oj.order = order;
     oj.leave = leave;
     {
       size_t la = 0;
-      for (int r = 0; r < P; r++) oj.at[(size_t)r] = send_off[r];
+      leaver_offsets(send_n, P, d->rank, oj.at);
       for (size_t k = 0; k < nb; k++) {
         oj.leave_at[k] = la;
         for (int r = 0; r < P; r++) {
@@ -791,25 +839,19 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
    * (they are overwritten next), then gather the ones that stay at the
    * front, and receive the others after them, by source rank. */
   const size_t n_out = n - n_keep, n_in = n_new - n_keep;
-  sbuf = hy_malloc("decomposition send buffer", n_out + 1, REC_BYTES);
+  sbuf = scratch(&d->sbuf, n_out, REC_BYTES, "decomposition send buffer");
   {
-    /* the leavers in sending order (by destination); with a device their
-     * positions and velocities come from there */
-    slist = hy_malloc("decomposition send order", n_out + 1, sizeof(size_t));
-    size_t k = 0;
-    for (int r = 0; r < P; r++) {
-      if (r == d->rank) continue;
-      for (size_t j = send_off[r]; j < send_off[r + 1]; j++) slist[k++] = order[j];
-    }
+    /* the leavers in sending order (`order`, by destination); with a device
+     * their positions and velocities come from there */
     if (dev) {
-      lpv = hy_malloc("decomposition leavers", hy_size_mul_or_die(n_out + 1, 6, "decomposition leavers"),
-                      sizeof(double));
-      if (dev->gather(dev->ctx, slist, n_out, lpv, lpv + 3 * n_out, err) != 0) {
+      lpv = scratch(&d->lpv, hy_size_mul_or_die(n_out, 6, "decomposition leavers"), sizeof(double),
+                    "decomposition leavers");
+      if (dev->gather(dev->ctx, order, n_out, lpv, lpv + 3 * n_out, err) != 0) {
         ret = -1;
         goto done;
       }
     }
-    struct move_job mj = {.p = p, .buf = sbuf, .list = slist, .pos = dev ? lpv : NULL,
+    struct move_job mj = {.p = p, .buf = sbuf, .list = order, .pos = dev ? lpv : NULL,
                           .vel = dev ? lpv + 3 * n_out : NULL};
     for_all(d, n_out, 4096, pack_body, &mj);
   }
@@ -898,20 +940,14 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   if (!rc) rc = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
   if (!rd) rd = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
   size_t cap = (size_t)P * chunk;
-  rbuf = hy_malloc("decomposition receive buffer", min_size(n_in, cap) + 1, REC_BYTES);
+  rbuf = scratch(&d->rbuf, min_size(n_in, cap), REC_BYTES, "decomposition receive buffer");
   /* rank r's records start at sbase[r] in sbuf; when all of sbuf is within
    * one message's byte range the rounds address it directly, else each
    * round's slices are copied into a round buffer */
   size_t *sbase = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
   size_t *seg = hy_malloc("decomposition offsets", (size_t)P + 1, sizeof(size_t));
   size_t *to = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
-  {
-    size_t b0 = 0;
-    for (int r = 0; r < P; r++) {
-      sbase[r] = b0;
-      if (r != d->rank) b0 += (size_t)send_n[r];
-    }
-  }
+  leaver_offsets(send_n, P, d->rank, sbase);
   const int direct = (uint64_t)n_out * REC_BYTES <= d->max_msg_bytes;
   unsigned char *rsend = direct ? sbuf : hy_malloc("decomposition round buffer", min_size(n_out, cap) + 1, REC_BYTES);
   for (uint64_t k = 0; k < rounds; k++) {
@@ -976,11 +1012,6 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
 done:
   s.time = hy_wtime() - t0;
   if (st) *st = s;
-  hy_free(sidx);
-  hy_free(slist);
-  hy_free(lpv);
-  hy_free(order);
-  hy_free(leave);
   hy_free(send_off);
   hy_free(recv_off);
   hy_free(send_n);
@@ -991,10 +1022,6 @@ done:
   hy_free(sd);
   hy_free(rc);
   hy_free(rd);
-  hy_free(samp);
-  hy_free(all);
-  hy_free(sbuf);
-  hy_free(rbuf);
   return ret;
 }
 

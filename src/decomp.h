@@ -74,10 +74,17 @@ void hy_decomp_free(struct hy_decomp *d);
  *  owners) on pool's threads (borrowed; NULL: the calling thread only). */
 void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool);
 
+/** The ns sample indices that an exchange of n particles draws (ascending,
+ * each < n; ns <= n): one from each of ns equal stretches of [0, n), so that
+ * every index is drawn ns / n times on average. Uses and advances d's RNG. */
+void hy_decomp_sample_indices(struct hy_decomp *d, size_t n, size_t ns, size_t *idx);
+
 /** Collective. Decompose and exchange: draw
  * N_samp = min(N_local, max(1 if N_local > 0, round(R_samp (N_local + weight_extra))))
- * samples without replacement, gather them on rank 0, cut the domains at
- * equal sample counts (x slabs, then y columns, then z cuboids), broadcast
+ * samples (one from each of N_samp equal stretches of p's order: every
+ * particle is drawn N_samp / N_local times on average), gather them on
+ * rank 0, cut the domains at equal sample counts (x slabs, then y columns,
+ * then z cuboids), broadcast
  * the boundaries and move every particle (all fields of struct hy_part) to
  * the rank whose cuboid holds it. Afterwards p holds this rank's particles:
  * first the n_after - n_recv that stayed (in their order, except that the

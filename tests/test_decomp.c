@@ -157,8 +157,10 @@ static void drift(struct hy_part *p, double dt) {
  * Derivation: the multisection cuts at sample quantiles. Cutting n_s samples
  * into m equal groups, a group's share of the particles is a Beta-distributed
  * fraction with relative variance (m - 1) / n_s, reduced by the finite-
- * population factor (1 - R_samp) since samples are drawn without
- * replacement. A cuboid inherits the errors of its slab (m = Px, n_s = N_s),
+ * population factor (1 - R_samp) for samples drawn without replacement.
+ * hytree's draw is stratified over the storage order (one sample from each
+ * of n_s equal stretches), which scatters no more than that when the order
+ * is unrelated to position, as here, and less when it follows position. A cuboid inherits the errors of its slab (m = Px, n_s = N_s),
  * its column (m = Py, n_s = N_s / Px) and its own cut (m = Pz, n_s =
  * N_s / (Px Py)); the variances add to (Px - 1 + Px (Py - 1) + Px Py (Pz - 1))
  * / N_s = (P - 1) / N_s. So sigma = sqrt((P - 1)(1 - R_samp) / N_s) with
@@ -681,6 +683,54 @@ static void test_local_errors(void) {
   hy_decomp_free(d);
 }
 
+/* The decomposition's sample draw: ns ascending indices below n, and every
+ * particle drawn ns / n times on average. Per draw a particle's count has
+ * mean q = ns / n and a variance of at most q (it is 0 or 1, or, for one
+ * that straddles two stretches of w = n / ns when w is not whole, the sum
+ * of two independent 0/1 draws whose means add up to q), so over R
+ * independent draws its deviation from R q exceeds 6 sqrt(R q) with a
+ * chance of about 2e-9 (normal tail; R q >= 5000 here), for any of the
+ * n <= 1000 particles below 2e-6. A draw of one whole-number index per
+ * stretch of floor(w) or ceil(w) particles gives particles in short
+ * stretches 1/3 and in long ones 1/4 at w = 3.33 instead of 0.3: 8.6 and
+ * 12.9 such sigmas off at R = 20000. When w is whole the indices of one
+ * draw are distinct. */
+static void test_sample_draw(void) {
+  struct hy_err err;
+  struct hy_decomp *d = hy_decomp_create(MPI_COMM_SELF, NULL, 0.5, 1, 7, &err);
+  HY_CHECK(d != NULL);
+  if (!d) return;
+  const size_t cases[][2] = {{1000, 300}, {997, 997}, {1000, 250}, {5, 1}, {1, 1}};
+  const int R = 20000;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const size_t n = cases[c][0], ns = cases[c][1];
+    size_t *idx = hy_malloc("test samples", ns, sizeof(size_t));
+    unsigned *count = hy_calloc("test counts", n, sizeof(unsigned));
+    int ordered = 1, whole_ok = 1;
+    const int whole = n % ns == 0;
+    for (int r = 0; r < R; r++) {
+      hy_decomp_sample_indices(d, n, ns, idx);
+      for (size_t k = 0; k < ns; k++) {
+        if (idx[k] >= n || (k > 0 && idx[k] < idx[k - 1])) ordered = 0;
+        if (idx[k] < n) count[idx[k]]++;
+        if (whole && k > 0 && idx[k] == idx[k - 1]) whole_ok = 0;
+      }
+    }
+    const double q = (double)ns / (double)n, tol = 6.0 * sqrt(R * q) + 1e-9;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(count[i] - R * q));
+    if (!(ordered && whole_ok && worst <= tol))
+      fprintf(stderr, "sample draw n = %zu, ns = %zu: ordered %d, distinct %d, worst count deviation %.1f (tol %.1f)\n",
+              n, ns, ordered, whole_ok, worst, tol);
+    HY_CHECK(ordered);
+    HY_CHECK(whole_ok);
+    HY_CHECK(worst <= tol);
+    hy_free(idx);
+    hy_free(count);
+  }
+  hy_decomp_free(d);
+}
+
 int main(int argc, char **argv) {
   HY_LSAN_DISABLE();
   MPI_Init(&argc, &argv);
@@ -692,6 +742,7 @@ int main(int argc, char **argv) {
   test_factor();
   test_parse();
   test_local_errors();
+  test_sample_draw();
   scenario_all_on_root();
   {
     int grids[4][3] = {{0, 0, 0}, {1, 1, nranks}, {1, nranks, 1}, {2, 1, 2}};
