@@ -5,13 +5,27 @@
 # Scheme tree at the same dt_h, and the hybrid run again on 4 MPI ranks
 # (oversubscribed) when a launcher is there. Checks, from energy.csv:
 #  - hybrid: max |dE/E| <= 1e-3 and within a factor 3 of the tree run's;
-#  - 4 ranks: max |dE/E| <= 1e-3, the hybrid run's absolute bound, and the
-#    virial and momentum bounds below. Its trees (local and LET) differ from
-#    the 1-rank run's, so its force errors are another realisation with the
-#    same a_err (tests/mpi_forces.sh compares them with a direct sum); it was
-#    compared with the 1-rank run's energy error before, which halved when
-#    the one-rank float frame moved to the centre of mass while the 4-rank
-#    run's (9.2e-4) did not change: a ratio of two runs is not a bound;
+#  - 4 ranks, against the 1-rank hybrid run (the issue's "within 2x of the
+#    1-rank run"). Its trees (local and LET) differ from the 1-rank run's,
+#    so its force errors are another realisation with the same a_err
+#    (tests/mpi_forces.sh compares them with a direct sum), and the two runs
+#    follow the same trajectory only for a while: the system is chaotic.
+#    The largest |dE/E| over 10 t_cr of one run is one draw from a broad
+#    distribution: over IC seeds 5-12 (tools/energy_seeds.sh, pocl, 2
+#    cores, 2026-11-25) 2.9e-4 to 1.02e-3 on 1 rank, mean 6.69e-4, and
+#    4.8e-4 to 1.08e-3 on 4 ranks, mean 7.55e-4 (ratio of the means 1.13;
+#    of single seeds 0.80 to 2.56, so a single ratio is no bound). Hence:
+#    (a) while the runs share their trajectory (every output up to t_w with
+#    kinetic energies equal to 1e-3 relative) the 4-rank max |dE/E| must be
+#    within 2x the 1-rank's, plus 1e-4 for the two runs' different estimates
+#    of the potential (3.9e-5 apart at t = 0); t_w must reach 2 t_cr, since
+#    a distributed force that differs by more than the tree's errors (a
+#    missed neighbour, a wrong kick) parts the trajectories sooner (seeds
+#    5-12: t_w = 10.0-13.5, windowed ratios 0.92-1.61);
+#    (b) over all 10 t_cr, max |dE/E| <= 1.34e-3, twice the 1-rank
+#    ensemble mean above (the runs of CI's machine are other draws: its
+#    floating point parts the trajectories differently);
+#    and the virial and momentum bounds below;
 #  - both: virial ratio 2K/|W| within 1 +- 0.05 at every output;
 #  - both: momentum stays small. Tree forces are not pairwise antisymmetric,
 #    so |p| drifts with the force errors (observed ~6e-4 here); the bound
@@ -83,7 +97,15 @@ if [ -f "$tmp/mpi4/energy.csv" ]; then
   set -- $(stats "$tmp/mpi4/energy.csv"); m_de=$1 m_qlo=$2 m_qhi=$3 m_p=$4 m_t=$5
   echo "4 ranks: max |dE/E| $m_de, 2K/|W| in [$m_qlo, $m_qhi], max |p| $m_p, t_end $m_t"
   check "$m_t > $tend - 1e-6" "4-rank run did not reach t = $tend"
-  check "$m_de <= 1e-3" "4-rank max |dE/E| = $m_de > 1e-3"
+  check "$m_de <= 1.34e-3" "4-rank max |dE/E| = $m_de > 1.34e-3 (twice the 1-rank ensemble mean)"
+  # (a): the shared stretch of the two trajectories and both runs' largest |dE/E| in it
+  set -- $(paste -d, "$tmp/hybrid/energy.csv" "$tmp/mpi4/energy.csv" | awk -F, '
+    NR > 1 { if (!stop && $1 - $13 < 1e-9 && $13 - $1 < 1e-9 && ($2 - $14) / $2 < 1e-3 && ($14 - $2) / $2 < 1e-3) { tw = $1; if ($5 > a) a = $5; if ($17 > b) b = $17 }
+             else stop = 1 }
+    END { printf "%.9g %.6e %.6e\n", tw, a, b }'); w_t=$1 w_1=$2 w_4=$3
+  echo "shared trajectory up to t = $w_t: max |dE/E| 1 rank $w_1, 4 ranks $w_4"
+  check "$w_t >= 2 * 2.82842712474619" "the 4-rank trajectory parted from the 1-rank one at t = $w_t < 2 t_cr"
+  check "$w_4 <= 2 * $w_1 + 1e-4" "4-rank max |dE/E| = $w_4 up to t = $w_t is more than 2 x the 1-rank run's $w_1 + 1e-4"
   check "$m_qlo >= 0.95 && $m_qhi <= 1.05" "4-rank virial ratio outside 1 +- 0.05: [$m_qlo, $m_qhi]"
   check "$m_p <= 3.2e-3" "4-rank momentum not conserved: $m_p"
 fi

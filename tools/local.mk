@@ -18,4 +18,4 @@ tools_bench_devbuild_SOURCES = tools/bench_devbuild.c
 tools_bench_devbuild_LDADD = src/libhytree.a $(HY_LIBS)
 
 # Benchmark driver (not installed): tools/benchmark.sh -N N -d gpu
-EXTRA_DIST += tools/benchmark.sh tools/scaling.sh tools/device_work.sh tools/trace_report.py
+EXTRA_DIST += tools/benchmark.sh tools/scaling.sh tools/device_work.sh tools/trace_report.py tools/energy_seeds.sh
