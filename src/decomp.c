@@ -73,7 +73,7 @@ struct hy_decomp {
   size_t *holes;        /**< indices below n_keep that a particle from beyond took */
   size_t *srcs;         /**< the index from n_keep on that each hole's particle came from */
   size_t n_holes, holes_cap, n_keep;
-  /* buffers of every exchange, kept (see scratch) */
+  /* buffers of every exchange, kept (see scratch; `leave` for the host path) */
   struct scratch samp, sidx, all, order, leave, sbuf, rbuf, lpv;
 };
 
@@ -621,7 +621,8 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   memset(&s, 0, sizeof s);
   const int P = d->size;
   const size_t n = p->n;
-  size_t *order = NULL, *leave = NULL, *send_off = NULL, *recv_off = NULL;
+  size_t *order = NULL, *send_off = NULL, *recv_off = NULL;
+  const size_t *leave = NULL; /* the leavers, ascending: the device's list, or the host's fill pass */
   uint64_t *send_n = NULL, *recv_n = NULL, *ns_all = NULL;
   int *dest = NULL, *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
   double *samp = NULL, *all = NULL, *lpv = NULL;
@@ -768,7 +769,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
       goto done;
     }
     order = scratch(&d->order, d_out, sizeof(size_t), "decomposition send order");
-    leave = scratch(&d->leave, d_out, sizeof(size_t), "decomposition leavers");
+    leave = dleave;
     size_t *at = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
     leaver_offsets(send_n, P, d->rank, at);
     for (size_t k = 0; k < d_out; k++) { /* by destination, ascending within each, as fill_body */
@@ -779,7 +780,6 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
         goto done;
       }
       order[at[r]++] = dleave[k];
-      leave[k] = dleave[k];
     }
     hy_free(at);
   } else {
@@ -797,11 +797,12 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
     /* the leavers only: the others stay where they are or fill holes */
     const size_t n_leave = n - (size_t)send_n[d->rank];
     order = scratch(&d->order, n_leave, sizeof(size_t), "decomposition send order");
-    leave = scratch(&d->leave, n_leave, sizeof(size_t), "decomposition leavers");
+    size_t *lw = scratch(&d->leave, n_leave, sizeof(size_t), "decomposition leavers");
+    leave = lw;
     oj.at = hy_malloc("decomposition offsets", nb * oj.stride, sizeof(size_t));
     oj.leave_at = hy_malloc("decomposition offsets", nb, sizeof(size_t));
     oj.order = order;
-    oj.leave = leave;
+    oj.leave = lw;
     {
       size_t la = 0;
       leaver_offsets(send_n, P, d->rank, oj.at);

@@ -160,7 +160,8 @@ static void drift(struct hy_part *p, double dt) {
  * population factor (1 - R_samp) for samples drawn without replacement.
  * hytree's draw is stratified over the storage order (one sample from each
  * of n_s equal stretches), which scatters no more than that when the order
- * is unrelated to position, as here, and less when it follows position. A cuboid inherits the errors of its slab (m = Px, n_s = N_s),
+ * is unrelated to position, as here, and less when it follows position.
+ * A cuboid inherits the errors of its slab (m = Px, n_s = N_s),
  * its column (m = Py, n_s = N_s / Px) and its own cut (m = Pz, n_s =
  * N_s / (Px Py)); the variances add to (Px - 1 + Px (Py - 1) + Px Py (Pz - 1))
  * / N_s = (P - 1) / N_s. So sigma = sqrt((P - 1)(1 - R_samp) / N_s) with
@@ -689,7 +690,7 @@ static void test_local_errors(void) {
  * that straddles two stretches of w = n / ns when w is not whole, the sum
  * of two independent 0/1 draws whose means add up to q), so over R
  * independent draws its deviation from R q exceeds 6 sqrt(R q) with a
- * chance of about 2e-9 (normal tail; R q >= 5000 here), for any of the
+ * chance of about 2e-9 (normal tail; R q >= 4000 here), for any of the
  * n <= 1000 particles below 2e-6. A draw of one whole-number index per
  * stretch of floor(w) or ceil(w) particles gives particles in short
  * stretches 1/3 and in long ones 1/4 at w = 3.33 instead of 0.3: 8.6 and
