@@ -11,13 +11,6 @@ set -u
 tmp="$top_builddir/tests/tmp-bench-$$"
 mkdir "$tmp" || exit 99
 trap 'rm -rf "$tmp"' EXIT
-# Under --enable-sanitizer, LeakSanitizer's own thread crashed now and then
-# in the exit check after bench ran both schemes ("Tracer caught signal 11"
-# while reading a bogus dynamic-TLS range of the main thread; a crash of the
-# sanitizer runtime, not a finding). Not scanning thread-local storage avoids
-# it; what that leaves unreachable is third-party (tests/lsan.supp: libhdf5).
-LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}use_tls=0"
-export LSAN_OPTIONS
 "$HYTREE" bench --N 4096 --schemes hybrid,tree --device any --soft-steps 1 --sinks 1024 --csv "$tmp/b.csv" \
   >"$tmp/out" 2>&1 || { echo "FAIL: hytree bench failed:"; cat "$tmp/out"; exit 1; }
 cat "$tmp/out"
