@@ -17,7 +17,12 @@
  * (tests/mpi_forces.sh) compares the lines of different rank counts.
  *
  * usage: test_mpi_forces -i ICS -G G -e EPS -1 R1 -2 R2 -a AERR -d DRIFT -s S
- *                        [-w auto|separate|merged] [-b auto|host|device] [-f F] [-S] -o OUT
+ *                        [-w auto|separate|merged] [-b auto|host|device] [-f F] [-S]
+ *                        [-r REF] -o OUT
+ * (-r: a file that keeps the direct sums between runs of the same ICs: read
+ * when it exists and was made from the same particles, sinks, eps, R1, R2
+ * and drift, else an error; written when it does not exist. The two direct
+ * sums over all particles are most of a run's time on a CPU.)
  * (-f: the full LET's opening factor, LETOpenFactor, default HY_LET_FULL_OPEN)
  * (-b: where the local trees are built, hy_force_cfg.tree_build; -S: the
  * particle state on the device, as ParticleState device runs keep it: the
@@ -26,9 +31,11 @@
  * walk, a_w = a_h + n a_s and a = a_h + a_s) */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -111,6 +118,48 @@ static size_t gather_sinks(const struct hy_part *p, const double *a, const doubl
   return n;
 }
 
+/* FNV-1a over the bytes of an array */
+static uint64_t fnv(uint64_t h, const void *data, size_t bytes) {
+  const unsigned char *c = data;
+  for (size_t i = 0; i < bytes; i++) h = (h ^ c[i]) * 1099511628211ull;
+  return h;
+}
+
+/* the kept direct sums (-r): a header that names what they were made from,
+ * then ra, rh, ra2, rh2 (3 m doubles each, sinks by ascending ID) */
+struct ref_head {
+  char magic[8];
+  uint64_t n, m, key;
+  double eps, r1, r2, drift;
+};
+
+static int ref_load(const char *path, const struct ref_head *want, double *const v[4]) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) {
+    if (errno == ENOENT) return 0;
+    die(path, NULL);
+  }
+  struct ref_head h;
+  if (fread(&h, sizeof h, 1, fp) != 1 || memcmp(&h, want, sizeof h) != 0) {
+    fprintf(stderr, "test_mpi_forces: %s: direct sums of other particles, sinks or parameters\n", path);
+    MPI_Abort(MPI_COMM_WORLD, 99);
+  }
+  for (int k = 0; k < 4; k++)
+    if (fread(v[k], sizeof(double), 3 * (size_t)h.m, fp) != 3 * (size_t)h.m) die(path, NULL);
+  if (fclose(fp) != 0) die(path, NULL);
+  return 1;
+}
+
+static void ref_save(const char *path, const struct ref_head *h, double *const v[4]) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) die(path, NULL);
+  FILE *fp = fopen(tmp, "wb");
+  if (!fp || fwrite(h, sizeof *h, 1, fp) != 1) die(tmp, NULL);
+  for (int k = 0; k < 4; k++)
+    if (fwrite(v[k], sizeof(double), 3 * (size_t)h->m, fp) != 3 * (size_t)h->m) die(tmp, NULL);
+  if (fclose(fp) != 0 || rename(tmp, path) != 0) die(path, NULL);
+}
+
 int main(int argc, char **argv) {
   int provided;
   HY_LSAN_DISABLE();
@@ -121,12 +170,12 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   hy_log_init(rank, P);
-  const char *ics = NULL, *out = NULL;
+  const char *ics = NULL, *out = NULL, *ref = NULL;
   double G = 1, eps = 0, r1 = 0, r2 = 0, a_err = 0, drift = 0;
   long max_sinks = 4096;
   int opt, let_walk = HY_LET_AUTO, tree_build = HY_TREE_BUILD_AUTO, state = 0;
   double let_open = HY_LET_FULL_OPEN;
-  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:f:So:")) != -1) {
+  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:f:Sr:o:")) != -1) {
     switch (opt) {
       case 'S': state = 1; break;
       case 'i': ics = optarg; break;
@@ -147,6 +196,7 @@ int main(int argc, char **argv) {
                                                    : HY_TREE_BUILD_AUTO;
         break;
       case 'f': let_open = atof(optarg); break;
+      case 'r': ref = optarg; break;
       case 'o': out = optarg; break;
       default: die("bad option", NULL);
     }
@@ -276,12 +326,23 @@ int main(int argc, char **argv) {
         spos2[3 * k + d] = drifted[3 * i + d];
       }
     }
-    struct hy_pool *big = hy_pool_create(hy_pool_default_threads());
-    /* the sinks are sources too: their self pair is skipped by zero distance
-     * (softened, so the self term contributes exactly zero force) */
-    hy_cpu_direct(all.pos, all.mass, N, spos, m1, -1, eps, r1, r2, ra, rh, NULL, big);
-    hy_cpu_direct(drifted, all.mass, N, spos2, m1, -1, eps, r1, r2, ra2, rh2, NULL, big);
-    hy_pool_free(big);
+    struct ref_head head = {.magic = "HYREF01", .n = N, .m = m1, .eps = eps, .r1 = r1, .r2 = r2, .drift = drift};
+    uint64_t key = 14695981039346656037ull;
+    key = fnv(key, all.pos, 3 * N * sizeof(double));
+    key = fnv(key, all.vel, 3 * N * sizeof(double));
+    key = fnv(key, all.mass, N * sizeof(double));
+    for (size_t k = 0; k < m1; k++) key = fnv(key, &rows1[7 * k], sizeof(double));
+    head.key = key;
+    double *const refs[4] = {ra, rh, ra2, rh2};
+    if (!ref || !ref_load(ref, &head, refs)) {
+      struct hy_pool *big = hy_pool_create(hy_pool_default_threads());
+      /* the sinks are sources too: their self pair is skipped by zero distance
+       * (softened, so the self term contributes exactly zero force) */
+      hy_cpu_direct(all.pos, all.mass, N, spos, m1, -1, eps, r1, r2, ra, rh, NULL, big);
+      hy_cpu_direct(drifted, all.mass, N, spos2, m1, -1, eps, r1, r2, ra2, rh2, NULL, big);
+      hy_pool_free(big);
+      if (ref) ref_save(ref, &head, refs);
+    }
     double *et = hy_malloc("e", m1, sizeof(double)), *eh = hy_malloc("e", m1, sizeof(double));
     double *es = hy_malloc("e", m1, sizeof(double)), *ed = hy_malloc("e", m1, sizeof(double));
     for (size_t k = 0; k < m1; k++) {
