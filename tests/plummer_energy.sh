@@ -31,6 +31,12 @@
 #    so |p| drifts with the force errors (observed ~6e-4 here); the bound
 #    3.2e-3 (0.5% of M sigma_v) is a sanity check against gross errors such as
 #    a missed self-pair or a wrong kick, not a derived tolerance.
+# In a sanitizer build (HYTREE_SANITIZER_BUILD=1, tests/local.mk), which is
+# there to find memory and undefined-behaviour errors, the hybrid runs cover
+# 1 t_cr (the same code paths: decompositions, both LETs, snapshots) and are
+# held to the bounds that hold over any stretch of the 10 t_cr (1e-3 and
+# 1.34e-3, virial ratio, momentum); the comparisons with the tree run and
+# between 1 and 4 ranks, which need the whole 10 t_cr, run in the plain build.
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
 : "${top_builddir:=.}"
@@ -39,6 +45,11 @@ mkdir "$tmp" || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 tend=28.2842712474619   # 10 t_cr
+short=0
+if [ "${HYTREE_SANITIZER_BUILD:-0}" = 1 ]; then
+  short=1; tend=2.82842712474619
+  echo "sanitizer build: 1 t_cr, absolute bounds only (the plain build runs the comparisons over 10 t_cr)"
+fi
 
 cat >"$tmp/params.txt" <<EOP
 InitCondFile      plummer:16384:5
@@ -62,7 +73,7 @@ run hybrid
 dt=$(sed -n 's/^TimeStepHard *auto *% auto -> \([0-9.eE+-]*\).*/\1/p' "$tmp/hybrid/params-used.txt")
 [ -n "$dt" ] || { echo "FAIL: no resolved TimeStepHard in params-used.txt"; cat "$tmp/hybrid/params-used.txt"; exit 1; }
 echo "dt_h = $dt"
-run tree -P Scheme=tree -P "TimeStepHard=$dt"
+[ $short = 1 ] || run tree -P Scheme=tree -P "TimeStepHard=$dt"
 if [ -n "${MPIEXEC:-}" ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   # shellcheck disable=SC2086
@@ -79,16 +90,20 @@ stats() { # energy.csv -> "max_dE min_Q max_Q max_p last_t"
            END { printf "%.6e %.6f %.6f %.3e %.9g\n", m, lo, hi, pm, t }' "$1"
 }
 set -- $(stats "$tmp/hybrid/energy.csv"); h_de=$1 h_qlo=$2 h_qhi=$3 h_p=$4 h_t=$5
-set -- $(stats "$tmp/tree/energy.csv");   t_de=$1 t_qlo=$2 t_qhi=$3 t_p=$4 t_t=$5
+if [ $short = 1 ]; then
+  t_de=- t_qlo=1 t_qhi=1 t_p=0 t_t=$tend  # no tree run (its own checks below are skipped)
+else
+  set -- $(stats "$tmp/tree/energy.csv"); t_de=$1 t_qlo=$2 t_qhi=$3 t_p=$4 t_t=$5
+fi
 echo "hybrid: max |dE/E| $h_de, 2K/|W| in [$h_qlo, $h_qhi], max |p| $h_p, t_end $h_t"
-echo "tree:   max |dE/E| $t_de, 2K/|W| in [$t_qlo, $t_qhi], max |p| $t_p, t_end $t_t"
+[ $short = 1 ] || echo "tree:   max |dE/E| $t_de, 2K/|W| in [$t_qlo, $t_qhi], max |p| $t_p, t_end $t_t"
 
 check() { # awk condition, message
   if ! awk "BEGIN { exit !($1) }"; then echo "FAIL: $2"; fail=1; fi
 }
 check "$h_t > $tend - 1e-6 && $t_t > $tend - 1e-6" "runs did not reach t = $tend"
 check "$h_de <= 1e-3" "hybrid max |dE/E| = $h_de > 1e-3"
-check "$h_de <= 3 * $t_de" "hybrid max |dE/E| = $h_de is more than 3 x the tree's $t_de"
+[ $short = 1 ] || check "$h_de <= 3 * $t_de" "hybrid max |dE/E| = $h_de is more than 3 x the tree's $t_de"
 for q in "$h_qlo" "$h_qhi" "$t_qlo" "$t_qhi"; do
   check "$q >= 0.95 && $q <= 1.05" "virial ratio $q outside 1 +- 0.05"
 done
@@ -104,8 +119,8 @@ if [ -f "$tmp/mpi4/energy.csv" ]; then
              else stop = 1 }
     END { printf "%.9g %.6e %.6e\n", tw, a, b }'); w_t=$1 w_1=$2 w_4=$3
   echo "shared trajectory up to t = $w_t: max |dE/E| 1 rank $w_1, 4 ranks $w_4"
-  check "$w_t >= 2 * 2.82842712474619" "the 4-rank trajectory parted from the 1-rank one at t = $w_t < 2 t_cr"
-  check "$w_4 <= 2 * $w_1 + 1e-4" "4-rank max |dE/E| = $w_4 up to t = $w_t is more than 2 x the 1-rank run's $w_1 + 1e-4"
+  [ $short = 1 ] || check "$w_t >= 2 * 2.82842712474619" "the 4-rank trajectory parted from the 1-rank one at t = $w_t < 2 t_cr"
+  [ $short = 1 ] || check "$w_4 <= 2 * $w_1 + 1e-4" "4-rank max |dE/E| = $w_4 up to t = $w_t is more than 2 x the 1-rank run's $w_1 + 1e-4"
   check "$m_qlo >= 0.95 && $m_qhi <= 1.05" "4-rank virial ratio outside 1 +- 0.05: [$m_qlo, $m_qhi]"
   check "$m_p <= 3.2e-3" "4-rank momentum not conserved: $m_p"
 fi
