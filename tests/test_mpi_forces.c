@@ -133,31 +133,36 @@ struct ref_head {
   double eps, r1, r2, drift;
 };
 
+static void ref_bad(const char *path, const char *why) {
+  fprintf(stderr, "test_mpi_forces: %s: %s\n", path, why);
+  MPI_Abort(MPI_COMM_WORLD, 99);
+  exit(99);
+}
+
 static int ref_load(const char *path, const struct ref_head *want, double *const v[4]) {
   FILE *fp = fopen(path, "rb");
   if (!fp) {
     if (errno == ENOENT) return 0;
-    die(path, NULL);
+    ref_bad(path, strerror(errno));
   }
   struct ref_head h;
-  if (fread(&h, sizeof h, 1, fp) != 1 || memcmp(&h, want, sizeof h) != 0) {
-    fprintf(stderr, "test_mpi_forces: %s: direct sums of other particles, sinks or parameters\n", path);
-    MPI_Abort(MPI_COMM_WORLD, 99);
-  }
+  if (fread(&h, sizeof h, 1, fp) != 1) ref_bad(path, "no header of direct sums (a short file or a read error)");
+  if (memcmp(&h, want, sizeof h) != 0) ref_bad(path, "direct sums of other particles, sinks or parameters");
   for (int k = 0; k < 4; k++)
-    if (fread(v[k], sizeof(double), 3 * (size_t)h.m, fp) != 3 * (size_t)h.m) die(path, NULL);
-  if (fclose(fp) != 0) die(path, NULL);
+    if (fread(v[k], sizeof(double), 3 * (size_t)h.m, fp) != 3 * (size_t)h.m)
+      ref_bad(path, "fewer direct sums than its header says (a short file or a read error)");
+  if (fclose(fp) != 0) ref_bad(path, strerror(errno));
   return 1;
 }
 
 static void ref_save(const char *path, const struct ref_head *h, double *const v[4]) {
   char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) die(path, NULL);
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) ref_bad(path, "name too long");
   FILE *fp = fopen(tmp, "wb");
-  if (!fp || fwrite(h, sizeof *h, 1, fp) != 1) die(tmp, NULL);
+  if (!fp || fwrite(h, sizeof *h, 1, fp) != 1) ref_bad(tmp, strerror(errno));
   for (int k = 0; k < 4; k++)
-    if (fwrite(v[k], sizeof(double), 3 * (size_t)h->m, fp) != 3 * (size_t)h->m) die(tmp, NULL);
-  if (fclose(fp) != 0 || rename(tmp, path) != 0) die(path, NULL);
+    if (fwrite(v[k], sizeof(double), 3 * (size_t)h->m, fp) != 3 * (size_t)h->m) ref_bad(tmp, strerror(errno));
+  if (fclose(fp) != 0 || rename(tmp, path) != 0) ref_bad(path, strerror(errno));
 }
 
 int main(int argc, char **argv) {
