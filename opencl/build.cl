@@ -38,8 +38,8 @@
  *  6. hy_unsort: walk results from key order back to the host's order.
  *  7. hy_open_cells: a tree whose every cell is opened by every sink
  *     (hy_block_mark: the blocks of sinks its hard walk can skip);
- *     hy_key_sinks, hy_add_unsort: another tree walked with the particles
- *     in key order, its results added in the host's order.
+ *     hy_add_unsort: another tree walked with the particles in key order
+ *     (read from their node records), its results added in the host's order.
  *
  * Build options: -D HY_WG=w (work-group size of the sort, scan and b_max
  * kernels, a power of two, 16..1024), -D HY_PER=p (keys per work-item of a
@@ -672,23 +672,37 @@ __kernel void hy_bmax_big(const int n_part, __global const uint *c_lo, __global 
  * |p - c| >= rho + R2 + b_max, which every sink of the block skips too, and
  * is marked at the first particle closer than rho + R2. A slack covers the
  * rounding of rho and of the sinks' own tests: 1e-5 of the reach, and 1e-6
- * of the coordinates' size (the differences of float positions). */
+ * of the coordinates' size (the differences of float positions). With
+ * use_box, a block whose sphere lies farther than rho + R2 from the box
+ * [box_lo, box_hi] that holds every particle of the tree is 0 without a
+ * walk (a wider slack: 1e-3 and 1e-5; a block marked needlessly only walks
+ * to find nothing). */
 __kernel void hy_block_mark(__global const float4 *node, const int n_part, const int root,
                             __global const float4 *sink, const uint n_sink, const float r2,
-                            __global uchar *block_on) {
+                            __global uchar *block_on, const uint sink_stride, const float4 box_lo,
+                            const float4 box_hi, const int use_box) {
   const uint b = (uint)get_global_id(0);
   const uint s0 = b * HY_SINK_BLOCK;
   if (s0 >= n_sink) return;
   const uint s1 = min(n_sink, s0 + HY_SINK_BLOCK);
-  float3 lo = sink[s0].xyz, hi = lo;
+  float3 lo = sink[s0 * sink_stride].xyz, hi = lo;
   for (uint j = s0 + 1u; j < s1; j++) {
-    lo = fmin(lo, sink[j].xyz);
-    hi = fmax(hi, sink[j].xyz);
+    lo = fmin(lo, sink[j * sink_stride].xyz);
+    hi = fmax(hi, sink[j * sink_stride].xyz);
   }
   const float3 c = 0.5f * (lo + hi);
   float rho = 0.0f;
-  for (uint j = s0; j < s1; j++) rho = fmax(rho, length(sink[j].xyz - c));
+  for (uint j = s0; j < s1; j++) rho = fmax(rho, length(sink[j * sink_stride].xyz - c));
   const float c_mag = fmax(fmax(fabs(c.x), fabs(c.y)), fabs(c.z)) + rho;
+  if (use_box) {
+    const float3 out = fmax(fmax(box_lo.xyz - c, c - box_hi.xyz), (float3)(0.0f));
+    const float3 m = fmax(fabs(box_lo.xyz), fabs(box_hi.xyz));
+    const float b_mag = fmax(fmax(m.x, m.y), m.z);
+    if (length(out) >= (rho + r2) * 1.001f + 1e-5f * (c_mag + b_mag)) {
+      block_on[b] = 0;
+      return;
+    }
+  }
   uchar on = 0;
   int cur = root;
   while (cur != HY_NONE) {
@@ -717,18 +731,15 @@ __kernel void hy_open_cells(__global float4 *node, const int n_part, const uint 
   if (c < n_cell) node[2 * (n_part + (int)c) + 1].x = FLT_MAX;
 }
 
-/* The particles' positions in key order as walk sinks: sink[j] = the
- * position of particle node j (its node record, the tree's frame). */
-__kernel void hy_key_sinks(__global const float4 *node, const uint n, __global float4 *sink) {
-  const uint j = (uint)get_global_id(0);
-  if (j < n) sink[j] = (float4)(node[2u * j].xyz, 0.0f);
-}
-
 /* acc[idx[i]] += x[i]: a walk's results in key order added to those of an
- * unsort walk of the same particles (in the host's order). */
-__kernel void hy_add_unsort(__global const uint *idx, const uint n, __global const float4 *x, __global float4 *acc) {
+ * unsort walk of the same particles (in the host's order); with use_blocks,
+ * only the sinks of blocks that hy_block_mark marked (the others' results
+ * are zero and were not written). */
+__kernel void hy_add_unsort(__global const uint *idx, const uint n, __global const float4 *x, __global float4 *acc,
+                            __global const uchar *block_on, const int use_blocks) {
   const uint i = (uint)get_global_id(0);
-  if (i < n) acc[idx[i]] += x[i];
+  if (i >= n || (use_blocks && !block_on[i / HY_SINK_BLOCK])) return;
+  acc[idx[i]] += x[i];
 }
 
 

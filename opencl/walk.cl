@@ -12,7 +12,10 @@
  * interaction counts are summed per work-group (local memory: 2 ulong per
  * work-item, an argument). use_blocks (HY_WALK_HARD only): sinks of a block
  * whose block_on flag is 0 get a zero result without a walk
- * (hy_block_mark found no particle of the tree within R2 of the block).
+ * (hy_block_mark found no particle of the tree within R2 of the block); 2:
+ * they get nothing (their results are not read). Sink j is
+ * sink[j * sink_stride]: stride 2 reads the particle records of another
+ * tree's node buffer (its particles in key order) as the sinks.
  *
  * Tree layout: see hy_shared.h. Particles are nodes 0 .. n_part-1. A node is
  * opened when r_b^2 > min_k |sink_k - COM|^2; accepted cells and particles
@@ -46,14 +49,16 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
                       const float eps2, const float r1, const float r2, const float inv_dr,
                       const float n_ratio, __global float4 *out0, __global float4 *out1,
                       __global ulong *counts, __local ulong *lc, __global const uchar *block_on,
-                      const int use_blocks) {
+                      const int use_blocks, const int sink_stride) {
   const int gid = (int)get_global_id(0);
   const int first = gid * HY_NVEC;
   uint n_pp = 0, n_pc = 0;
   if (first < n_sink && use_blocks && !block_on[first / HY_SINK_BLOCK]) {
     /* no particle of the tree within R2 of these sinks: the hard walk's
-     * result, which it would reach after skipping every node */
-    for (int k = 0; k < min(HY_NVEC, n_sink - first); k++) out0[first + k] = (float4)(0.0f);
+     * result, which it would reach after skipping every node (use_blocks 2:
+     * nothing is written, as hy_add_unsort skips these sinks too) */
+    if (use_blocks == 1)
+      for (int k = 0; k < min(HY_NVEC, n_sink - first); k++) out0[first + k] = (float4)(0.0f);
   } else if (first < n_sink) { /* padding work-items only take part in the count reduction */
 
   float3 s[HY_NVEC];
@@ -70,7 +75,7 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
     int j = first + min(k, n_valid - 1); /* padding sinks repeat the last one */
     /* sinks that are this tree's particles are read from the node records
      * (the same floats), so their positions need no separate upload */
-    s[k] = self_base >= 0 ? node[2 * (self_base + j)].xyz : sink[j].xyz;
+    s[k] = self_base >= 0 ? node[2 * (self_base + j)].xyz : sink[j * sink_stride].xyz;
     a0[k] = (float3)(0.0f);
 #if HY_WALK_MODE == HY_WALK_SPLIT
     a1[k] = (float3)(0.0f);
@@ -81,7 +86,7 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
     /* the sink's own node, skipped: self_base + j, or per sink in sink.w */
     self[k] = k >= n_valid ? HY_NONE
               : self_base >= 0 ? self_base + first + k
-              : self_base == HY_SELF_IN_SINK ? as_int(sink[j].w) : HY_NONE;
+              : self_base == HY_SELF_IN_SINK ? as_int(sink[j * sink_stride].w) : HY_NONE;
   }
 #if HY_WALK_MODE == HY_WALK_HARD
   const float r2sq = r2 * r2;

@@ -94,7 +94,6 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_moments", &cl->k_moments, err) || make_kernel(cl, "hy_bmax_big", &cl->k_bmax_big, err) ||
       make_kernel(cl, "hy_unsort", &cl->k_unsort, err) ||
       make_kernel(cl, "hy_open_cells", &cl->k_open_cells, err) ||
-      make_kernel(cl, "hy_key_sinks", &cl->k_key_sinks, err) ||
       make_kernel(cl, "hy_add_unsort", &cl->k_add_unsort, err) ||
       make_kernel(cl, "hy_merge_keys", &cl->k_merge_keys, err) ||
       make_kernel(cl, "hy_tile_sort", &cl->k_tile_sort, err) || make_kernel(cl, "hy_merge_pass", &cl->k_merge_pass, err) ||
@@ -118,7 +117,7 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
 void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,      cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
-                    cl->k_unsort, cl->k_open_cells, cl->k_key_sinks, cl->k_add_unsort, cl->k_merge_keys,
+                    cl->k_unsort, cl->k_open_cells, cl->k_add_unsort, cl->k_merge_keys,
                     cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark, cl->k_first_cells};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
@@ -707,36 +706,40 @@ int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, flo
   return 0;
 }
 
-int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, size_t n_sink, double r2, cl_event *ev,
-                     struct hy_err *err) {
+int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, cl_mem sink, int sink_stride, size_t n_sink,
+                     double r2, const float *box, cl_event *ev, struct hy_err *err) {
   if (hy_cl_build_kernels(cl, err) != 0) return -1;
   const size_t nb = (n_sink + HY_SINK_BLOCK - 1) / HY_SINK_BLOCK;
   if (hy_cl_ensure_buf(cl, &cl->blocks, nb + 1, "sink block flags", err) != 0) return -1;
   const cl_int np = n_part, rt = root;
   const cl_uint ns = (cl_uint)n_sink;
   const cl_float fr2 = (cl_float)r2;
-  if (hy_cl_set_args(cl, cl->k_block_mark, "hy_block_mark", err, M(cl->node[slot]), V(np), V(rt), M(cl->sink), V(ns),
-                     V(fr2), M(cl->blocks), END))
+  const cl_uint stride = (cl_uint)sink_stride;
+  cl_float4 blo = {{0.0f, 0.0f, 0.0f, 0.0f}}, bhi = blo;
+  const cl_int use_box = box != NULL;
+  if (box)
+    for (int d = 0; d < 3; d++) {
+      blo.s[d] = box[d];
+      bhi.s[d] = box[3 + d];
+    }
+  if (hy_cl_set_args(cl, cl->k_block_mark, "hy_block_mark", err, M(cl->node[slot]), V(np), V(rt), sizeof(cl_mem),
+                     (const void *)&sink, V(ns), V(fr2), M(cl->blocks), V(stride), V(blo), V(bhi), V(use_box), END))
     return -1;
   return hy_cl_launch(cl, cl->k_block_mark, "hy_block_mark", nb, ev, err);
 }
 
-int hy_cl_key_sinks(struct hy_cl *cl, cl_mem sink, size_t n, cl_event *ev, struct hy_err *err) {
-  if (n != cl->tree[0].sorted_n || !cl->k_key_sinks)
-    return hy_err_set(err, "internal error: key-ordered sinks of %zu particles without a device-built tree of them", n);
-  cl_uint un = (cl_uint)n;
-  if (hy_cl_set_args(cl, cl->k_key_sinks, "hy_key_sinks", err, M(cl->node[0]), V(un), sizeof(cl_mem), (const void *)&sink,
-               END))
-    return -1;
-  return hy_cl_launch(cl, cl->k_key_sinks, "hy_key_sinks", n, ev, err);
-}
-
-int hy_cl_add_unsort(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, cl_event *ev, struct hy_err *err) {
+int hy_cl_add_unsort(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, int use_blocks, cl_event *ev,
+                     struct hy_err *err) {
   if (n != cl->tree[0].sorted_n || !cl->k_add_unsort)
     return hy_err_set(err, "internal error: adding %zu key-ordered results without a device-built tree of them", n);
+  if (use_blocks && (!cl->blocks.mem || cl->blocks.size < (n + HY_SINK_BLOCK - 1) / HY_SINK_BLOCK))
+    return hy_err_set(err, "internal error: adding results of marked sink blocks without their marks");
   cl_uint un = (cl_uint)n;
+  const cl_int ub = use_blocks ? 1 : 0;
+  cl_mem blocks = use_blocks ? cl->blocks.mem : cl->tree[0].idx.mem; /* not read without use_blocks */
   if (hy_cl_set_args(cl, cl->k_add_unsort, "hy_add_unsort", err, M(cl->tree[0].idx), V(un), sizeof(cl_mem),
-               (const void *)&x, sizeof(cl_mem), (const void *)&acc, END))
+               (const void *)&x, sizeof(cl_mem), (const void *)&acc, sizeof(cl_mem), (const void *)&blocks, V(ub),
+               END))
     return -1;
   return hy_cl_launch(cl, cl->k_add_unsort, "hy_add_unsort", n, ev, err);
 }

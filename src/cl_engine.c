@@ -503,7 +503,8 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   const size_t n_wg = (n_groups + local - 1) / local;
   size_t count_bytes = hy_size_mul_or_die(n_wg, HY_COUNT_N * sizeof(uint64_t), "counters");
   if (hy_cl_ensure_buf(cl, &cl->node[a->slot], node_bytes, "tree nodes", err) ||
-      hy_cl_ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err) || hy_cl_ensure_buf(cl, &cl->out0, sink_bytes, "forces", err) ||
+      (!a->sinks_resident && hy_cl_ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err)) ||
+      hy_cl_ensure_buf(cl, &cl->out0, sink_bytes, "forces", err) ||
       (split && hy_cl_ensure_buf(cl, &cl->out1, sink_bytes, "soft forces", err)) ||
       (a->unsort && hy_cl_ensure_buf(cl, &cl->uout0, sink_bytes, "forces in particle order", err)) ||
       (a->unsort && split && hy_cl_ensure_buf(cl, &cl->uout1, sink_bytes, "soft forces in particle order", err)) ||
@@ -522,15 +523,13 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     cl->node_id[a->slot] = a->tree_id;
   }
   /* with self_base >= 0 the kernel reads the sink positions from the node
-   * records: nothing to upload */
-  if (a->sinks_resident) { /* the last build's particles in key order: gathered on the device */
-    cl->sink_id = 0;
-    if (hy_cl_key_sinks(cl, cl->sink.mem, a->n_sink, &ev[EV_SINK], err) != 0) {
-      clFinish(cl->q);
-      hy_cl_release_events(ev, EV_N);
-      return -1;
-    }
-  } else if (a->self_base < 0 && (a->sink_id == 0 || cl->sink_id != a->sink_id)) {
+   * records: nothing to upload; resident sinks are the particle records of
+   * the slot-0 build (every second float4 of its node buffer, key order) */
+  cl_mem sink_mem = a->sinks_resident ? cl->node[0].mem : cl->sink.mem;
+  const cl_int sink_stride = a->sinks_resident ? 2 : 1;
+  /* 2: the skipped sinks' zeros are not even written, hy_add_unsort skips them too */
+  const cl_int use_blocks = a->skip_far ? (a->add_unsorted ? 2 : 1) : 0;
+  if (!a->sinks_resident && a->self_base < 0 && (a->sink_id == 0 || cl->sink_id != a->sink_id)) {
     cl->sink_id = 0;
     e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, a->sink, 0, NULL, &ev[EV_SINK]);
     if (e != CL_SUCCESS) goto fail_write;
@@ -544,8 +543,9 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     cl_float inv_dr = cfg->r2 > cfg->r1 ? (cl_float)(1.0 / (cfg->r2 - cfg->r1)) : 0.0f;
     cl_float n_ratio = (cl_float)cfg->n_ratio;
     cl_mem out1 = split ? cl->out1.mem : cl->out0.mem;
-    const cl_int use_blocks = a->skip_far ? 1 : 0;
-    if (use_blocks && hy_cl_block_mark(cl, a->slot, n_part, root, a->n_sink, cfg->r2, &ev[EV_MARK], err) != 0) {
+    if (use_blocks &&
+        hy_cl_block_mark(cl, a->slot, n_part, root, sink_mem, sink_stride, a->n_sink, cfg->r2,
+                         a->has_box ? a->box : NULL, &ev[EV_MARK], err) != 0) {
       clFinish(cl->q);
       hy_cl_release_events(ev, EV_N);
       return -1;
@@ -554,7 +554,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     cl_uint i = 0;
     if ((e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->node[a->slot].mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_part, &n_part)) || (e = clSetKernelArg(k, i++, sizeof root, &root)) ||
-        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->sink.mem)) ||
+        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &sink_mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_sink, &n_sink)) ||
         (e = clSetKernelArg(k, i++, sizeof self_base, &self_base)) ||
         (e = clSetKernelArg(k, i++, sizeof eps2, &eps2)) || (e = clSetKernelArg(k, i++, sizeof r1, &r1)) ||
@@ -565,7 +565,8 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
         (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->counts.mem)) ||
         (e = clSetKernelArg(k, i++, local * HY_COUNT_N * sizeof(cl_ulong), NULL)) ||
         (e = clSetKernelArg(k, i++, sizeof(cl_mem), &blocks)) ||
-        (e = clSetKernelArg(k, i++, sizeof use_blocks, &use_blocks))) {
+        (e = clSetKernelArg(k, i++, sizeof use_blocks, &use_blocks)) ||
+        (e = clSetKernelArg(k, i++, sizeof sink_stride, &sink_stride))) {
       hy_cl_release_events(ev, EV_N);
       CL_CHECK(e, "clSetKernelArg(hy_walk)");
     }
@@ -583,10 +584,12 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if (a->unsort || a->add_unsorted) {
     if (a->unsort) cl->unsorted_n = 0; /* until this walk's results are there */
     int rc = a->unsort ? hy_cl_unsort(cl, a->slot, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err)
-                       : hy_cl_add_unsort(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, &ev[EV_UNSORT0], err);
+                       : hy_cl_add_unsort(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, use_blocks == 2, &ev[EV_UNSORT0],
+                                          err);
     if (rc == 0 && split)
       rc = a->unsort ? hy_cl_unsort(cl, a->slot, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err)
-                     : hy_cl_add_unsort(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, &ev[EV_UNSORT1], err);
+                     : hy_cl_add_unsort(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, use_blocks == 2, &ev[EV_UNSORT1],
+                                        err);
     if (rc != 0) {
       clFinish(cl->q);
       hy_cl_release_events(ev, EV_N);
@@ -620,6 +623,8 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
                     hy_cl_event_seconds(ev[EV_UNSORT0]) +
                     hy_cl_event_seconds(ev[EV_UNSORT1]);
     times->download = hy_cl_event_seconds(ev[EV_OUT0]) + hy_cl_event_seconds(ev[EV_OUT1]) + hy_cl_event_seconds(ev[EV_COUNTS]);
+    times->mark = hy_cl_event_seconds(ev[EV_MARK]);
+    times->unsort = hy_cl_event_seconds(ev[EV_UNSORT0]) + hy_cl_event_seconds(ev[EV_UNSORT1]);
   }
   hy_cl_release_events(ev, EV_N);
   if (counts) {

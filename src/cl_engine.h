@@ -35,6 +35,8 @@ struct hy_cl_times {
   double upload;   /**< host-to-device transfers */
   double kernel;   /**< kernel execution */
   double download; /**< device-to-host transfers */
+  double mark;     /**< of kernel: hy_block_mark (walks that skip far sink blocks) */
+  double unsort;   /**< of kernel: results into (or added to) the host's order */
 };
 
 /** A tree and its sinks for one walk. Node records as in hy_shared.h. */
@@ -67,6 +69,8 @@ struct hy_cl_walk_args {
                             the same particles left there (out0 NULL), in the host's order, and the
                             sums come back in out0 / out1, or stay there for hy_cl_state_unpack when
                             out0 is NULL (sinks_resident needed) */
+  int has_box;         /**< skip_far: box holds every particle of the tree (hy_block_mark's first test) */
+  float box[6];        /**< lo[3], hi[3] in the tree's frame */
   int skip_far;        /**< HY_WALK_HARD walk of a tree whose every cell is opened (open_all), sinks in the
                             sink buffer (self_base < 0): blocks of HY_SINK_BLOCK sinks that no particle of
                             the tree reaches within R2 get their zero result without a walk

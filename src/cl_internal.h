@@ -81,7 +81,7 @@ struct hy_cl {
   cl_program build_prog;
   cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_gen_count, k_gen_scan, k_gen_emit,
       k_gather,
-      k_moments, k_bmax_big, k_unsort, k_open_cells, k_key_sinks, k_add_unsort, k_merge_keys, k_tile_sort,
+      k_moments, k_bmax_big, k_unsort, k_open_cells, k_add_unsort, k_merge_keys, k_tile_sort,
       k_merge_pass, k_block_mark, k_first_cells;
   size_t merge_sort_max;           /* sorts of up to this many pairs merge (hy_cl_set_merge_sort_max) */
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
@@ -124,10 +124,13 @@ static inline const char *hy_cl_dev_label(const struct hy_cl *cl) {
 
 /** The kernel `name` of program prog into *k. */
 int hy_cl_kernel(struct hy_cl *cl, cl_program prog, const char *name, cl_kernel *k, struct hy_err *err);
-/** cl_build.c: the sink blocks (of the sink buffer's n_sink sinks) that a
- *  hard walk of slot's tree, every cell opened, must walk (hy_block_mark). */
-int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, size_t n_sink, double r2, cl_event *ev,
-                     struct hy_err *err);
+/** cl_build.c: the sink blocks (of the n_sink sinks sink[j * sink_stride])
+ *  that a hard walk of slot's tree, every cell opened, must walk
+ *  (hy_block_mark), into cl->blocks; box (lo[3], hi[3] in the tree's frame,
+ *  or NULL) holds every particle of the tree: blocks beyond R2 of it are
+ *  not walked. */
+int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, cl_mem sink, int sink_stride, size_t n_sink,
+                     double r2, const float *box, cl_event *ev, struct hy_err *err);
 /** cl_build.c: set the arguments of k from (size, pointer) pairs ended by a
  *  size of 0. */
 int hy_cl_set_args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_err *err, ...);
@@ -168,9 +171,9 @@ void hy_cl_build_free(struct hy_cl *cl);
 /** cl_build.c: permute n float4 results from key order (device build) into
  *  the host's order, from src into dst; ev receives the event. */
 int hy_cl_unsort(struct hy_cl *cl, int slot, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err);
-/* The last build's particles in key order into sink (n float4, hy_key_sinks). */
-int hy_cl_key_sinks(struct hy_cl *cl, cl_mem sink, size_t n, cl_event *ev, struct hy_err *err);
-/* acc[idx[i]] += x[i] with the last build's key order (hy_add_unsort). */
-int hy_cl_add_unsort(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, cl_event *ev, struct hy_err *err);
+/* acc[idx[i]] += x[i] with the last build's key order (hy_add_unsort); with
+ * use_blocks only for the sinks of the blocks that hy_block_mark marked last. */
+int hy_cl_add_unsort(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, int use_blocks, cl_event *ev,
+                     struct hy_err *err);
 
 #endif

@@ -57,6 +57,8 @@ struct hy_force {
   size_t rnode_cap;
   int rdev;                 /* the remote tree of the last exchange is built on the device (rbuild) */
   struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
+  float rbox[6];                  /* the box of its items' packed positions (lo, hi), if rbox_ok */
+  int rbox_ok;
   int merged;               /* HY_LET_*: when to walk one tree of local particles + LET items */
   int sinks_packed;         /* f->sink holds the positions of the last build */
   uint64_t first_bad;       /* lowest ID with a non-finite position at the first build that saw one */
@@ -410,6 +412,17 @@ static struct hy_cl_build_args build_args(const struct hy_force *f, const double
  * first n_local positions are the local build's, whose key order it reuses
  * (hy_cl_build_args.merge_local: the local build keeps its keys on several
  * ranks, all of whose trees share one key cube, cube_for). */
+/* Tracing: the device's parts of a job (durations from the OpenCL profiling
+ * events), laid end to end before t_end: names[k] takes d[k] seconds. */
+static void trace_parts(const char *const *names, const double *d, int n, double t_end) {
+  double t = t_end;
+  for (int k = 0; k < n; k++) t -= d[k];
+  for (int k = 0; k < n; k++) {
+    hy_trace_span(HY_TRACE_DEVICE, names[k], t, t + d[k]);
+    t += d[k];
+  }
+}
+
 static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, const float *pos4, const float *grp,
                         const double centre[3], double half, double t_host, int refit, struct hy_err *err) {
   double t1 = hy_wtime();
@@ -429,6 +442,12 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
     return -1;
   double t2 = hy_wtime();
   hy_trace(HY_TRACE_MAIN, refit ? "refit" : slot ? "build_merged" : "build", t1);
+  if (hy_trace_on()) { /* its parts on the device (the main thread waited for them) */
+    static const char *const b0[] = {"b_upload", "b_sort", "b_cells", "b_moments"};
+    static const char *const b1[] = {"bm_upload", "bm_sort", "bm_cells", "bm_moments"};
+    const double d[] = {res.upload, res.sort, res.cells, res.moments};
+    trace_parts(slot ? b1 : b0, d, 4, t2);
+  }
   f->st.sort += t_host; /* packing, bounds */
   f->st.upload += res.upload;
   f->st.dev_sort += res.sort;
@@ -1085,6 +1104,11 @@ static int walk_job_run(void *arg) {
     j->a.n_nodes = j->build->n + j->bres.n_cell;
     j->a.root = j->bres.root;
     hy_trace(HY_TRACE_DEVICE, "remote_build_device", t0);
+    if (hy_trace_on()) {
+      static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments"};
+      const double d[] = {j->bres.upload, j->bres.sort, j->bres.cells, j->bres.moments};
+      trace_parts(nm, d, 4, hy_wtime());
+    }
     t0 = hy_trace_t();
   }
   if (j->fetch) {
@@ -1094,6 +1118,13 @@ static int walk_job_run(void *arg) {
     rc = hy_cl_walk(j->cl, &j->a, &j->wc, j->counts, &j->tm, &j->err);
   }
   hy_trace(HY_TRACE_DEVICE, j->fetch ? "fetch" : j->what ? j->what : "walk", t0);
+  if (rc == 0 && !j->fetch && hy_trace_on()) { /* the walk's parts: remote (rw_) or other (w_) */
+    static const char *const rw[] = {"rw_upload", "rw_mark", "rw_kernel", "rw_unsort", "rw_read"};
+    static const char *const lw[] = {"w_upload", "w_mark", "w_kernel", "w_unsort", "w_read"};
+    const struct hy_cl_times *m = &j->tm;
+    const double d[] = {m->upload, m->mark, m->kernel - m->mark - m->unsort, m->unsort, m->download};
+    trace_parts(j->what && strcmp(j->what, "walk_remote") == 0 ? rw : lw, d, 5, hy_wtime());
+  }
   return rc;
 }
 
@@ -1188,6 +1219,10 @@ static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) 
   key_cube(m, red, f->frame, sample, s, centre, &half);
   f->rbuild = build_args(f, f->frame, pos4, grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
   f->rbuild.open_all = mode == HY_WALK_HARD;
+  /* the packed floats' box: rounding to float is monotonic, so (float)lo is
+   * at most every item's packed coordinate and (float)hi at least */
+  f->rbox_ok = red[0] <= red[3] && red[1] <= red[4] && red[2] <= red[5];
+  for (int k = 0; k < 6; k++) f->rbox[k] = (float)red[k];
   f->rdev = 1;
   f->st.remote_build += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "remote_pack", t0);
@@ -1238,6 +1273,8 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
                                   .skip_far = wc->mode == HY_WALK_HARD && self_base == HY_NONE};
   if (f->rdev) { /* built on the device first (walk_job_run sets the counts) */
     j->a.tree_id = f->rbuild.tree_id;
+    j->a.has_box = f->rbox_ok;
+    memcpy(j->a.box, f->rbox, sizeof j->a.box);
   } else {
     j->a.node = f->rnode;
     j->a.n_nodes = hy_tree_n_nodes(&f->rtree);

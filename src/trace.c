@@ -76,8 +76,11 @@ int hy_trace_on(void) { return tr.on; }
 double hy_trace_t(void) { return tr.on ? hy_wtime() : 0.0; }
 
 void hy_trace(int lane, const char *name, double t0) {
+  if (tr.on) hy_trace_span(lane, name, t0, hy_wtime());
+}
+
+void hy_trace_span(int lane, const char *name, double t0, double t1) {
   if (!tr.on) return;
-  double t1 = hy_wtime();
   if (pthread_mutex_lock(&tr.lock) != 0) return; /* a diagnostic: a lost event is no error */
   if (tr.on) { /* not closed meanwhile */
     if (tr.n < TRACE_CAP)

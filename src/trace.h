@@ -30,6 +30,9 @@ double hy_trace_t(void);
 /** Record phase `name` (a string literal: it is kept by pointer) from t0
  *  (hy_trace_t) to now on `lane`. Thread-safe. No-op when off. */
 void hy_trace(int lane, const char *name, double t0);
+/** Record phase `name` from t0 to t1 (hy_wtime clock), e.g. a device
+ *  kernel's duration from its profiling event placed before a known end. */
+void hy_trace_span(int lane, const char *name, double t0, double t1);
 /** Write this rank's file (PREFIX.RANK.csv, through a temporary name) and
  *  stop tracing. Returns 0 or -1 with err set. */
 int hy_trace_close(struct hy_err *err);

@@ -28,6 +28,7 @@
 #include "hy_test.h"
 #include "ic.h"
 #include "log.h"
+#include "split.h"
 #include "threads.h"
 
 static int cmp_double(const void *a, const void *b) {
@@ -579,6 +580,105 @@ out:
   hy_free(pos);
 }
 
+/* The remote tree's hard walk of a distributed hard step: every cell of the
+ * tree of received items opened, the local particles of the slot-0 build as
+ * resident sinks (read from its node records), the results added on the
+ * device to those the local walk left there, and sink blocks that no item
+ * reaches within R2 skipped (hy_block_mark, first against the items' box).
+ * Checked against the local walk's results fetched alone plus the hard
+ * force of every item within R2 summed on the host in double: an item that
+ * a skipped block missed would leave its whole pair force out, while the
+ * tolerance is float rounding; sinks that no item reaches must keep the
+ * local walk's result exactly. clump: the items in a small clump inside the
+ * local cube (most blocks pass the box test), else in a slab beyond its
+ * face x = 1 (most blocks fail it). */
+static void test_remote_hard_walk(int clump) {
+  const size_t nl = 120000, m = 4000; /* blocks of 64 sinks ~0.08 across: R2 matters to the box test */
+  const double eps = 0.002, r1 = 0.025, r2 = 0.05;
+  float *pos = hy_malloc("positions", 4 * nl, sizeof(float)), *items = hy_malloc("items", 4 * m, sizeof(float));
+  float *loc = hy_malloc("results", 4 * nl, sizeof(float)), *tot = hy_malloc("results", 4 * nl, sizeof(float));
+  unit_positions(pos, nl, clump ? 777 : 778);
+  unit_positions(items, m, 779);
+  float box[6] = {INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  for (size_t j = 0; j < m; j++) {
+    float *x = items + 4 * j;
+    if (clump) {
+      for (int d = 0; d < 3; d++) x[d] = 0.4f + 0.2f * x[d];
+    } else {
+      x[0] = 1.0f + 0.06f * x[0];
+    }
+    x[3] = 1.0f / (float)nl;
+    for (int d = 0; d < 3; d++) {
+      box[d] = fminf(box[d], x[d]);
+      box[3 + d] = fmaxf(box[3 + d], x[d]);
+    }
+  }
+  struct hy_cl_build_args a0 = {.pos = pos, .n = nl, .lo = {0.0, 0.0, 0.0}, .side = 1.0, .n_crit = 16,
+                                .a_err = 1e-3, .tree_id = 9101, .slot = 0};
+  struct hy_cl_build_args a1 = {.pos = items, .n = m, .lo = {clump ? 0.0 : 1.0, 0.0, 0.0}, .side = 1.0,
+                                .n_crit = 16, .a_err = 1e-3, .tree_id = 9102, .slot = 1, .open_all = 1};
+  const struct hy_walk_cfg wc = {.mode = HY_WALK_HARD, .nvec = 4, .eps = eps, .r1 = r1, .r2 = r2, .n_ratio = 4};
+  struct hy_cl_build_result r0, r1b;
+  struct hy_err err;
+  uint64_t c0[2], c1[2];
+  if (hy_cl_tree_build(cl, &a0, &r0, &err) != 0) {
+    HY_CHECK_MSG(0, "remote hard walk: local build: %s", err.msg);
+    goto out;
+  }
+  struct hy_cl_walk_args w0 = {.n_nodes = nl + r0.n_cell, .n_part = nl, .root = r0.root, .tree_id = a0.tree_id,
+                               .slot = 0, .n_sink = nl, .self_base = 0, .unsort = 1};
+  if (hy_cl_walk(cl, &w0, &wc, c0, NULL, &err) != 0 || hy_cl_unsorted_read(cl, nl, 0, loc, NULL, NULL, &err) != 0 ||
+      hy_cl_tree_build(cl, &a1, &r1b, &err) != 0) {
+    HY_CHECK_MSG(0, "remote hard walk: local walk or remote build: %s", err.msg);
+    goto out;
+  }
+  struct hy_cl_walk_args w1 = {.n_nodes = m + r1b.n_cell, .n_part = m, .root = r1b.root, .tree_id = a1.tree_id,
+                               .slot = 1, .n_sink = nl, .self_base = HY_NONE, .out0 = tot, .sinks_resident = 1,
+                               .add_unsorted = 1, .skip_far = 1, .has_box = 1};
+  memcpy(w1.box, box, sizeof box);
+  if (hy_cl_walk(cl, &w1, &wc, c1, NULL, &err) != 0) {
+    HY_CHECK_MSG(0, "remote hard walk: %s", err.msg);
+    goto out;
+  }
+  size_t reached = 0, bad = 0;
+  uint64_t pairs = 0;
+  for (size_t i = 0; i < nl; i++) {
+    double ref[3] = {0.0, 0.0, 0.0}, mag = 0.0;
+    for (size_t j = 0; j < m; j++) {
+      double dx[3], d2 = 0.0;
+      for (int d = 0; d < 3; d++) {
+        dx[d] = (double)items[4 * j + (size_t)d] - (double)pos[4 * i + (size_t)d];
+        d2 += dx[d] * dx[d];
+      }
+      if (d2 >= r2 * r2) continue;
+      pairs++;
+      const double w = hy_dll_k(sqrt(d2), r1, r2) * (double)items[4 * j + 3] * pow(d2 + eps * eps, -1.5);
+      for (int d = 0; d < 3; d++) ref[d] += w * dx[d];
+      mag += w * sqrt(d2);
+    }
+    double diff = 0.0, lmag = 0.0;
+    for (int d = 0; d < 3; d++) {
+      const double e = (double)tot[4 * i + (size_t)d] - (double)loc[4 * i + (size_t)d] - ref[d];
+      diff += e * e;
+      lmag += (double)loc[4 * i + (size_t)d] * (double)loc[4 * i + (size_t)d];
+    }
+    if (mag > 0.0) reached++;
+    if (sqrt(diff) > 1e-4 * mag + 1e-6 * sqrt(lmag)) bad++;
+  }
+  printf("remote hard walk (%s): %zu of %zu sinks within R2 of %zu items (%llu pairs, %llu interactions walked), "
+         "%zu wrong\n",
+         clump ? "items in a clump" : "items beyond a face", reached, nl, m, (unsigned long long)pairs,
+         (unsigned long long)c1[HY_COUNT_PP], bad);
+  HY_CHECK(reached > 500 && reached < nl / 2);
+  HY_CHECK_INT(bad, 0);
+  HY_CHECK(c1[HY_COUNT_PP] >= pairs); /* every pair within R2 walked (a group of sinks takes an item for all) */
+out:
+  hy_free(pos);
+  hy_free(items);
+  hy_free(loc);
+  hy_free(tot);
+}
+
 /* The cell generations are enqueued in batches as long as the slot's last
  * tree had generations (plus one), and the host reads the device's
  * generation table once per batch: a deep tree after a shallow one in the
@@ -675,6 +775,8 @@ int main(void) {
   test_device_build_edges();
   test_merged_build(0);
   test_merged_build(1);
+  test_remote_hard_walk(0);
+  test_remote_hard_walk(1);
   test_build_batches();
   test_sort_methods();
   hy_cl_free(cl);
