@@ -75,7 +75,15 @@ struct hy_decomp {
   size_t n_holes, holes_cap, n_keep;
   /* buffers of every exchange, kept (see scratch; `leave` for the host path) */
   struct scratch samp, sidx, all, order, leave, sbuf, rbuf, lpv;
+  /* the next exchange's boundaries made ahead (hy_decomp_pre_*): the step
+   * done last (PRE_NONE, PRE_DRAWN, PRE_SAMPLED, PRE_CUT: new_bounds hold
+   * them on every rank), for pre_n particles with pre_ns samples of pre_total */
+  int pre;
+  size_t pre_n, pre_ns;
+  uint64_t pre_total;
 };
+
+enum { PRE_NONE, PRE_DRAWN, PRE_SAMPLED, PRE_CUT };
 
 void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool) { d->pool = pool; }
 
@@ -251,7 +259,7 @@ struct hy_decomp *hy_decomp_create(MPI_Comm comm, const int grid[3], double samp
   }
   d->n_bounds = zb_off(d, d->grid[0], 0); /* one past the last column */
   d->bounds = hy_malloc("domain boundaries", d->n_bounds, sizeof(double));
-  d->new_bounds = hy_malloc("domain boundaries", d->n_bounds, sizeof(double));
+  d->new_bounds = hy_malloc("domain boundaries", d->n_bounds + 1, sizeof(double)); /* + the samples' flag */
   d->rng = gsl_rng_alloc(gsl_rng_mt19937);
   if (!d->rng) {
     hy_err_set(err, "domain decomposition: cannot allocate the sampling RNG");
@@ -611,6 +619,124 @@ static void keep_stayers(struct hy_part *p, const int *dest, const size_t *leave
 }
 
 /* hy_decomp_exchange (dev NULL) and hy_decomp_exchange_dev. */
+/* (1) N_samp = R_samp (N_local + N_hard) (W&N eq 12-13), at least 1 if
+ * there are particles, at most N_local, stratified over the storage order
+ * (hy_decomp_sample_indices): their indices into d->sidx. */
+static size_t draw_samples(struct hy_decomp *d, size_t n, double weight_extra) {
+  if (n == 0) return 0;
+  const double want = round(d->sample_rate * ((double)n + (weight_extra >= 0 ? weight_extra : 0.0)));
+  const size_t ns = want < 1 ? 1 : want >= (double)n ? n : (size_t)want;
+  scratch(&d->samp, hy_size_mul_or_die(ns, 3, "decomposition samples"), sizeof(double), "decomposition samples");
+  hy_decomp_sample_indices(d, n, ns, scratch(&d->sidx, ns, sizeof(size_t), "decomposition samples"));
+  return ns;
+}
+
+/* The positions of the ns drawn samples into d->samp: from p, or from the
+ * device (dev). */
+static int gather_samples(struct hy_decomp *d, const struct hy_part *p, size_t ns, const struct hy_decomp_dev *dev,
+                          struct hy_err *err) {
+  if (ns == 0) return 0;
+  double *samp = d->samp.p;
+  const size_t *sidx = d->sidx.p;
+  if (dev) return dev->gather(dev->ctx, sidx, ns, samp, NULL, err);
+  for (size_t k = 0; k < ns; k++) memcpy(samp + 3 * k, p->pos + 3 * sidx[k], 3 * sizeof(double));
+  return 0;
+}
+
+/* (2) gather the ns samples of every rank on rank 0 (the counts first; the
+ * total is broadcast so that every rank agrees on whether it fits), (3)
+ * multisection there, (4) broadcast of the boundaries into every rank's
+ * d->new_bounds. check: rank 0 first checks every sample for a non-finite
+ * coordinate (samples taken ahead, before the exchange's own check); if it
+ * finds one, no boundaries are cut and every rank returns
+ * HY_DECOMP_NONFINITE. Collective; returns 0, that, or -1. */
+static int cut_bounds(struct hy_decomp *d, size_t ns, int check, uint64_t *total_out, struct hy_err *err) {
+  int ret = 0;
+  const int P = d->size;
+  uint64_t ns_u = ns, total = 0, *ns_all = NULL;
+  int *rc = NULL, *rd = NULL;
+  double *all = NULL;
+  double tt = hy_trace_t();
+  if (d->rank == 0) ns_all = hy_malloc("decomposition sample counts", (size_t)P, sizeof(uint64_t));
+  MPI_TRY(MPI_Gather(&ns_u, 1, MPI_UINT64_T, ns_all, 1, MPI_UINT64_T, 0, d->comm), "MPI_Gather of sample counts");
+  if (d->rank == 0)
+    for (int r = 0; r < P; r++) total += ns_all[r];
+  MPI_TRY(MPI_Bcast(&total, 1, MPI_UINT64_T, 0, d->comm), "MPI_Bcast of the sample total");
+  *total_out = total;
+  if (total > (uint64_t)INT_MAX / 3) {
+    ret = hy_err_set(err,
+                     "domain decomposition: %llu samples in total are more than one MPI_Gatherv can carry "
+                     "(%d); lower SampleRate (now %g)",
+                     (unsigned long long)total, INT_MAX / 3, d->sample_rate);
+    goto done;
+  }
+  if (d->rank == 0) {
+    rc = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
+    rd = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
+    int off = 0;
+    for (int r = 0; r < P; r++) {
+      rc[r] = (int)(3 * ns_all[r]);
+      rd[r] = off;
+      off += rc[r];
+    }
+    all = scratch(&d->all, (size_t)total * 3, sizeof(double), "decomposition samples");
+  }
+  MPI_TRY(MPI_Gatherv(d->samp.p, (int)(3 * ns), MPI_DOUBLE, all, rc, rd, MPI_DOUBLE, 0, d->comm),
+          "MPI_Gatherv of samples");
+  hy_trace(HY_TRACE_MAIN, "dd_gather", tt);
+  tt = hy_trace_t();
+  if (d->n_bounds + 1 > INT_MAX) {
+    ret = hy_err_set(err, "domain decomposition: %zu boundaries do not fit one MPI_Bcast", d->n_bounds);
+    goto done;
+  }
+  if (d->rank == 0) {
+    int ok = 1;
+    for (size_t k = 0; check && ok && k < 3 * (size_t)total; k++) ok = isfinite(all[k]);
+    if (ok) multisection(d, all, (size_t)total);
+    d->new_bounds[d->n_bounds] = ok; /* the flag travels with the boundaries */
+  }
+  MPI_TRY(MPI_Bcast(d->new_bounds, (int)d->n_bounds + 1, MPI_DOUBLE, 0, d->comm), "MPI_Bcast of boundaries");
+  if (d->new_bounds[d->n_bounds] == 0.0) ret = HY_DECOMP_NONFINITE;
+  hy_trace(HY_TRACE_MAIN, "dd_bounds", tt);
+done:
+  hy_free(ns_all);
+  hy_free(rc);
+  hy_free(rd);
+  return ret;
+}
+
+void hy_decomp_pre_draw(struct hy_decomp *d, size_t n, double weight_extra) {
+  const double t0 = hy_trace_t();
+  d->pre_ns = draw_samples(d, n, weight_extra);
+  d->pre_n = n;
+  d->pre = PRE_DRAWN;
+  hy_trace(HY_TRACE_MAIN, "dd_pre_draw", t0);
+}
+
+int hy_decomp_pre_sample(struct hy_decomp *d, const struct hy_part *p, const struct hy_decomp_dev *dev,
+                         struct hy_err *err) {
+  if (d->pre != PRE_DRAWN || p->n != d->pre_n)
+    return hy_err_set(err, "internal error: domain decomposition: samples taken ahead without their draw");
+  const double t0 = hy_trace_t();
+  if (gather_samples(d, p, d->pre_ns, dev, err) != 0) return -1;
+  d->pre = PRE_SAMPLED;
+  hy_trace(HY_TRACE_MAIN, "dd_pre_sample", t0);
+  return 0;
+}
+
+int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err) {
+  if (d->pre != PRE_SAMPLED)
+    return hy_err_set(err, "internal error: domain decomposition: boundaries cut ahead without samples");
+  const double t0 = hy_trace_t();
+  d->pre = PRE_NONE;
+  const int rc = cut_bounds(d, d->pre_ns, 1, &d->pre_total, err);
+  hy_trace(HY_TRACE_MAIN, "dd_pre_cut", t0);
+  if (rc == HY_DECOMP_NONFINITE) return 0; /* the exchange samples anew, checks and reports */
+  if (rc != 0) return -1;
+  d->pre = PRE_CUT;
+  return 0;
+}
+
 static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, const struct hy_decomp_dev *dev,
                     struct hy_decomp_stats *st, struct hy_err *err) {
   _Static_assert(REC_BYTES == OFF_TYPE + 1, "record layout");
@@ -623,16 +749,18 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   const size_t n = p->n;
   size_t *order = NULL, *send_off = NULL, *recv_off = NULL;
   const size_t *leave = NULL; /* the leavers, ascending: the device's list, or the host's fill pass */
-  uint64_t *send_n = NULL, *recv_n = NULL, *ns_all = NULL;
+  uint64_t *send_n = NULL, *recv_n = NULL;
   int *dest = NULL, *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
-  double *samp = NULL, *all = NULL, *lpv = NULL;
-  size_t *sidx = NULL;
+  double *lpv = NULL;
   unsigned char *sbuf = NULL, *rbuf = NULL;
   const size_t *dleave = NULL, *dbeyond = NULL; /* dev: the leavers (ascending) and the stayers beyond n_keep */
   const int *dleave_rank = NULL;
   size_t d_out = 0, d_beyond = 0;
 
   d->moved_ok = 0;
+  /* boundaries cut ahead for this many particles (hy_decomp_pre_*): used once */
+  const int use_pre = d->pre == PRE_CUT && d->pre_n == n;
+  d->pre = PRE_NONE;
   double tt = hy_trace_t();
   if (!(weight_extra >= 0) || !isfinite(weight_extra)) {
     ret = hy_err_set(err, "domain decomposition: weight_extra %g is not a finite number >= 0", weight_extra);
@@ -673,70 +801,23 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   hy_trace(HY_TRACE_MAIN, "dd_finite", tt);
   tt = hy_trace_t();
 
-  /* (1) N_samp = R_samp (N_local + N_hard) (W&N eq 12-13), at least 1 if
-   * there are particles, at most N_local, stratified over the storage order
-   * (hy_decomp_sample_indices). */
-  size_t ns = 0;
-  if (n > 0) {
-    double want = round(d->sample_rate * ((double)n + weight_extra));
-    ns = want < 1 ? 1 : want >= (double)n ? n : (size_t)want;
-    samp = scratch(&d->samp, hy_size_mul_or_die(ns, 3, "decomposition samples"), sizeof(double),
-                   "decomposition samples");
-    sidx = scratch(&d->sidx, ns, sizeof(size_t), "decomposition samples");
-    hy_decomp_sample_indices(d, n, ns, sidx);
-    if (!dev)
-      for (size_t k = 0; k < ns; k++) memcpy(samp + 3 * k, p->pos + 3 * sidx[k], 3 * sizeof(double));
-    if (dev && dev->gather(dev->ctx, sidx, ns, samp, NULL, err) != 0) {
+  /* (1)-(4): samples, rank 0's cut, the boundaries on every rank; or those
+   * made ahead for this many particles (hy_decomp_pre_*) */
+  if (use_pre) {
+    s.n_samples_local = d->pre_ns;
+    s.n_samples_total = d->pre_total;
+  } else {
+    const size_t ns = draw_samples(d, n, weight_extra);
+    if (gather_samples(d, p, ns, dev, err) != 0) {
       ret = -1;
       goto done;
     }
+    s.n_samples_local = ns;
+    hy_trace(HY_TRACE_MAIN, "dd_sample", tt);
+    if ((ret = cut_bounds(d, ns, 0, &s.n_samples_total, err)) != 0) goto done;
   }
-  s.n_samples_local = ns;
-  hy_trace(HY_TRACE_MAIN, "dd_sample", tt);
-  tt = hy_trace_t();
-
-  /* (2) gather the sample counts, then the samples, on rank 0. The total
-   * is broadcast first so that every rank agrees on whether it fits. */
-  uint64_t ns_u = ns, total = 0;
-  if (d->rank == 0) ns_all = hy_malloc("decomposition sample counts", (size_t)P, sizeof(uint64_t));
-  MPI_TRY(MPI_Gather(&ns_u, 1, MPI_UINT64_T, ns_all, 1, MPI_UINT64_T, 0, d->comm), "MPI_Gather of sample counts");
-  if (d->rank == 0)
-    for (int r = 0; r < P; r++) total += ns_all[r];
-  MPI_TRY(MPI_Bcast(&total, 1, MPI_UINT64_T, 0, d->comm), "MPI_Bcast of the sample total");
-  s.n_samples_total = total;
-  if (total > (uint64_t)INT_MAX / 3) {
-    ret = hy_err_set(err,
-                     "domain decomposition: %llu samples in total are more than one MPI_Gatherv can carry "
-                     "(%d); lower SampleRate (now %g)",
-                     (unsigned long long)total, INT_MAX / 3, d->sample_rate);
-    goto done;
-  }
-  if (d->rank == 0) {
-    rc = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
-    rd = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
-    int off = 0;
-    for (int r = 0; r < P; r++) {
-      rc[r] = (int)(3 * ns_all[r]);
-      rd[r] = off;
-      off += rc[r];
-    }
-    all = scratch(&d->all, (size_t)total * 3, sizeof(double), "decomposition samples");
-  }
-  MPI_TRY(MPI_Gatherv(samp, (int)(3 * ns), MPI_DOUBLE, all, rc, rd, MPI_DOUBLE, 0, d->comm),
-          "MPI_Gatherv of samples");
-  hy_trace(HY_TRACE_MAIN, "dd_gather", tt);
-  tt = hy_trace_t();
-
-  /* (3) multisection on rank 0, (4) broadcast of the boundaries. */
-  if (d->rank == 0) multisection(d, all, (size_t)total);
-  if (d->n_bounds > INT_MAX) {
-    ret = hy_err_set(err, "domain decomposition: %zu boundaries do not fit one MPI_Bcast", d->n_bounds);
-    goto done;
-  }
-  MPI_TRY(MPI_Bcast(d->new_bounds, (int)d->n_bounds, MPI_DOUBLE, 0, d->comm), "MPI_Bcast of boundaries");
   memcpy(d->bounds, d->new_bounds, d->n_bounds * sizeof(double));
   d->have_bounds = 1;
-  hy_trace(HY_TRACE_MAIN, "dd_bounds", tt);
   tt = hy_trace_t();
 
   /* (5) destinations, a stable counting sort by destination, the counts. */
@@ -1017,7 +1098,6 @@ done:
   hy_free(recv_off);
   hy_free(send_n);
   hy_free(recv_n);
-  hy_free(ns_all);
   hy_free(dest);
   hy_free(sc);
   hy_free(sd);
@@ -1077,6 +1157,7 @@ int hy_decomp_state_load(struct hy_decomp *d, const void *buf, size_t bytes, str
   memcpy(&hb, b, sizeof hb);
   b += sizeof hb;
   d->have_bounds = hb != 0;
+  d->pre = PRE_NONE;
   memcpy(d->bounds, b, d->n_bounds * sizeof(double));
   b += d->n_bounds * sizeof(double);
   memcpy(gsl_rng_state(d->rng), b, gsl_rng_size(d->rng));

@@ -22,6 +22,7 @@
 #include "threads.h"
 
 struct hy_decomp;
+struct hy_decomp_dev;
 
 /** What one hy_decomp_exchange did, on this rank (and, where noted, across
  * all ranks). */
@@ -98,6 +99,26 @@ void hy_decomp_sample_indices(struct hy_decomp *d, size_t n, size_t ns, size_t *
  * -1 (see above). */
 int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, struct hy_decomp_stats *st,
                        struct hy_err *err);
+
+/** The sampling and cutting of the next exchange made ahead, in three
+ *  steps that a caller can spread over work of its own (a distributed hard
+ *  step: the draw while the device walks, the positions when it is idle,
+ *  the cut while it walks again): hy_decomp_pre_draw draws the sample
+ *  indices for n particles with the exchange's count (no communication),
+ *  hy_decomp_pre_sample takes their positions from p or from dev (p->n must
+ *  still be n), and hy_decomp_pre_cut (collective on the decomposition's
+ *  own communicator: every rank calls it once) gathers them on rank 0,
+ *  which cuts, and broadcasts the boundaries. The next hy_decomp_exchange(_dev)
+ *  of n particles then moves the particles by those boundaries and skips
+ *  its own sampling, so the domains follow the positions of pre_sample's
+ *  time. If some sample is not finite, nothing is left pending and the
+ *  exchange samples anew (and finds the bad position as it does). The
+ *  steps must come in this order; pre_sample and pre_cut return 0 or -1
+ *  with err set. */
+void hy_decomp_pre_draw(struct hy_decomp *d, size_t n, double weight_extra);
+int hy_decomp_pre_sample(struct hy_decomp *d, const struct hy_part *p, const struct hy_decomp_dev *dev,
+                         struct hy_err *err);
+int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err);
 
 /** Where hy_decomp_exchange_dev finds the positions and velocities: on a
  *  device that holds them (an OpenCL device with the particle state; the

@@ -33,6 +33,8 @@ struct walk_job {
 };
 
 struct hy_force {
+  hy_force_overlap_fn ov; /* hy_force_set_overlap */
+  void *ov_ctx;
   struct hy_cl *cl;
   struct hy_pool *pool;
   struct hy_force_cfg cfg;
@@ -793,6 +795,11 @@ static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, cons
   return 0;
 }
 
+void hy_force_set_overlap(struct hy_force *f, hy_force_overlap_fn fn, void *ctx) {
+  f->ov = fn;
+  f->ov_ctx = ctx;
+}
+
 void hy_force_set_let_open(struct hy_force *f, double factor) {
   if (f->let) hy_let_set_full_open(f->let, factor);
 }
@@ -962,16 +969,23 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
   resident_walk_job(f, lj, &wc, 0);
   hy_worker_submit(f->worker, walk_job_run, lj);
-  /* distributed: the LET exchange and the remote items packed while the device walks */
+  /* distributed: the LET exchange and the remote items packed while the
+   * device walks; the caller's work in the waits (hy_force_set_overlap) */
+  const hy_force_overlap_fn ov = f->let ? f->ov : NULL;
   int rc = f->let ? remote_tree(f, p, mode, 1, err) : 0;
+  if (rc == 0 && ov) rc = ov(f->ov_ctx, 0, err);
   if (wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
+  if (rc == 0 && ov) rc = ov(f->ov_ctx, 1, err);
   if (rc == 0 && f->let && f->remote.n > 0) { /* its results added to the local walk's, on the device */
     struct walk_job *rj = &f->job[1];
     second_tree_job(f, rj, &lj->wc, p->n, 0, -1, NULL, NULL);
     rj->a.sinks_resident = 1;
     rj->a.add_unsorted = 1;
     hy_worker_submit(f->worker, walk_job_run, rj);
-    rc = wait_job(f, rj, err);
+    if (ov) rc = ov(f->ov_ctx, 2, err);
+    if (wait_job(f, rj, rc == 0 ? err : &rj->err) != 0) rc = -1;
+  } else if (rc == 0 && ov) {
+    rc = ov(f->ov_ctx, 2, err);
   }
   f->st.device_busy += hy_worker_take_busy(f->worker);
   if (rc != 0) return -1;

@@ -39,6 +39,8 @@ struct hy_sim {
   int dev_acc, dev_pot; /* the last device force made p->acc, p->pot */
   int need_tree;  /* resumed: build the boundary tree that the first hard step refits */
   struct hy_moved moved; /* the last decomposition */
+  int pre_next;          /* the next step of the decomposition made ahead (cfg.dd_pre), 3: done */
+  int pre_dev;           /* its samples come from the device */
 };
 
 int hy_scheme_parse(const char *name, enum hy_scheme *out) {
@@ -293,6 +295,28 @@ static void take_stats(struct hy_sim *s, struct hy_step_times *tm, int hard) {
   }
 }
 
+/* The decomposition made ahead (cfg.dd_pre), step by step: as the hard
+ * walk's overlap callback (hy_force_set_overlap) and after it. */
+static int pre_step(void *ctx, int step, struct hy_err *err) {
+  struct hy_sim *s = ctx;
+  if (step != s->pre_next) return 0;
+  const struct hy_decomp_dev *dev = step == 1 && s->pre_dev ? hy_force_decomp_source(s->f) : NULL;
+  if (s->cfg.dd_pre(s->cfg.decompose_ctx, s->p, dev, step, err) != 0) return -1;
+  s->pre_next++;
+  return 0;
+}
+
+/* Whether the hard step k of n comes before a decomposition made ahead. */
+static int pre_before(const struct hy_sim *s, int k, int n) {
+  return k == n - 1 && s->cfg.decompose && s->cfg.dd_pre && s->cfg.scheme == HY_SCHEME_HYBRID;
+}
+
+static int pre_finish(struct hy_sim *s, struct hy_err *err) {
+  while (s->pre_next < 3)
+    if (pre_step(s, s->pre_next, err) != 0) return -1;
+  return 0;
+}
+
 /* One hard step on the host: drift, the hard force (a refit where the
  * force allows one), kick. */
 static int host_hard_step(struct hy_sim *s, double dt, struct hy_err *err) {
@@ -379,13 +403,23 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
   s->need_tree = 0;
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
+    /* the last hard step: the soft step's decomposition sampled and cut in
+     * its waits for the device (or after it) */
+    const int pre = pre_before(s, k, n);
+    if (pre) {
+      s->pre_next = 0;
+      s->pre_dev = dev;
+    }
     if (dev) {
-      if (hy_force_state_move(f, 0, dt, err) != 0 || hy_force_state_force(f, p, HY_WALK_HARD, 0, 1, err) != 0 ||
-          hy_force_state_move(f, 1, dt, err) != 0)
-        return -1;
+      if (pre) hy_force_set_overlap(f, pre_step, s);
+      const int rc = hy_force_state_move(f, 0, dt, err) != 0 ||
+                     hy_force_state_force(f, p, HY_WALK_HARD, 0, 1, err) != 0 || hy_force_state_move(f, 1, dt, err) != 0;
+      hy_force_set_overlap(f, NULL, NULL);
+      if (rc) return -1;
     } else if (host_hard_step(s, dt, err) != 0) {
       return -1;
     }
+    if (pre && pre_finish(s, err) != 0) return -1;
     tm->hard[k - 1] = hy_wtime() - t0;
     hy_trace(HY_TRACE_MAIN, "hard_step", t0);
     take_stats(s, tm, 1);
@@ -444,6 +478,11 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
     if (host_hard_step(s, dt, err) != 0) return -1;
+    if (pre_before(s, k, n)) { /* the soft step's decomposition sampled and cut ahead, as on the device */
+      s->pre_next = 0;
+      s->pre_dev = 0;
+      if (pre_finish(s, err) != 0) return -1;
+    }
     tm->hard[k - 1] = hy_wtime() - t0;
     hy_trace(HY_TRACE_MAIN, "hard_step", t0);
     take_stats(s, tm, 1);

@@ -562,6 +562,27 @@ static int fake_lists(void *ctx, int me, size_t n_keep, const size_t **leave, co
   return 0;
 }
 
+/* Two decompositions of the same settings and seed (they draw the same samples). */
+static void make_twins(unsigned long seed, struct hy_decomp **a, struct hy_decomp **b) {
+  struct hy_err err;
+  *a = hy_decomp_create(MPI_COMM_WORLD, NULL, 0.25, 1, seed, &err);
+  *b = hy_decomp_create(MPI_COMM_WORLD, NULL, 0.25, 1, seed, &err);
+  HY_CHECK(*a && *b);
+  if (!*a || !*b) MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* Particles of a and b (in order, up to the shorter) whose records differ. */
+static size_t records_differ(const struct hy_part *a, const struct hy_part *b) {
+  size_t bad = 0;
+  for (size_t i = 0; i < a->n && i < b->n; i++) {
+    double ra[NREC], rb[NREC];
+    record(a, i, ra);
+    record(b, i, rb);
+    bad += memcmp(ra, rb, sizeof ra) != 0;
+  }
+  return bad;
+}
+
 /* The same exchanges with the positions and velocities on an emulated
  * device (hy_decomp_exchange_dev) and on the host: the same particles in the
  * same places, bit for bit, once the device has made the moves that
@@ -578,10 +599,8 @@ static void scenario_device_source(size_t n_total, const char *what) {
   if (rank == nranks - 1) i1 = n_total;
   take_block(&ph, &g, i0, i1);
   take_block(&pd, &g, i0, i1);
-  struct hy_decomp *dh = hy_decomp_create(MPI_COMM_WORLD, NULL, 0.25, 1, 77, &err);
-  struct hy_decomp *dd = hy_decomp_create(MPI_COMM_WORLD, NULL, 0.25, 1, 77, &err);
-  HY_CHECK(dh && dd);
-  if (!dh || !dd) MPI_Abort(MPI_COMM_WORLD, 1);
+  struct hy_decomp *dh, *dd;
+  make_twins(77, &dh, &dd);
   struct fake_dev f = {0};
   const struct hy_decomp_dev src = {.ctx = &f, .check = fake_check, .gather = fake_gather, .owners = fake_owners,
                                     .lists = fake_lists};
@@ -630,13 +649,7 @@ static void scenario_device_source(size_t n_total, const char *what) {
       memcpy(pd.pos, f.pos, 3 * dnk * sizeof(double));
       memcpy(pd.vel, f.vel, 3 * dnk * sizeof(double));
     }
-    size_t bad = 0;
-    for (size_t i = 0; i < ph.n && i < pd.n; i++) {
-      double a[NREC], b[NREC];
-      record(&ph, i, a);
-      record(&pd, i, b);
-      bad += memcmp(a, b, sizeof a) != 0;
-    }
+    const size_t bad = records_differ(&ph, &pd);
     HY_CHECK_MSG(bad == 0, "%s, exchange %d: %zu particles differ from the host exchange's", what, step, bad);
     check_all(what, dd, &pd, &g, NULL);
     int failed = bad != 0, any = 0;
@@ -657,6 +670,73 @@ static void scenario_device_source(size_t n_total, const char *what) {
   hy_decomp_free(dd);
   hy_part_free(&ph);
   hy_part_free(&pd);
+  hy_part_free(&g);
+}
+
+/* The decomposition made ahead (hy_decomp_pre_draw, _sample, _cut, then
+ * the exchange): with the positions unchanged in between it must give
+ * exactly the plain exchange's boundaries and particles (same seed, same
+ * weight); after a drift between the sampling and the exchange every
+ * particle still goes to the domain that holds it now, by the boundaries
+ * of the earlier positions (check_all); a non-finite sample leaves nothing
+ * pending, and the exchange then stops on the bad position as it does. */
+static void scenario_ahead(void) {
+  const size_t n_total = 20000;
+  struct hy_part g, pa, pb;
+  struct hy_err err;
+  struct hy_decomp_stats sa, sb;
+  make_global(&g, n_total, 23);
+  size_t i0 = n_total * (size_t)rank / (size_t)nranks, i1 = n_total * (size_t)(rank + 1) / (size_t)nranks;
+  take_block(&pa, &g, i0, i1);
+  take_block(&pb, &g, i0, i1);
+  struct hy_decomp *da, *db;
+  make_twins(31, &da, &db);
+  const double w = 0.1 * (double)pb.n; /* N_hard: more samples from a rank with more work */
+  for (int step = 1; step <= 2; step++) {
+    hy_decomp_pre_draw(da, pa.n, w);
+    HY_CHECK_INT(hy_decomp_pre_sample(da, &pa, NULL, &err), 0);
+    HY_CHECK_INT(hy_decomp_pre_cut(da, &err), 0);
+    HY_CHECK_INT(hy_decomp_exchange(da, &pa, w, &sa, &err), 0);
+    HY_CHECK_INT(hy_decomp_exchange(db, &pb, w, &sb, &err), 0);
+    size_t nb = 0, nb2 = 0;
+    const double *ba = hy_decomp_bounds(da, &nb), *bb = hy_decomp_bounds(db, &nb2);
+    HY_CHECK(ba && bb && nb == nb2 && memcmp(ba, bb, nb * sizeof(double)) == 0);
+    HY_CHECK_INT(pa.n, pb.n);
+    HY_CHECK_INT(sa.n_samples_local, sb.n_samples_local);
+    HY_CHECK_INT(sa.n_samples_total, sb.n_samples_total);
+    const size_t bad = records_differ(&pa, &pb);
+    HY_CHECK_MSG(bad == 0, "made ahead, exchange %d: %zu particles differ from the plain exchange's", step, bad);
+    check_all("decomposition made ahead", da, &pa, &g, NULL);
+    drift(&pa, 0.05);
+    drift(&pb, 0.05);
+    drift(&g, 0.05);
+  }
+  /* sampled, then drifted before the exchange */
+  hy_decomp_pre_draw(da, pa.n, w);
+  HY_CHECK_INT(hy_decomp_pre_sample(da, &pa, NULL, &err), 0);
+  HY_CHECK_INT(hy_decomp_pre_cut(da, &err), 0);
+  drift(&pa, 0.2);
+  drift(&g, 0.2);
+  HY_CHECK_INT(hy_decomp_exchange(da, &pa, w, &sa, &err), 0);
+  check_all("made ahead, drifted before the exchange", da, &pa, &g, NULL);
+  /* non-finite positions among the samples: every x of rank 0 */
+  if (rank == 0)
+    for (size_t i = 0; i < pa.n; i++) pa.pos[3 * i] = NAN;
+  hy_decomp_pre_draw(da, pa.n, w);
+  HY_CHECK_INT(hy_decomp_pre_sample(da, &pa, NULL, &err), 0);
+  HY_CHECK_INT(hy_decomp_pre_cut(da, &err), 0);
+  int rc = hy_decomp_exchange(da, &pa, w, &sa, &err);
+  HY_CHECK_MSG(rc == HY_DECOMP_NONFINITE, "exchange after a non-finite sample ahead: %d (%s)", rc, rc ? err.msg : "");
+  /* the steps out of order */
+  HY_CHECK_INT(hy_decomp_pre_cut(da, &err), -1);
+  HY_CHECK_INT(hy_decomp_pre_sample(da, &pa, NULL, &err), -1);
+  int failed = hy_test_failures != 0, any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0) printf("%-46s %s\n", "decomposition made ahead", any ? "FAILED" : "same as the plain exchange");
+  hy_decomp_free(da);
+  hy_decomp_free(db);
+  hy_part_free(&pa);
+  hy_part_free(&pb);
   hy_part_free(&g);
 }
 
@@ -753,6 +833,7 @@ int main(int argc, char **argv) {
   scenario_tiny();
   scenario_device_source(N_MAIN, "positions on a device");
   scenario_device_source(5, "5 particles on a device");
+  scenario_ahead();
   int failures = hy_test_failures, total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) printf("test_decomp: %d rank(s): %s\n", nranks, total ? "FAILED" : "all passed");
