@@ -165,6 +165,27 @@ static void ref_save(const char *path, const struct ref_head *h, double *const v
   if (fclose(fp) != 0 || rename(tmp, path) != 0) ref_bad(path, strerror(errno));
 }
 
+/* -S: the next decomposition made ahead in the last hard walk's waits
+ * (hy_force_set_overlap), as the integrator makes it; steps in order. */
+struct ahead {
+  struct hy_decomp *dd;
+  struct hy_force *f;
+  struct hy_part *p;
+  int next;
+};
+
+static int ahead_step(void *ctx, int step, struct hy_err *err) {
+  struct ahead *a = ctx;
+  if (step != a->next) return hy_err_set(err, "overlap step %d came before step %d", step, a->next);
+  a->next++;
+  if (step == 0) {
+    hy_decomp_pre_draw(a->dd, a->p->n, 0.0);
+    return 0;
+  }
+  return step == 1 ? hy_decomp_pre_sample(a->dd, a->p, hy_force_decomp_source(a->f), err)
+                   : hy_decomp_pre_cut(a->dd, err);
+}
+
 int main(int argc, char **argv) {
   int provided;
   HY_LSAN_DISABLE();
@@ -296,9 +317,17 @@ int main(int argc, char **argv) {
   if (state) { /* the same drifts on the device (x += dt v in the same double arithmetic) */
     if (hy_force_state_move(f, 0, drift / 3.0, &err) != 0 ||
         hy_force_state_force(f, &p, HY_WALK_HARD, 0, 0, &err) != 0 ||
-        hy_force_state_move(f, 0, 2.0 * drift / 3.0, &err) != 0 ||
-        hy_force_state_force(f, &p, HY_WALK_HARD, 0, 1, &err) != 0 || hy_force_state_get(f, &p, 0, 0, &err) != 0)
+        hy_force_state_move(f, 0, 2.0 * drift / 3.0, &err) != 0)
       die("hard walks of the device state after the drift", &err);
+    /* the last one with the next decomposition sampled and cut in its
+     * waits, as the integrator does it (under TSan in make check-tsan) */
+    struct ahead ah = {.dd = dd, .f = f, .p = &p};
+    hy_force_set_overlap(f, ahead_step, &ah);
+    const int rc = hy_force_state_force(f, &p, HY_WALK_HARD, 0, 1, &err);
+    hy_force_set_overlap(f, NULL, NULL);
+    if (rc != 0 || hy_force_state_get(f, &p, 0, 0, &err) != 0)
+      die("hard walks of the device state after the drift", &err);
+    HY_CHECK_INT(ah.next, P > 1 ? 3 : 0); /* the three steps, in the distributed walk only */
     memcpy(hard, p.acc_w, 3 * n * sizeof(double));
   } else {
     for (size_t i = 0; i < 3 * n; i++) p.pos[i] += drift / 3.0 * p.vel[i];
