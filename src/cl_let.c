@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "cl_internal.h"
+#include "trace.h"
 
 extern const char hy_cl_source_let[];
 extern const unsigned long hy_cl_source_let_len;
@@ -68,6 +69,7 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
   /* the root: reached for every destination by the selected walk, and by the hard walk when it is counted */
   const cl_uint all = nb == LET_MAXB ? 0xffffffffu : ((cl_uint)1 << nb) - 1u;
   const cl_uint root[2] = {all, count_hard && !hard ? all : 0u};
+  double tt = hy_trace_t(); /* the parts in the trace (the host waits for each) */
   if ((e = clEnqueueWriteBuffer(cl->q, cl->l_vis.mem, CL_FALSE, n * 8, 8, root, 0, NULL, NULL)) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: LET selection: writing the root mask failed on %s: %s", cl->name,
                       hy_cl_errname(e));
@@ -120,7 +122,9 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
     *made = total;
     break;
   }
+  hy_trace(HY_TRACE_MAIN, "ls_visit", tt); /* the visibility masks and the sent nodes, counted */
   if (*made == 0) return 0;
+  tt = hy_trace_t();
   /* destination-major, each in the host walk's order */
   struct cl_buf *kb[2] = {&cl->l_key[0], &cl->l_key[1]}, *vb[2] = {&cl->l_val[0], &cl->l_val[1]};
   if (hy_cl_sort_pairs(cl, kb, vb, *made, pshift + bits_for(nb - 1), err) != 0) return -1;
@@ -135,6 +139,7 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
     return -1;
   if ((e = clFinish(cl->q)) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: gathering the LET items failed on %s: %s", cl->name, hy_cl_errname(e));
+  hy_trace(HY_TRACE_MAIN, "ls_sort_gather", tt);
   return 0;
 }
 
@@ -203,9 +208,11 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames
   float *host = hy_cl_host_buffer(cl, HY_CL_HOST_LET, hy_size_mul_or_die(at ? at : 1, ITEM_BYTES, "LET items"), err);
   if (!host) return -1;
   if (at) {
+    const double tt = hy_trace_t();
     cl_int e = clEnqueueReadBuffer(cl->q, cl->l_items.mem, CL_TRUE, 0, at * ITEM_BYTES, host, 0, NULL, NULL);
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: reading the LET items failed on %s: %s", cl->name, hy_cl_errname(e));
+    hy_trace(HY_TRACE_MAIN, "ls_read", tt);
   }
   *items = host;
   if (seconds) *seconds += hy_wtime() - t0;
