@@ -72,9 +72,10 @@ struct hy_cl_walk_args {
   int has_box;         /**< skip_far: box holds every particle of the tree (hy_block_mark's first test) */
   float box[6];        /**< lo[3], hi[3] in the tree's frame */
   int skip_far;        /**< HY_WALK_HARD walk of a tree whose every cell is opened (open_all), sinks in the
-                            sink buffer (self_base < 0): blocks of HY_SINK_BLOCK sinks that no particle of
-                            the tree reaches within R2 get their zero result without a walk
-                            (hy_block_mark); the results are those of the full walk */
+                            sink buffer or resident (self_base < 0): blocks of HY_SINK_BLOCK sinks that no
+                            particle of the tree reaches within R2 get their zero result without a walk
+                            (hy_block_mark; with add_unsorted nothing is written or added for them); the
+                            results are those of the full walk */
 };
 
 /** Read the results an unsort walk left on the device (out0 NULL) into

@@ -618,7 +618,6 @@ static void keep_stayers(struct hy_part *p, const int *dest, const size_t *leave
   p->n = n_new;
 }
 
-/* hy_decomp_exchange (dev NULL) and hy_decomp_exchange_dev. */
 /* (1) N_samp = R_samp (N_local + N_hard) (W&N eq 12-13), at least 1 if
  * there are particles, at most N_local, stratified over the storage order
  * (hy_decomp_sample_indices): their indices into d->sidx. */
@@ -737,6 +736,7 @@ int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err) {
   return 0;
 }
 
+/* hy_decomp_exchange (dev NULL) and hy_decomp_exchange_dev. */
 static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, const struct hy_decomp_dev *dev,
                     struct hy_decomp_stats *st, struct hy_err *err) {
   _Static_assert(REC_BYTES == OFF_TYPE + 1, "record layout");

@@ -406,14 +406,6 @@ static struct hy_cl_build_args build_args(const struct hy_force *f, const double
                                    .slot = slot};
 }
 
-/* The device build from positions packed relative to f->origin (pos4, or
- * the device state's when NULL) in the key cube (centre, half); t_host is
- * the host time spent so far. slot 0: the local tree (f->tree's counts and
- * frame); slot 1: the merged tree of local particles and LET items (f->m_*),
- * which leaves the local tree on the device for the hard steps' refits; its
- * first n_local positions are the local build's, whose key order it reuses
- * (hy_cl_build_args.merge_local: the local build keeps its keys on several
- * ranks, all of whose trees share one key cube, cube_for). */
 /* Tracing: the device's parts of a job (durations from the OpenCL profiling
  * events), laid end to end before t_end: names[k] takes d[k] seconds. */
 static void trace_parts(const char *const *names, const double *d, int n, double t_end) {
@@ -425,6 +417,14 @@ static void trace_parts(const char *const *names, const double *d, int n, double
   }
 }
 
+/* The device build from positions packed relative to f->origin (pos4, or
+ * the device state's when NULL) in the key cube (centre, half); t_host is
+ * the host time spent so far. slot 0: the local tree (f->tree's counts and
+ * frame); slot 1: the merged tree of local particles and LET items (f->m_*),
+ * which leaves the local tree on the device for the hard steps' refits; its
+ * first n_local positions are the local build's, whose key order it reuses
+ * (hy_cl_build_args.merge_local: the local build keeps its keys on several
+ * ranks, all of whose trees share one key cube, cube_for). */
 static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, const float *pos4, const float *grp,
                         const double centre[3], double half, double t_host, int refit, struct hy_err *err) {
   double t1 = hy_wtime();

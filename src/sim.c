@@ -306,9 +306,13 @@ static int pre_step(void *ctx, int step, struct hy_err *err) {
   return 0;
 }
 
-/* Whether the hard step k of n comes before a decomposition made ahead. */
-static int pre_before(const struct hy_sim *s, int k, int n) {
-  return k == n - 1 && s->cfg.decompose && s->cfg.dd_pre && s->cfg.scheme == HY_SCHEME_HYBRID;
+/* Whether the hard step k of n comes before a decomposition made ahead;
+ * if so, its steps start from the first (samples from the device: dev). */
+static int pre_begin(struct hy_sim *s, int k, int n, int dev) {
+  if (!(k == n - 1 && s->cfg.decompose && s->cfg.dd_pre && s->cfg.scheme == HY_SCHEME_HYBRID)) return 0;
+  s->pre_next = 0;
+  s->pre_dev = dev;
+  return 1;
 }
 
 static int pre_finish(struct hy_sim *s, struct hy_err *err) {
@@ -405,11 +409,7 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
     double t0 = hy_wtime();
     /* the last hard step: the soft step's decomposition sampled and cut in
      * its waits for the device (or after it) */
-    const int pre = pre_before(s, k, n);
-    if (pre) {
-      s->pre_next = 0;
-      s->pre_dev = dev;
-    }
+    const int pre = pre_begin(s, k, n, dev);
     if (dev) {
       if (pre) hy_force_set_overlap(f, pre_step, s);
       const int rc = hy_force_state_move(f, 0, dt, err) != 0 ||
@@ -478,11 +478,8 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
     if (host_hard_step(s, dt, err) != 0) return -1;
-    if (pre_before(s, k, n)) { /* the soft step's decomposition sampled and cut ahead, as on the device */
-      s->pre_next = 0;
-      s->pre_dev = 0;
-      if (pre_finish(s, err) != 0) return -1;
-    }
+    /* the soft step's decomposition sampled and cut ahead, as on the device */
+    if (pre_begin(s, k, n, 0) && pre_finish(s, err) != 0) return -1;
     tm->hard[k - 1] = hy_wtime() - t0;
     hy_trace(HY_TRACE_MAIN, "hard_step", t0);
     take_stats(s, tm, 1);
