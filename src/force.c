@@ -58,6 +58,8 @@ struct hy_force {
   float *rnode;             /* its node records, in the local tree's frame */
   size_t rnode_cap;
   int rdev;                 /* the remote tree of the last exchange is built on the device (rbuild) */
+  float *pnode;             /* or its records as a tree of points (hard walks), in pinned memory */
+  size_t p_cells;           /* its cells */
   struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
   float rbox[6];                  /* the box of its items' packed positions (lo, hi), if rbox_ok */
   int rbox_ok;
@@ -1171,6 +1173,7 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
 static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
   struct hy_let_stats ls = {0};
   f->rdev = 0; /* until remote_tree has the remote tree built on the device */
+  f->pnode = NULL;
   const int hard = mode == HY_WALK_HARD;
   int rc = selected ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, f->frame, &ls, err);
   if (rc == 0) {
@@ -1210,17 +1213,19 @@ static int build_second_tree(struct hy_force *f, struct hy_part *q, int whole, s
   return 0;
 }
 
-static void open_cells_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
-  float *cell = arg; /* the first cell's record */
-  for (size_t c = b; c < e; c++) cell[8 * c + 4] = FLT_MAX; /* r_b^2: every sink opens the cell */
+/* The box of the received items' packed positions (red: lo[3], hi[3] of a
+ * pack_run): rounding to float is monotonic, so (float)lo is at most every
+ * item's packed coordinate and (float)hi at least. */
+static void set_rbox(struct hy_force *f, const double red[6]) {
+  f->rbox_ok = red[0] <= red[3] && red[1] <= red[4] && red[2] <= red[5];
+  for (int k = 0; k < 6; k++) f->rbox[k] = (float)red[k];
 }
 
 /* With a device-built local tree the remote tree is built on the device as
  * well, by the device thread after the local walk (walk_job.build): here its
  * items are packed in the local records' frame (with their B2 and b_max)
  * and its key cube is chosen as for a local build. */
-static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) {
+static int remote_device_args(struct hy_force *f, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t m = f->remote.n;
   float *buf = hy_cl_host_buffer(f->cl, HY_CL_HOST_ITEMS, hy_size_mul_or_die(m, 24, "LET items"), err);
@@ -1232,33 +1237,52 @@ static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) 
   const size_t s = hy_tree_sample(f->remote.pos, m, sample);
   key_cube(m, red, f->frame, sample, s, centre, &half);
   f->rbuild = build_args(f, f->frame, pos4, grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
-  f->rbuild.open_all = mode == HY_WALK_HARD;
-  /* the packed floats' box: rounding to float is monotonic, so (float)lo is
-   * at most every item's packed coordinate and (float)hi at least */
-  f->rbox_ok = red[0] <= red[3] && red[1] <= red[4] && red[2] <= red[5];
-  for (int k = 0; k < 6; k++) f->rbox[k] = (float)red[k];
+  set_rbox(f, red);
   f->rdev = 1;
   f->st.remote_build += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "remote_pack", t0);
   return 0;
 }
 
-/* Exchange the LET and build the remote tree of the received items. In a
- * hard walk every cell of that tree is opened: its leaves, the hard-LET
- * items, were accepted by the sender's MAC against this rank's whole box,
- * so each is already as coarse as any of its sinks may take it, and
- * accepting groups of them as well would approximate a second time (the
+/* A hard walk's remote tree: every cell of it is opened, since its leaves,
+ * the hard-LET items, were accepted by the sender's MAC against this rank's
+ * whole box, so each is already as coarse as any of its sinks may take it,
+ * and accepting groups of them as well would approximate a second time (the
  * 99th percentile of the galaxy's hard force on 4 ranks rose above 1.2
  * times that of one rank). The cut-off at R2 + b_max still skips every cell
- * out of reach, so a sink meets only the items within R2 of it. */
+ * out of reach, so a sink meets only the items within R2 of it. Such a tree
+ * needs no moments beyond centres, masses and b_max: the host's threads
+ * build it (hy_tree_point_records) while the device walks the local tree,
+ * in the pinned buffer that the remote walk uploads, where a device build
+ * of its ~100 small kernels would follow the local walk. */
+static int remote_points(struct hy_force *f, struct hy_err *err) {
+  double t0 = hy_wtime();
+  const size_t m = f->remote.n;
+  float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_ITEMS, hy_size_mul_or_die(m, 16, "LET items"), err);
+  float *node = pos4 ? hy_cl_host_buffer(f->cl, HY_CL_HOST_RTREE, hy_size_mul_or_die(m, 64, "remote tree records"),
+                                         err)
+                     : NULL;
+  if (!node) return -1;
+  double red[10];
+  uint64_t bad = UINT64_MAX; /* items are checked where they are sent from */
+  pack_run(f, &f->remote, f->frame, pos4, NULL, red, &bad);
+  set_rbox(f, red);
+  f->p_cells = hy_tree_point_records(&f->rtree, pos4, m, f->rbox, f->cfg.n_crit, node, f->pool);
+  f->pnode = node;
+  f->st.remote_build += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, "remote_build", t0);
+  return 0;
+}
+
+/* Exchange the LET and build the remote tree of the received items: for a
+ * hard walk a tree of points (remote_points), else an octree with the
+ * moments of the MAC, on the device with a device-built local tree. */
 static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
   if (exchange_let(f, p, mode, selected, err) != 0) return -1;
   if (f->remote.n == 0 || p->n == 0) return 0;
-  if (f->dev_build && f->remote.n >= 2) return remote_device_args(f, mode, err);
-  if (build_second_tree(f, &f->remote, 0, err) != 0) return -1;
-  if (mode == HY_WALK_HARD && f->rtree.n_cell > 0)
-    hy_pool_for(f->pool, f->rtree.n_cell, 65536, open_cells_body, f->rnode + 8 * f->rtree.n_part);
-  return 0;
+  if (mode == HY_WALK_HARD) return remote_points(f, err);
+  if (f->dev_build && f->remote.n >= 2) return remote_device_args(f, err);
+  return build_second_tree(f, &f->remote, 0, err);
 }
 
 static float int_bits(int32_t v) {
@@ -1283,12 +1307,19 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
                                   .self_base = self_base,
                                   .out0 = out0,
                                   .out1 = out1,
-                                  /* hard walks: the remote tree's cells are all opened (remote_tree) */
+                                  /* hard walks: the remote tree's cells are all opened (remote_points) */
                                   .skip_far = wc->mode == HY_WALK_HARD && self_base == HY_NONE};
-  if (f->rdev) { /* built on the device first (walk_job_run sets the counts) */
-    j->a.tree_id = f->rbuild.tree_id;
+  if (f->rdev || f->pnode) {
     j->a.has_box = f->rbox_ok;
     memcpy(j->a.box, f->rbox, sizeof j->a.box);
+  }
+  if (f->rdev) { /* built on the device first (walk_job_run sets the counts) */
+    j->a.tree_id = f->rbuild.tree_id;
+  } else if (f->pnode) { /* a tree of points, uploaded with the walk */
+    j->a.node = f->pnode;
+    j->a.n_nodes = f->remote.n + f->p_cells;
+    j->a.n_part = f->remote.n;
+    j->a.root = (int32_t)f->remote.n;
   } else {
     j->a.node = f->rnode;
     j->a.n_nodes = hy_tree_n_nodes(&f->rtree);

@@ -169,4 +169,20 @@ void hy_tree_export(struct hy_tree *t, const struct hy_part *p, float *node, str
 void hy_tree_export_at(struct hy_tree *t, const struct hy_part *p, const double origin[3], float *node,
                        struct hy_pool *pool);
 
+/** The tree of m points (pos4: x, y, z, m as floats, in any order and
+ *  frame) for hard walks that open every cell: node records (hy_shared.h)
+ *  with the points in Morton order of the cube at box's lower corner (box:
+ *  lo[3], hi[3], holding every point) as nodes 0 .. m-1, then the cells,
+ *  root (node m) first and generation by generation. The cells are those of
+ *  hy_tree_build (buckets below n_crit points or of equal keys, single-point
+ *  octants attached as points, single-child chains collapsed); each has its
+ *  centre of mass and mass, r_b^2 = FLT_MAX and a b_max that bounds the
+ *  distance of every point below from that centre in float arithmetic
+ *  (exact up to rounding for cells of up to 512 points, above that the
+ *  bound max_child(b_child + |r_child - r_cm|)). node
+ *  must hold 16 m floats (2 m nodes). t provides the scratch (its own tree is
+ *  left undefined). Returns the number of cells (0 if m is 0). */
+size_t hy_tree_point_records(struct hy_tree *t, const float *pos4, size_t m, const float box[6], int n_crit,
+                             float *node, struct hy_pool *pool);
+
 #endif

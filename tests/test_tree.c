@@ -7,12 +7,21 @@
  * bound for the largest), and r_b follows eq 5 of Watanabe & Nakasato.
  * Distributions: clustered Gaussian blobs, a uniform cube, a blob with two
  * escapers (the key cube follows the blob: hy_tree_robust_cube), coincident
- * particles, N = 1 and N = 2. */
+ * particles, N = 1 and N = 2. Trees of points (hy_tree_point_records, the
+ * remote trees of hard walks): the records hold the points once each, a
+ * walk that opens every cell visits every node once, every cell has two
+ * children or more (the root of one point excepted), its mass and centre
+ * are those of its points, every point lies within b_max of the centre with
+ * room for float rounding, r_b^2 is FLT_MAX, and the records do not depend
+ * on the thread count. */
 #include "config.h"
 
+#include <float.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -263,6 +272,131 @@ static void check_thread_independence(const struct hy_part *p, int n_crit, const
   hy_free(id3);
 }
 
+static int32_t bits_int(float f) {
+  int32_t v;
+  memcpy(&v, &f, sizeof v);
+  return v;
+}
+
+static int cmp_point(const void *a, const void *b) {
+  const float *x = a, *y = b;
+  for (int k = 0; k < 4; k++)
+    if (x[k] != y[k]) return x[k] < y[k] ? -1 : 1;
+  return 0;
+}
+
+/* hy_tree_point_records of m points (4 floats each) in box, checked. */
+static void check_points(const float *pos4, size_t m, const float box[6], int n_crit, struct hy_pool *pool,
+                         const char *label) {
+  struct hy_tree t;
+  hy_tree_init(&t);
+  float *rec = hy_malloc("records", 16 * m, sizeof(float));
+  const size_t nc = hy_tree_point_records(&t, pos4, m, box, n_crit, rec, pool);
+  const size_t nn = m + nc;
+  HY_CHECK_MSG(nc >= 1 && (m < 2 || nc <= m - 1), "%s: %zu cells for %zu points", label, nc, m);
+  /* the points, once each */
+  float *a = hy_malloc("points", 4 * m, sizeof(float)), *b = hy_malloc("points", 4 * m, sizeof(float));
+  memcpy(a, pos4, 4 * m * sizeof(float));
+  for (size_t i = 0; i < m; i++) memcpy(b + 4 * i, rec + 8 * i, 4 * sizeof(float));
+  qsort(a, m, 4 * sizeof(float), cmp_point);
+  qsort(b, m, 4 * sizeof(float), cmp_point);
+  HY_CHECK_MSG(memcmp(a, b, 4 * m * sizeof(float)) == 0, "%s: the records' points are not the input's", label);
+  /* a walk that opens every cell visits every node once */
+  unsigned char *seen = hy_calloc("seen", nn, 1);
+  size_t visits = 0, twice = 0;
+  for (int32_t x = (int32_t)m; x != HY_NONE && visits <= nn; visits++) {
+    HY_CHECK_MSG(x >= 0 && (size_t)x < nn, "%s: node %d out of range", label, x);
+    if (x < 0 || (size_t)x >= nn) break;
+    twice += seen[x]++;
+    x = bits_int(rec[8 * (size_t)x + ((size_t)x < m ? 6 : 7)]);
+  }
+  HY_CHECK_MSG(visits == nn && twice == 0, "%s: %zu visits of %zu nodes, %zu twice", label, visits, nn, twice);
+  /* each cell: children, moments, b_max against every point below */
+  size_t bad_kids = 0, bad_mass = 0, bad_b = 0, bad_rec = 0;
+  double worst = 0.0;
+  for (size_t c = m; c < nn; c++) {
+    const float *o = rec + 8 * c;
+    const int32_t after = bits_int(o[6]);
+    size_t kids = 0;
+    for (int32_t x = bits_int(o[7]); x != after && kids <= nn; x = bits_int(rec[8 * (size_t)x + 6])) kids++;
+    if (kids < 2 && !(c == m && m == 1)) bad_kids++;
+    double mass = 0.0, mx[3] = {0.0, 0.0, 0.0}, dmax = 0.0;
+    size_t steps = 0;
+    for (int32_t x = bits_int(o[7]); x != after && steps <= nn; steps++) {
+      const float *q = rec + 8 * (size_t)x;
+      if ((size_t)x >= m) { /* open the cell */
+        x = bits_int(q[7]);
+        continue;
+      }
+      mass += q[3];
+      double d2 = 0.0;
+      for (int d = 0; d < 3; d++) {
+        mx[d] += (double)q[3] * q[d];
+        d2 += ((double)q[d] - o[d]) * ((double)q[d] - o[d]);
+      }
+      dmax = fmax(dmax, sqrt(d2));
+      x = bits_int(q[6]);
+    }
+    if (fabs(mass - o[3]) > 1e-6 * mass) bad_mass++;
+    for (int d = 0; d < 3; d++)
+      if (mass > 0.0 && fabs(mx[d] / mass - o[d]) > 1e-6 * (fabs(o[d]) + (double)o[5])) bad_mass++;
+    if (dmax * (1.0 + 4.0 * FLT_EPSILON) > (double)o[5]) bad_b++;
+    if (dmax > 0.0) worst = fmax(worst, (double)o[5] / dmax);
+    if (o[4] != FLT_MAX) bad_rec++;
+  }
+  for (size_t i = 0; i < m; i++)
+    if (rec[8 * i + 4] != 0.0f || rec[8 * i + 5] != 0.0f || bits_int(rec[8 * i + 7]) != HY_NONE) bad_rec++;
+  HY_CHECK_MSG(bad_kids == 0, "%s: %zu cells with fewer than two children", label, bad_kids);
+  HY_CHECK_MSG(bad_mass == 0, "%s: %zu wrong masses or centres", label, bad_mass);
+  HY_CHECK_MSG(bad_b == 0, "%s: %zu cells with a point beyond b_max", label, bad_b);
+  HY_CHECK_MSG(bad_rec == 0, "%s: %zu records with wrong r_b^2, b_max or more", label, bad_rec);
+  /* the same records with 1 and 3 threads */
+  struct hy_pool *p1 = hy_pool_create(1), *p3 = hy_pool_create(3);
+  float *r1 = hy_malloc("records", 16 * m, sizeof(float)), *r3 = hy_malloc("records", 16 * m, sizeof(float));
+  const size_t n1 = hy_tree_point_records(&t, pos4, m, box, n_crit, r1, p1);
+  const size_t n3 = hy_tree_point_records(&t, pos4, m, box, n_crit, r3, p3);
+  HY_CHECK_MSG(n1 == nc && n3 == nc && memcmp(r1, rec, 8 * nn * sizeof(float)) == 0 &&
+                   memcmp(r3, rec, 8 * nn * sizeof(float)) == 0,
+               "%s: the records depend on the thread count", label);
+  printf("%-28s %zu points, %zu cells, b_max / max distance up to %.3f\n", label, m, nc, worst);
+  hy_free(r1);
+  hy_free(r3);
+  hy_pool_free(p1);
+  hy_pool_free(p3);
+  hy_free(seen);
+  hy_free(a);
+  hy_free(b);
+  hy_free(rec);
+  hy_tree_free(&t);
+}
+
+static void test_point_records(gsl_rng *r, struct hy_pool *pool) {
+  const size_t n = 30000;
+  float *x = hy_malloc("points", 4 * n, sizeof(float));
+  float box[6] = {INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  for (size_t i = 0; i < n; i++) { /* blobs of three scales around a shell of items */
+    const int blob = (int)(i % 3);
+    const double sig = blob == 0 ? 1.0 : blob == 1 ? 1e-3 : 0.05;
+    for (int d = 0; d < 3; d++) {
+      x[4 * i + d] = (float)((blob == 2 ? 3.0 : 0.0) + gsl_ran_gaussian(r, sig));
+      box[d] = fminf(box[d], x[4 * i + d]);
+      box[3 + d] = fmaxf(box[3 + d], x[4 * i + d]);
+    }
+    x[4 * i + 3] = (float)(0.5 + gsl_rng_uniform(r));
+  }
+  check_points(x, n, box, 16, pool, "points: blobs");
+  check_points(x, n, box, 1, pool, "points: blobs, n_crit 1");
+  check_points(x, 5000, box, 64, pool, "points: blobs, n_crit 64");
+  for (size_t i = 0; i < 50; i++) /* coincident: 40 at one point, massless ones among them */
+    for (int d = 0; d < 4; d++) x[4 * i + d] = i < 40 ? (d < 3 ? 0.25f : (i < 20 ? 0.0f : 1.0f)) : (float)gsl_rng_uniform(r);
+  const float unit[6] = {0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f};
+  check_points(x, 50, unit, 16, pool, "points: coincident");
+  check_points(x, 20, unit, 4, pool, "points: massless");
+  check_points(x + 4 * 40, 2, unit, 16, pool, "points: two");
+  check_points(x + 4 * 40, 1, unit, 16, pool, "points: one");
+  hy_free(x);
+}
+
 int main(void) {
   gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
   if (!r) return 99;
@@ -270,6 +404,7 @@ int main(void) {
   struct hy_pool *pool = hy_pool_create(2);
   test_robust_select(r);
   test_keys(r);
+  test_point_records(r, pool);
 
   struct hy_part p;
   hy_part_init(&p);
