@@ -4,7 +4,9 @@
  * top-down build over sorted key ranges (Nakasato 2012; Nakasato et al.,
  * OTOO) with the subtrees below a serial top built in parallel, bottom-up
  * moments with the exact parallel-axis rule for B2, r_b from Warren & Salmon
- * (1993) as in Watanabe & Nakasato eq 5-6. Every phase runs over the pool and
+ * (1993) as in Watanabe & Nakasato eq 5-6; trees of points for hard walks
+ * (hy_tree_point_records) built breadth-first from the same sorted keys,
+ * one generation per parallel pass. Every phase runs over the pool and
  * gives bitwise the same tree, node numbering and particle order for every
  * thread count (tests/test_tree checks 1 against 3 threads). */
 #include "config.h"

@@ -3,7 +3,9 @@
  * sort (which reorders the particle set), the threaded more/next build with
  * n_crit leaf buckets, the cell moments (mass, centre of mass, B2, b_max and
  * the absolute-MAC radius r_b) and the export of the 32-byte device node
- * records (include/hy_shared.h). Uses no MPI and no OpenCL.
+ * records (include/hy_shared.h), and the trees of points that hard walks
+ * open entirely, written as such records directly. Uses no MPI and no
+ * OpenCL.
  *
  * Node indices: particles 0 .. n_part-1 (in key order), cells n_part .. .
  * more[x] = first child (HY_NONE for particles); next[x] = next sibling, or
