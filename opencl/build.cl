@@ -36,10 +36,11 @@
  *     hy_bmax_big gives the larger cells their exact b_max with a work-group
  *     each before the next generation up reads it.
  *  6. hy_unsort: walk results from key order back to the host's order.
- *  7. hy_block_mark: the blocks of sinks that the hard walk of a tree
- *     whose every cell is opened can skip; hy_add_unsort: another tree
- *     walked with the particles in key order (read from their node
- *     records), its results added in the host's order.
+ *  7. hy_open_cells: a tree whose every cell is opened by every sink
+ *     (HardRemoteTree device); hy_block_mark: the blocks of sinks that the
+ *     hard walk of such a tree can skip; hy_add_unsort: another tree walked
+ *     with the particles in key order (read from their node records), its
+ *     results added in the host's order.
  *
  * Build options: -D HY_WG=w (work-group size of the sort, scan and b_max
  * kernels, a power of two, 16..1024), -D HY_PER=p (keys per work-item of a
@@ -721,6 +722,14 @@ __kernel void hy_block_mark(__global const float4 *node, const int n_part, const
     }
   }
   block_on[b] = on;
+}
+
+/* Every cell's r_b^2 to FLT_MAX, so that every sink opens it (the remote
+ * tree of hard-LET items: its leaves were accepted against the receiving
+ * box already). */
+__kernel void hy_open_cells(__global float4 *node, const int n_part, const uint n_cell) {
+  const uint c = (uint)get_global_id(0);
+  if (c < n_cell) node[2 * (n_part + (int)c) + 1].x = FLT_MAX;
 }
 
 /* acc[idx[i]] += x[i]: a walk's results in key order added to those of an

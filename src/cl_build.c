@@ -93,6 +93,7 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_gen_emit", &cl->k_gen_emit, err) || make_kernel(cl, "hy_gather", &cl->k_gather, err) ||
       make_kernel(cl, "hy_moments", &cl->k_moments, err) || make_kernel(cl, "hy_bmax_big", &cl->k_bmax_big, err) ||
       make_kernel(cl, "hy_unsort", &cl->k_unsort, err) ||
+      make_kernel(cl, "hy_open_cells", &cl->k_open_cells, err) ||
       make_kernel(cl, "hy_add_unsort", &cl->k_add_unsort, err) ||
       make_kernel(cl, "hy_merge_keys", &cl->k_merge_keys, err) ||
       make_kernel(cl, "hy_tile_sort", &cl->k_tile_sort, err) || make_kernel(cl, "hy_merge_pass", &cl->k_merge_pass, err) ||
@@ -116,7 +117,7 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
 void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,      cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
-                    cl->k_unsort, cl->k_add_unsort, cl->k_merge_keys,
+                    cl->k_unsort, cl->k_open_cells, cl->k_add_unsort, cl->k_merge_keys,
                     cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark, cl->k_first_cells};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
@@ -530,6 +531,12 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   T->n_gen = n_gen;
   T->gen_hint = n_gen;
   if (enqueue_moments(cl, T, slot, n, a->a_err, graft, ev, err) != 0) return -1;
+  if (a->open_all && total > 0) { /* every cell opened by every sink: r_b^2 = FLT_MAX */
+    cl_uint nc = total;
+    if (hy_cl_set_args(cl, cl->k_open_cells, "hy_open_cells", err, M(cl->node[slot]), V(n_part), V(nc), END) ||
+        hy_cl_launch(cl, cl->k_open_cells, "hy_open_cells", nc, ev_new(ev, PH_MOMENTS), err))
+      return -1;
+  }
   ev_close(ev);
   e = clFinish(cl->q);
   if (e != CL_SUCCESS)

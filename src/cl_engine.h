@@ -71,12 +71,12 @@ struct hy_cl_walk_args {
                             out0 is NULL (sinks_resident needed) */
   int has_box;         /**< skip_far: box holds every particle of the tree (hy_block_mark's first test) */
   float box[6];        /**< lo[3], hi[3] in the tree's frame */
-  int skip_far;        /**< HY_WALK_HARD walk of a tree whose every cell is opened (r_b^2 = FLT_MAX,
-                            hy_tree_point_records), sinks in the sink buffer or resident (self_base < 0):
-                            blocks of HY_SINK_BLOCK sinks that no particle of the tree reaches within R2
-                            get their zero result without a walk
-                            (hy_block_mark; with add_unsorted nothing is written or added for them); the
-                            results are those of the full walk */
+  int skip_far;        /**< HY_WALK_HARD walk of a tree whose every cell is opened (r_b^2 = FLT_MAX:
+                            hy_tree_point_records, or open_all), sinks in the sink buffer or resident
+                            (self_base < 0): blocks of HY_SINK_BLOCK sinks that no particle of the tree
+                            reaches within R2 get their zero result without a walk (hy_block_mark; with
+                            add_unsorted nothing is written or added for them); the results are those
+                            of the full walk */
 };
 
 /** Read the results an unsort walk left on the device (out0 NULL) into
@@ -122,6 +122,7 @@ struct hy_cl_build_args {
   uint64_t tree_id;   /**< the tree is resident in walk slot `slot` under this id */
   int slot;           /**< 0: the local (or merged) tree; 1: a second tree beside it (pos needed), the
                            remote tree of received LET items */
+  int open_all;       /**< every cell's r_b^2 set to FLT_MAX, so that walks open every cell */
   int keep_keys;      /**< slot 0: keep the sorted keys for a merged build of slot 1 (merge_local) */
   size_t merge_local; /**< slot 1: the first merge_local positions are those of the slot-0 build merge_id
                            (kept with keep_keys), the same floats in the same frame and key cube: their key

@@ -81,7 +81,7 @@ struct hy_cl {
   cl_program build_prog;
   cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_gen_count, k_gen_scan, k_gen_emit,
       k_gather,
-      k_moments, k_bmax_big, k_unsort, k_add_unsort, k_merge_keys, k_tile_sort,
+      k_moments, k_bmax_big, k_unsort, k_open_cells, k_add_unsort, k_merge_keys, k_tile_sort,
       k_merge_pass, k_block_mark, k_first_cells;
   size_t merge_sort_max;           /* sorts of up to this many pairs merge (hy_cl_set_merge_sort_max) */
   size_t build_wg;                 /* work-group size of the sort and scan kernels */

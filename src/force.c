@@ -1225,7 +1225,7 @@ static void set_rbox(struct hy_force *f, const double red[6]) {
  * well, by the device thread after the local walk (walk_job.build): here its
  * items are packed in the local records' frame (with their B2 and b_max)
  * and its key cube is chosen as for a local build. */
-static int remote_device_args(struct hy_force *f, struct hy_err *err) {
+static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t m = f->remote.n;
   float *buf = hy_cl_host_buffer(f->cl, HY_CL_HOST_ITEMS, hy_size_mul_or_die(m, 24, "LET items"), err);
@@ -1237,6 +1237,7 @@ static int remote_device_args(struct hy_force *f, struct hy_err *err) {
   const size_t s = hy_tree_sample(f->remote.pos, m, sample);
   key_cube(m, red, f->frame, sample, s, centre, &half);
   f->rbuild = build_args(f, f->frame, pos4, grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
+  f->rbuild.open_all = mode == HY_WALK_HARD; /* (remote_points) */
   set_rbox(f, red);
   f->rdev = 1;
   f->st.remote_build += hy_wtime() - t0;
@@ -1276,12 +1277,14 @@ static int remote_points(struct hy_force *f, struct hy_err *err) {
 
 /* Exchange the LET and build the remote tree of the received items: for a
  * hard walk a tree of points (remote_points), else an octree with the
- * moments of the MAC, on the device with a device-built local tree. */
+ * moments of the MAC; with a device-built local tree, on the device (a
+ * hard walk's too with HardRemoteTree device, every cell opened). */
 static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
   if (exchange_let(f, p, mode, selected, err) != 0) return -1;
   if (f->remote.n == 0 || p->n == 0) return 0;
-  if (mode == HY_WALK_HARD) return remote_points(f, err);
-  if (f->dev_build && f->remote.n >= 2) return remote_device_args(f, err);
+  const int on_device = f->dev_build && f->remote.n >= 2;
+  if (mode == HY_WALK_HARD && !(on_device && f->cfg.hard_remote_device)) return remote_points(f, err);
+  if (on_device) return remote_device_args(f, mode, err);
   return build_second_tree(f, &f->remote, 0, err);
 }
 

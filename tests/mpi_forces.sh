@@ -19,7 +19,9 @@
 # hy_force_state_force, the drift on the device), including the every-cell
 # completeness check; on 2 ranks the device state's errors must equal the
 # host state's digit for digit (the device's LET selection sends the host
-# selection's items).
+# selection's items). The hard steps' remote trees are the host's trees of
+# points; with -H (HardRemoteTree device) the device builds them, checked on
+# 3 ranks against the same 1-rank runs.
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -45,7 +47,7 @@ run() { # name nranks args...
 }
 
 # columns: P, then median and p99 of total, hard, soft, drifted hard
-compare() { # name np
+compare() { # name np [reference name, default name]
   awk -v name="$1" -v np="$2" '
     NR == FNR { for (i = 2; i <= 9; i++) ref[i] = $i; next }
     { split("total total hard hard soft soft drifted-hard drifted-hard", q, " ")
@@ -53,7 +55,7 @@ compare() { # name np
         lim = 1.2 * ref[i] + 2e-6
         if ($i > lim) { printf "FAIL: %s, %d ranks: %s %s error %.3e > 1.2 x %.3e + 2e-6\n", name, np, q[i-1], (i % 2 ? "p99" : "median"), $i, ref[i]; bad = 1 }
       } }
-    END { exit bad }' "$tmp/$1.1" "$tmp/$1.$2" || fail=1
+    END { exit bad }' "$tmp/${3:-$1}.1" "$tmp/$1.$2" || fail=1
 }
 
 same() { # name1 name2 np: the same errors, digit for digit
@@ -131,4 +133,11 @@ run plummer-state 2 $pl -b device -S && same plummer-dev plummer-state 2
 run exact-state 2 $ex -b device -S && exact exact-state 2
 # shellcheck disable=SC2086
 run exact-dev 3 $ex -b device && exact exact-dev 3
+# the hard remote trees built on the device (HardRemoteTree device)
+# shellcheck disable=SC2086
+run galaxy-devH 3 $gal -b device -H && compare galaxy-devH 3 galaxy-dev
+# shellcheck disable=SC2086
+run plummer-stateH 3 $pl -b device -S -H && compare plummer-stateH 3 plummer-state
+# shellcheck disable=SC2086
+run exact-devH 3 $ex -b device -H && exact exact-devH 3
 exit $fail

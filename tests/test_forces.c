@@ -581,7 +581,8 @@ out:
 }
 
 /* The remote tree's hard walk of a distributed hard step: the host's tree
- * of points of the received items (every cell opened), the local particles of the slot-0 build as
+ * of points of the received items, or (dev) the device's build of them with
+ * every cell opened (HardRemoteTree device), the local particles of the slot-0 build as
  * resident sinks (read from its node records), the results added on the
  * device to those the local walk left there, and sink blocks that no item
  * reaches within R2 skipped (hy_block_mark, first against the items' box).
@@ -592,7 +593,7 @@ out:
  * local walk's result exactly. clump: the items in a small clump inside the
  * local cube (most blocks pass the box test), else in a slab beyond its
  * face x = 1 (most blocks fail it). */
-static void test_remote_hard_walk(int clump) {
+static void test_remote_hard_walk(int clump, int dev) {
   const size_t nl = 120000, m = 4000; /* blocks of 64 sinks ~0.08 across: R2 matters to the box test */
   const double eps = 0.002, r1 = 0.025, r2 = 0.05;
   float *pos = hy_malloc("positions", 4 * nl, sizeof(float)), *items = hy_malloc("items", 4 * m, sizeof(float));
@@ -618,9 +619,11 @@ static void test_remote_hard_walk(int clump) {
   float *rec = hy_malloc("point tree", 16 * m, sizeof(float));
   struct hy_tree pt;
   hy_tree_init(&pt);
-  const size_t n_pc = hy_tree_point_records(&pt, items, m, box, 16, rec, pool);
+  const size_t n_pc = dev ? 0 : hy_tree_point_records(&pt, items, m, box, 16, rec, pool);
+  struct hy_cl_build_args a1 = {.pos = items, .n = m, .lo = {clump ? 0.0 : 1.0, 0.0, 0.0}, .side = 1.0,
+                                .n_crit = 16, .a_err = 1e-3, .tree_id = 9102, .slot = 1, .open_all = 1};
   const struct hy_walk_cfg wc = {.mode = HY_WALK_HARD, .nvec = 4, .eps = eps, .r1 = r1, .r2 = r2, .n_ratio = 4};
-  struct hy_cl_build_result r0;
+  struct hy_cl_build_result r0, r1b;
   struct hy_err err;
   uint64_t c0[2], c1[2];
   if (hy_cl_tree_build(cl, &a0, &r0, &err) != 0) {
@@ -629,13 +632,20 @@ static void test_remote_hard_walk(int clump) {
   }
   struct hy_cl_walk_args w0 = {.n_nodes = nl + r0.n_cell, .n_part = nl, .root = r0.root, .tree_id = a0.tree_id,
                                .slot = 0, .n_sink = nl, .self_base = 0, .unsort = 1};
-  if (hy_cl_walk(cl, &w0, &wc, c0, NULL, &err) != 0 || hy_cl_unsorted_read(cl, nl, 0, loc, NULL, NULL, &err) != 0) {
-    HY_CHECK_MSG(0, "remote hard walk: local walk: %s", err.msg);
+  if (hy_cl_walk(cl, &w0, &wc, c0, NULL, &err) != 0 || hy_cl_unsorted_read(cl, nl, 0, loc, NULL, NULL, &err) != 0 ||
+      (dev && hy_cl_tree_build(cl, &a1, &r1b, &err) != 0)) {
+    HY_CHECK_MSG(0, "remote hard walk: local walk or remote build: %s", err.msg);
     goto out;
   }
   struct hy_cl_walk_args w1 = {.node = rec, .n_nodes = m + n_pc, .n_part = m, .root = (int32_t)m, .slot = 1,
                                .n_sink = nl, .self_base = HY_NONE, .out0 = tot, .sinks_resident = 1,
                                .add_unsorted = 1, .skip_far = 1, .has_box = 1};
+  if (dev) { /* the device's records, resident in slot 1 */
+    w1.node = NULL;
+    w1.n_nodes = m + r1b.n_cell;
+    w1.root = r1b.root;
+    w1.tree_id = a1.tree_id;
+  }
   memcpy(w1.box, box, sizeof box);
   if (hy_cl_walk(cl, &w1, &wc, c1, NULL, &err) != 0) {
     HY_CHECK_MSG(0, "remote hard walk: %s", err.msg);
@@ -666,10 +676,10 @@ static void test_remote_hard_walk(int clump) {
     if (mag > 0.0) reached++;
     if (sqrt(diff) > 1e-4 * mag + 1e-6 * sqrt(lmag)) bad++;
   }
-  printf("remote hard walk (%s): %zu of %zu sinks within R2 of %zu items (%llu pairs, %llu interactions walked), "
+  printf("remote hard walk (%s, %s): %zu of %zu sinks within R2 of %zu items (%llu pairs, %llu interactions walked), "
          "%zu wrong\n",
-         clump ? "items in a clump" : "items beyond a face", reached, nl, m, (unsigned long long)pairs,
-         (unsigned long long)c1[HY_COUNT_PP], bad);
+         dev ? "device-built tree" : "tree of points", clump ? "items in a clump" : "items beyond a face", reached, nl,
+         m, (unsigned long long)pairs, (unsigned long long)c1[HY_COUNT_PP], bad);
   HY_CHECK(reached > 500 && reached < nl / 2);
   HY_CHECK_INT(bad, 0);
   HY_CHECK(c1[HY_COUNT_PP] >= pairs); /* every pair within R2 walked (a group of sinks takes an item for all) */
@@ -778,8 +788,10 @@ int main(void) {
   test_device_build_edges();
   test_merged_build(0);
   test_merged_build(1);
-  test_remote_hard_walk(0);
-  test_remote_hard_walk(1);
+  test_remote_hard_walk(0, 0);
+  test_remote_hard_walk(1, 0);
+  test_remote_hard_walk(0, 1);
+  test_remote_hard_walk(1, 1);
   test_build_batches();
   test_sort_methods();
   hy_cl_free(cl);

@@ -17,7 +17,7 @@
  * (tests/mpi_forces.sh) compares the lines of different rank counts.
  *
  * usage: test_mpi_forces -i ICS -G G -e EPS -1 R1 -2 R2 -a AERR -d DRIFT -s S
- *                        [-w auto|separate|merged] [-b auto|host|device] [-f F] [-S]
+ *                        [-w auto|separate|merged] [-b auto|host|device] [-f F] [-S] [-H]
  *                        [-r REF] -o OUT
  * (-r: a file that keeps the direct sums between runs of the same ICs: read
  * when it exists and was made from the same particles, sinks, eps, R1, R2
@@ -28,7 +28,9 @@
  * particle state on the device, as ParticleState device runs keep it: the
  * forces from hy_force_state_force, the drifts by hy_force_state_move; the
  * hard and soft parts from the kick and total accelerations of the split
- * walk, a_w = a_h + n a_s and a = a_h + a_s) */
+ * walk, a_w = a_h + n a_s and a = a_h + a_s; -H: the hard walks' remote
+ * trees built on the device, HardRemoteTree device, instead of the host's
+ * trees of points) */
 #include "config.h"
 
 #include <errno.h>
@@ -199,11 +201,12 @@ int main(int argc, char **argv) {
   const char *ics = NULL, *out = NULL, *ref = NULL;
   double G = 1, eps = 0, r1 = 0, r2 = 0, a_err = 0, drift = 0;
   long max_sinks = 4096;
-  int opt, let_walk = HY_LET_AUTO, tree_build = HY_TREE_BUILD_AUTO, state = 0;
+  int opt, let_walk = HY_LET_AUTO, tree_build = HY_TREE_BUILD_AUTO, state = 0, hard_dev = 0;
   double let_open = HY_LET_FULL_OPEN;
-  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:f:Sr:o:")) != -1) {
+  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:f:SHr:o:")) != -1) {
     switch (opt) {
       case 'S': state = 1; break;
+      case 'H': hard_dev = 1; break;
       case 'i': ics = optarg; break;
       case 'G': G = atof(optarg); break;
       case 'e': eps = atof(optarg); break;
@@ -268,7 +271,7 @@ int main(int argc, char **argv) {
   struct hy_cl *cl;
   if (hy_cl_create(&cl, &o, &err) != 0) die("OpenCL", &err);
   struct hy_force_cfg fc = {.G = G, .eps = eps, .r1 = r1, .r2 = r2, .a_err = a_err, .n_crit = 16, .nvec = 4,
-                            .n_ratio = 4, .tree_build = tree_build};
+                            .n_ratio = 4, .tree_build = tree_build, .hard_remote_device = hard_dev};
   struct hy_force *f = hy_force_create(cl, pool, &fc);
   hy_force_set_comm(f, comm, 1, let_walk);
   hy_force_set_let_open(f, let_open);

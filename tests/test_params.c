@@ -33,6 +33,7 @@ static const char *all_keys_text =
     "NVec              2\n"
     "LETWalk           merged\n"
     "LETOpenFactor     1.5\n"
+    "HardRemoteTree    device\n"
     "GravityConstant   43007.1\n"
     "SnapshotInterval  0.5\n"
     "SnapshotFields    Potential,Acceleration\n"
@@ -84,7 +85,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 31);
+  HY_CHECK_INT(n, 32);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);
@@ -97,6 +98,7 @@ static void test_all_keys(void) {
   for (size_t k = 0; k < n; k++) HY_CHECK_MSG(!hy_params_is_default(p, s[k].key), "%s", s[k].key);
   HY_CHECK(strcmp(hy_params_get_str(p, "InitCondFile"), "ics.hdf5") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "InitCondFormat"), "hdf5") == 0);
+  HY_CHECK(strcmp(hy_params_get_str(p, "HardRemoteTree"), "device") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "OutputDir"), "out-dir") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "Scheme"), "tree") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "TreeBuild"), "host") == 0);

@@ -2,9 +2,10 @@
  * bench_devbuild.c: times device tree builds (opencl/build.cl) of sets
  * shaped like the remote trees of LET items: points spread uniformly over
  * a shell between two cubes (half sides 0.5 and 0.6), as LET items lie
- * around the receiving domain, built in the second tree slot; and, for the
- * same sets, the host's tree of points that hard steps walk instead
- * (hy_tree_point_records on the pool's threads).
+ * around the receiving domain, built in the second tree slot with every cell
+ * opened (the remote tree of hard-LET items with HardRemoteTree device);
+ * and, for the same sets, the host's tree of points that hard steps build
+ * by default (hy_tree_point_records on the pool's threads).
  *
  * usage: tools/bench_devbuild [-d gpu|cpu|any] [-r REPS] [-s auto|radix|merge] [-t THREADS] M [M ...]
  *   -d     OpenCL device type (default any)
@@ -118,7 +119,7 @@ int main(int argc, char **argv) {
       i++;
     }
     struct hy_cl_build_args b = {.pos = pos, .grp = grp, .n = m, .lo = {-0.6, -0.6, -0.6}, .side = 1.2,
-                                 .n_crit = 16, .a_err = 1e-3, .slot = 1};
+                                 .n_crit = 16, .a_err = 1e-3, .slot = 1, .open_all = 1};
     struct hy_cl_build_result r;
     double tw = 0, tu = 0, ts = 0, tc = 0, tm = 0;
     for (long k = 0; k < reps + 2; k++) {
