@@ -1237,7 +1237,7 @@ static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) 
   const size_t s = hy_tree_sample(f->remote.pos, m, sample);
   key_cube(m, red, f->frame, sample, s, centre, &half);
   f->rbuild = build_args(f, f->frame, pos4, grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
-  f->rbuild.open_all = mode == HY_WALK_HARD; /* (remote_points) */
+  f->rbuild.open_all = mode == HY_WALK_HARD; /* every cell opened, as in remote_points */
   set_rbox(f, red);
   f->rdev = 1;
   f->st.remote_build += hy_wtime() - t0;
