@@ -320,7 +320,8 @@ static void check_points(const float *pos4, size_t m, const float box[6], int n_
     size_t kids = 0;
     for (int32_t x = bits_int(o[7]); x != after && kids <= nn; x = bits_int(rec[8 * (size_t)x + 6])) kids++;
     if (kids < 2 && !(c == m && m == 1)) bad_kids++;
-    double mass = 0.0, mx[3] = {0.0, 0.0, 0.0}, dmax = 0.0;
+    double mass = 0.0, mx[3] = {0.0, 0.0, 0.0}, dmax = 0.0, lo[3] = {INFINITY, INFINITY, INFINITY},
+           hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     size_t steps = 0;
     for (int32_t x = bits_int(o[7]); x != after && steps <= nn; steps++) {
       const float *q = rec + 8 * (size_t)x;
@@ -333,11 +334,15 @@ static void check_points(const float *pos4, size_t m, const float box[6], int n_
       for (int d = 0; d < 3; d++) {
         mx[d] += (double)q[3] * q[d];
         d2 += ((double)q[d] - o[d]) * ((double)q[d] - o[d]);
+        lo[d] = fmin(lo[d], q[d]);
+        hi[d] = fmax(hi[d], q[d]);
       }
       dmax = fmax(dmax, sqrt(d2));
       x = bits_int(q[6]);
     }
     if (fabs(mass - o[3]) > 1e-6 * mass) bad_mass++;
+    for (int d = 0; d < 3; d++) /* the centre among its points (massless cells: their mean) */
+      if (o[d] < lo[d] - 1e-6 * (fabs(lo[d]) + 1.0) || o[d] > hi[d] + 1e-6 * (fabs(hi[d]) + 1.0)) bad_mass++;
     for (int d = 0; d < 3; d++)
       if (mass > 0.0 && fabs(mx[d] / mass - o[d]) > 1e-6 * (fabs(o[d]) + (double)o[5])) bad_mass++;
     if (dmax * (1.0 + 4.0 * FLT_EPSILON) > (double)o[5]) bad_b++;
@@ -387,11 +392,13 @@ static void test_point_records(gsl_rng *r, struct hy_pool *pool) {
   check_points(x, n, box, 16, pool, "points: blobs");
   check_points(x, n, box, 1, pool, "points: blobs, n_crit 1");
   check_points(x, 5000, box, 64, pool, "points: blobs, n_crit 64");
+  const float unit[6] = {0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f};
+  for (size_t i = 0; i < 300; i++) /* massless points spread out: every centre geometric */
+    for (int d = 0; d < 4; d++) x[4 * i + d] = d < 3 ? (float)gsl_rng_uniform(r) : 0.0f;
+  check_points(x, 300, unit, 4, pool, "points: massless");
   for (size_t i = 0; i < 50; i++) /* coincident: 40 at one point, massless ones among them */
     for (int d = 0; d < 4; d++) x[4 * i + d] = i < 40 ? (d < 3 ? 0.25f : (i < 20 ? 0.0f : 1.0f)) : (float)gsl_rng_uniform(r);
-  const float unit[6] = {0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f};
   check_points(x, 50, unit, 16, pool, "points: coincident");
-  check_points(x, 20, unit, 4, pool, "points: massless");
   check_points(x + 4 * 40, 2, unit, 16, pool, "points: two");
   check_points(x + 4 * 40, 1, unit, 16, pool, "points: one");
   hy_free(x);
