@@ -380,10 +380,26 @@ static void swap_rec(double *a, double *b) {
   memcpy(b, t, sizeof t);
 }
 
+/* Move the records of [lo, hi) whose value along `axis` is below pv
+ * (strict) or not above it (!strict) to the front, in one pass with no
+ * branch on the values (every record is swapped, the front grows by the
+ * comparison's result: random samples would mispredict half the branches of
+ * a branching partition); returns the end of that front. */
+static size_t part_rec(double *s, size_t lo, size_t hi, int axis, double pv, int strict) {
+  size_t m = lo;
+  for (size_t i = lo; i < hi; i++) {
+    const double v = s[3 * i + (size_t)axis];
+    swap_rec(s + 3 * m, s + 3 * i);
+    m += strict ? v < pv : v <= pv;
+  }
+  return m;
+}
+
 /* Reorder the n records s (3 doubles each) so that s[j] holds the j-th
  * smallest value along `axis`, the records before it none larger and those
- * after it none smaller (quickselect: median-of-three pivot value, three-way
- * partition, so that equal values cannot stall it; insertion sort for short
+ * after it none smaller (quickselect: median-of-three pivot value, the
+ * values below it in front, then, if j lies beyond them, the values equal
+ * to it, so that equal values cannot stall it; insertion sort for short
  * ranges). O(n) expected; the samples are random draws. */
 static void select_rec(double *s, size_t n, size_t j, int axis) {
   size_t lo = 0, hi = n;
@@ -391,22 +407,16 @@ static void select_rec(double *s, size_t n, size_t j, int axis) {
     const double a = s[3 * lo + (size_t)axis], b = s[3 * (lo + (hi - lo) / 2) + (size_t)axis],
                  c = s[3 * (hi - 1) + (size_t)axis];
     const double pv = a < b ? (b < c ? b : a < c ? c : a) : (a < c ? a : b < c ? c : b);
-    size_t lt = lo, i = lo, gt = hi; /* [lo, lt) < pv, [lt, i) == pv, [gt, hi) > pv */
-    while (i < gt) {
-      const double v = s[3 * i + (size_t)axis];
-      if (v < pv)
-        swap_rec(s + 3 * lt++, s + 3 * i++);
-      else if (v > pv)
-        swap_rec(s + 3 * i, s + 3 * --gt);
-      else
-        i++;
-    }
-    if (j < lt)
+    /* pv is one of the values, so [lo, lt) < pv is short of hi and
+     * [lt, eq) == pv is not empty: every round shrinks the range */
+    const size_t lt = part_rec(s, lo, hi, axis, pv, 1);
+    if (j < lt) {
       hi = lt;
-    else if (j >= gt)
-      lo = gt;
-    else
-      return;
+      continue;
+    }
+    const size_t eq = part_rec(s, lt, hi, axis, pv, 0);
+    if (j < eq) return;
+    lo = eq;
   }
   for (size_t i = lo + 1; i < hi; i++)
     for (size_t k = i; k > lo && s[3 * (k - 1) + (size_t)axis] > s[3 * k + (size_t)axis]; k--)

@@ -474,6 +474,34 @@ static void scenario_skewed(const int grid[3]) {
   hy_part_free(&g);
 }
 
+/* Samples that share coordinates: the positions on a lattice of spacing
+ * 0.25 (many equal values along every axis), then every x the same. The
+ * multisection's selection must end (a partition that only splits off the
+ * values below the pivot would loop forever on equal values) and cut the
+ * equal values to one side: each particle still lies inside its owner's
+ * box, nothing is lost or doubled. */
+static void scenario_ties(void) {
+  struct hy_part g, p;
+  struct hy_err err;
+  struct hy_decomp_stats st;
+  make_global(&g, N_MAIN, 11);
+  for (size_t i = 0; i < 3 * g.n; i++) g.pos[i] = 0.25 * round(4.0 * g.pos[i]);
+  take_block(&p, &g, g.n * (size_t)rank / (size_t)nranks, g.n * (size_t)(rank + 1) / (size_t)nranks);
+  struct hy_decomp *d = hy_decomp_create(MPI_COMM_WORLD, NULL, 0.5, 1, 9, &err);
+  HY_CHECK(d != NULL);
+  if (!d) MPI_Abort(MPI_COMM_WORLD, 1);
+  exchange(d, &p, 0, &st);
+  check_stats(&st, &p, 0, 0.5);
+  check_all("positions on a lattice", d, &p, &g, &st);
+  for (size_t i = 0; i < p.n; i++) p.pos[3 * i] = 1.0;
+  for (size_t i = 0; i < g.n; i++) g.pos[3 * i] = 1.0;
+  exchange(d, &p, 0, &st);
+  check_all("  every x equal + exchange 2", d, &p, &g, NULL);
+  hy_decomp_free(d);
+  hy_part_free(&p);
+  hy_part_free(&g);
+}
+
 /* Fewer particles (and samples) than ranks, with the default R_samp: 3
  * particles on the last rank, then none at all. */
 static void scenario_tiny(void) {
@@ -831,6 +859,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < (nranks == 4 ? 4 : nranks > 1 ? 3 : 1); k++) scenario_skewed(grids[k]);
   }
   scenario_tiny();
+  scenario_ties();
   scenario_device_source(N_MAIN, "positions on a device");
   scenario_device_source(5, "5 particles on a device");
   scenario_ahead();
