@@ -111,6 +111,12 @@ struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const s
    * 0.006 s per dt_s at N = 16k, 0.16 s against 0.03 s at 128k) */
   if (f->cfg.tree_build == HY_TREE_BUILD_AUTO)
     f->cfg.tree_build = hy_cl_is_cpu(cl) ? HY_TREE_BUILD_HOST : HY_TREE_BUILD_DEVICE;
+  /* the same for the hard steps' remote tree: on four H100s the host's
+   * build (16 threads a rank) took 19.5 ms per hard step at 2^26 and 13 ms
+   * at 2^24, far past the local walk it should hide behind, the device's
+   * 2.4 ms (doc/performance.md, tenth session) */
+  if (f->cfg.hard_remote == HY_TREE_BUILD_AUTO)
+    f->cfg.hard_remote = hy_cl_is_cpu(cl) ? HY_TREE_BUILD_HOST : HY_TREE_BUILD_DEVICE;
   hy_tree_init(&f->tree);
   hy_tree_init(&f->rtree);
   hy_part_init(&f->remote);
@@ -1278,12 +1284,13 @@ static int remote_points(struct hy_force *f, struct hy_err *err) {
 /* Exchange the LET and build the remote tree of the received items: for a
  * hard walk a tree of points (remote_points), else an octree with the
  * moments of the MAC; with a device-built local tree, on the device (a
- * hard walk's too with HardRemoteTree device, every cell opened). */
+ * hard walk's too with HardRemoteTree device, the default on GPUs: every
+ * cell opened). */
 static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
   if (exchange_let(f, p, mode, selected, err) != 0) return -1;
   if (f->remote.n == 0 || p->n == 0) return 0;
   const int on_device = f->dev_build && f->remote.n >= 2;
-  if (mode == HY_WALK_HARD && !(on_device && f->cfg.hard_remote_device)) return remote_points(f, err);
+  if (mode == HY_WALK_HARD && !(on_device && f->cfg.hard_remote == HY_TREE_BUILD_DEVICE)) return remote_points(f, err);
   if (on_device) return remote_device_args(f, mode, err);
   return build_second_tree(f, &f->remote, 0, err);
 }

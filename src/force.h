@@ -46,9 +46,9 @@ struct hy_force_cfg {
   int n_ratio;    /**< hard steps per soft step */
   int tree_build; /**< enum hy_tree_build */
   int hard_rebuild; /**< nonzero: hy_force_refit rebuilds (default: refits a device-built tree) */
-  int hard_remote_device; /**< several ranks, device-built local tree: the hard walks' remote tree is built
-                               by the device after the local walk (HardRemoteTree device) instead of by the
-                               host threads during it (hy_tree_point_records) */
+  int hard_remote;  /**< enum hy_tree_build; several ranks, device-built local tree: who builds the hard
+                         walks' remote tree (HardRemoteTree): the device after the local walk, or the host
+                         threads during it (hy_tree_point_records); auto: the host on a CPU device */
 };
 
 /** Accumulated costs since the last hy_force_stats_reset [s, counts]. */

@@ -616,7 +616,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
                             .tree_build = device_choice_of(r, "ParticleState") == 2 ? HY_TREE_BUILD_DEVICE
                                                                                     : device_choice_of(r, "TreeBuild"),
                             .hard_rebuild = strcmp(hy_params_get_str(r->par, "HardStepTree"), "rebuild") == 0,
-                            .hard_remote_device = strcmp(hy_params_get_str(r->par, "HardRemoteTree"), "device") == 0};
+                            .hard_remote = device_choice_of(r, "HardRemoteTree")};
   struct hy_force *f = hy_force_create(cl, pool, &fc);
   r->force = f;
   const char *lw = hy_params_get_str(r->par, "LETWalk");

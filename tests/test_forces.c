@@ -322,9 +322,11 @@ static void test_device_build(void) {
   const double eps = 0.1 * pow((double)n, -0.26), r1 = 1.03 * pow((double)n, -1.0 / 3.0), r2 = 2 * r1;
   struct hy_force *fh = make_force_on(eps, r1, r2, 1.0 / 256, 4, HY_TREE_BUILD_HOST);
   struct hy_force *fd = make_force_on(eps, r1, r2, 1.0 / 256, 4, HY_TREE_BUILD_DEVICE);
-  /* auto: the host build on a CPU device (same cores, no launch costs), else the device build */
+  /* auto: the host build on a CPU device (same cores, no launch costs), else the device build; the same
+   * for the hard steps' remote tree (hard_remote 0: auto) */
   struct hy_force *fa = make_force_on(eps, r1, r2, 1.0 / 256, 4, HY_TREE_BUILD_AUTO);
   HY_CHECK_INT(hy_force_config(fa)->tree_build, hy_cl_is_cpu(cl) ? HY_TREE_BUILD_HOST : HY_TREE_BUILD_DEVICE);
+  HY_CHECK_INT(hy_force_config(fa)->hard_remote, hy_cl_is_cpu(cl) ? HY_TREE_BUILD_HOST : HY_TREE_BUILD_DEVICE);
   hy_force_free(fa);
   struct walk_set wh, wd;
   walk_set(fh, &p, &wh); /* sorts p into key order */

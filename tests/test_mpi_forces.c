@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
   struct hy_cl *cl;
   if (hy_cl_create(&cl, &o, &err) != 0) die("OpenCL", &err);
   struct hy_force_cfg fc = {.G = G, .eps = eps, .r1 = r1, .r2 = r2, .a_err = a_err, .n_crit = 16, .nvec = 4,
-                            .n_ratio = 4, .tree_build = tree_build, .hard_remote_device = hard_dev};
+                            .n_ratio = 4, .tree_build = tree_build, .hard_remote = hard_dev ? HY_TREE_BUILD_DEVICE : HY_TREE_BUILD_HOST};
   struct hy_force *f = hy_force_create(cl, pool, &fc);
   hy_force_set_comm(f, comm, 1, let_walk);
   hy_force_set_let_open(f, let_open);
