@@ -26,7 +26,7 @@ extern const unsigned long hy_cl_source_build_len;
 
 static void pinned_release(struct hy_cl *cl, struct cl_pinned *h) {
   if (h->mem && h->ptr) {
-    if (clEnqueueUnmapMemObject(cl->q, h->mem, h->ptr, 0, NULL, NULL) == CL_SUCCESS) clFinish(cl->q);
+    if (clEnqueueUnmapMemObject(hy_cl_queue(cl), h->mem, h->ptr, 0, NULL, NULL) == CL_SUCCESS) clFinish(hy_cl_queue(cl));
   }
   if (h->mem) clReleaseMemObject(h->mem);
   memset(h, 0, sizeof *h);
@@ -51,7 +51,7 @@ void *hy_cl_host_buffer(struct hy_cl *cl, int which, size_t bytes, struct hy_err
                hy_cl_errname(e));
     return NULL;
   }
-  h->ptr = clEnqueueMapBuffer(cl->q, h->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, want, 0, NULL, NULL, &e);
+  h->ptr = clEnqueueMapBuffer(hy_cl_queue(cl), h->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, want, 0, NULL, NULL, &e);
   if (e != CL_SUCCESS || !h->ptr) {
     h->ptr = NULL;
     pinned_release(cl, h);
@@ -214,7 +214,7 @@ int hy_cl_launch(struct hy_cl *cl, cl_kernel k, const char *name, size_t items, 
   size_t local = cl->build_wg;
   size_t global = (items + local - 1) / local * local;
   if (global == 0) global = local;
-  cl_int e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, ev);
+  cl_int e = clEnqueueNDRangeKernel(hy_cl_queue(cl), k, 1, NULL, &global, &local, 0, NULL, ev);
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: launching %s (%zu work-items) failed on %s: %s", name, global, cl->name,
                       hy_cl_errname(e));
@@ -270,9 +270,9 @@ static int merge_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_bu
   }
   if (s == 1) {
     cl_int e;
-    if ((e = clEnqueueCopyBuffer(cl->q, kb[1]->mem, kb[0]->mem, 0, 0, n * 8, 0, NULL, ev_new(ev, phase))) !=
+    if ((e = clEnqueueCopyBuffer(hy_cl_queue(cl), kb[1]->mem, kb[0]->mem, 0, 0, n * 8, 0, NULL, ev_new(ev, phase))) !=
             CL_SUCCESS ||
-        (e = clEnqueueCopyBuffer(cl->q, ib[1]->mem, ib[0]->mem, 0, 0, n * 4, 0, NULL, ev_new(ev, phase))) !=
+        (e = clEnqueueCopyBuffer(hy_cl_queue(cl), ib[1]->mem, ib[0]->mem, 0, 0, n * 4, 0, NULL, ev_new(ev, phase))) !=
             CL_SUCCESS)
       return hy_err_set(err, "OpenCL: copying %zu sorted pairs failed on %s: %s", n, cl->name, hy_cl_errname(e));
   }
@@ -312,9 +312,9 @@ void hy_cl_set_merge_sort_max(struct hy_cl *cl, size_t max) { cl->merge_sort_max
 int hy_cl_scan(struct hy_cl *cl, cl_mem data, size_t n, struct hy_err *err) {
   if (n == 0) return 0;
   if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_check_int(n, "scan", err)) return -1;
-  struct evlist ev = {.q = cl->q};
+  struct evlist ev = {.q = hy_cl_queue(cl)};
   int rc = scan(cl, data, n, 0, &ev, PH_SORT, err);
-  if (rc != 0) clFinish(cl->q);
+  if (rc != 0) clFinish(hy_cl_queue(cl));
   ev_finish(&ev, NULL);
   return rc;
 }
@@ -328,9 +328,9 @@ int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2
   if (hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
                        err) != 0)
     return -1;
-  struct evlist ev = {.q = cl->q};
+  struct evlist ev = {.q = hy_cl_queue(cl)};
   int rc = sort_pairs(cl, kb, ib, n, bits, &ev, PH_SORT, err);
-  if (rc != 0) clFinish(cl->q);
+  if (rc != 0) clFinish(hy_cl_queue(cl));
   ev_finish(&ev, NULL);
   return rc;
 }
@@ -377,7 +377,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   T->n_gen = 0;
   cl_int e;
   if (a->pos) {
-    e = clEnqueueWriteBuffer(cl->q, T->pos.mem, CL_FALSE, 0, n * 16, a->pos, 0, NULL, ev_new(ev, PH_UPLOAD));
+    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->pos.mem, CL_FALSE, 0, n * 16, a->pos, 0, NULL, ev_new(ev, PH_UPLOAD));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
                         hy_cl_errname(e));
@@ -391,7 +391,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   if (a->grp) {
     if (hy_cl_ensure_buf(cl, &T->grp, hy_size_mul_or_die(n, 8, "particle groups"), "LET item moments", err) != 0)
       return -1;
-    e = clEnqueueWriteBuffer(cl->q, T->grp.mem, CL_FALSE, 0, n * 8, a->grp, 0, NULL, ev_new(ev, PH_UPLOAD));
+    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->grp.mem, CL_FALSE, 0, n * 8, a->grp, 0, NULL, ev_new(ev, PH_UPLOAD));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: uploading %zu LET item moments failed on %s: %s", n, cl->name,
                         hy_cl_errname(e));
@@ -431,7 +431,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
       const cl_uint none = UINT32_MAX, nc = (cl_uint)L->n_cell;
       if (hy_cl_ensure_buf(cl, &cl->first_at, hy_size_mul_or_die(nl, 4, "first cells"), "first cells", err) != 0)
         return -1;
-      if ((e = clEnqueueFillBuffer(cl->q, cl->first_at.mem, &none, sizeof none, 0, nl * 4, 0, NULL,
+      if ((e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->first_at.mem, &none, sizeof none, 0, nl * 4, 0, NULL,
                                    ev_new(ev, PH_SORT))) != CL_SUCCESS)
         return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
       if (hy_cl_set_args(cl, cl->k_first_cells, "hy_first_cells", err, M(L->c_lo), V(nc), M(cl->first_at), END) ||
@@ -451,7 +451,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     T->skey_n = 0;
     if (a->keep_keys) {
       if (hy_cl_ensure_buf(cl, &T->skey, hy_size_mul_or_die(n, 8, "keys"), "kept keys", err) != 0) return -1;
-      if ((e = clEnqueueCopyBuffer(cl->q, cl->key[0].mem, T->skey.mem, 0, 0, n * 8, 0, NULL,
+      if ((e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->key[0].mem, T->skey.mem, 0, 0, n * 8, 0, NULL,
                                    ev_new(ev, PH_SORT))) != CL_SUCCESS)
         return hy_err_set(err, "OpenCL: copying %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
       T->skey_n = n;
@@ -470,13 +470,13 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   cl_uint table[GEN_TABLE] = {0};
   table[1] = 1; /* generation 0: the root, cell 0 */
   cl_uint root_range[2] = {0, un};
-  if ((e = clEnqueueWriteBuffer(cl->q, cl->gen.mem, CL_FALSE, 0, sizeof table, table, 0, NULL,
+  if ((e = clEnqueueWriteBuffer(hy_cl_queue(cl), cl->gen.mem, CL_FALSE, 0, sizeof table, table, 0, NULL,
                                 ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
-      (e = clEnqueueWriteBuffer(cl->q, T->c_lo.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[0], 0, NULL,
+      (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->c_lo.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[0], 0, NULL,
                                 ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
-      (e = clEnqueueWriteBuffer(cl->q, T->c_hi.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[1], 0, NULL,
+      (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->c_hi.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[1], 0, NULL,
                                 ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
-      (e = clEnqueueWriteBuffer(cl->q, T->nxt.mem, CL_FALSE, n * sizeof(cl_int), sizeof(cl_int), &root_next, 0,
+      (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->nxt.mem, CL_FALSE, n * sizeof(cl_int), sizeof(cl_int), &root_next, 0,
                                 NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: writing the root cell failed on %s: %s", cl->name, hy_cl_errname(e));
   const cl_uint crit = (cl_uint)(a->n_crit < 1 ? 1 : a->n_crit);
@@ -508,7 +508,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
         return -1;
       bound = 8 * bound < n / 2 + 1 ? 8 * bound : n / 2 + 1;
     }
-    e = clEnqueueReadBuffer(cl->q, cl->gen.mem, CL_TRUE, 0, sizeof table, table, 0, NULL, ev_new(ev, PH_CELLS));
+    e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->gen.mem, CL_TRUE, 0, sizeof table, table, 0, NULL, ev_new(ev, PH_CELLS));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: reading the cell generations failed on %s: %s (a kernel fault?)", cl->name,
                         hy_cl_errname(e));
@@ -538,12 +538,12 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
       return -1;
   }
   ev_close(ev);
-  e = clFinish(cl->q);
+  e = clFinish(hy_cl_queue(cl));
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: the device tree build failed on %s: %s (a kernel fault or too little device "
                            "memory)", cl->name, hy_cl_errname(e));
   cl_uint grafted = 0; /* the queue is idle: this read waits for nothing */
-  if (graft && (e = clEnqueueReadBuffer(cl->q, cl->n_graft.mem, CL_TRUE, 0, sizeof grafted, &grafted, 0, NULL,
+  if (graft && (e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->n_graft.mem, CL_TRUE, 0, sizeof grafted, &grafted, 0, NULL,
                                         NULL)) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: reading the copied cell count failed on %s: %s", cl->name, hy_cl_errname(e));
   res->root = n_part;
@@ -581,12 +581,12 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
   const struct cl_buf *g_ib = graft ? &cl->ibefore : &T->c_lo, *g_first = graft ? &cl->first_at : &T->c_lo,
                       *g_hi = graft ? &L->c_hi : &T->c_hi, *g_mor = graft ? &L->mor : &T->mor,
                       *g_node = graft ? &cl->node[0] : &cl->node[slot], *g_b2 = graft ? &L->c_b2 : &T->c_b2;
-  if ((e = clEnqueueFillBuffer(cl->q, cl->n_graft.mem, &zero, sizeof zero, 0, sizeof zero, 0, NULL,
+  if ((e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->n_graft.mem, &zero, sizeof zero, 0, sizeof zero, 0, NULL,
                                ev_new(ev, PH_MOMENTS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
   /* a count of listed large cells per generation, all cleared here: one
    * command instead of one before every generation */
-  if (n_gen > 0 && (e = clEnqueueFillBuffer(cl->q, cl->n_big.mem, &zero, sizeof zero, 0, (size_t)n_gen * sizeof zero,
+  if (n_gen > 0 && (e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->n_big.mem, &zero, sizeof zero, 0, (size_t)n_gen * sizeof zero,
                                             0, NULL, ev_new(ev, PH_MOMENTS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
   for (int g = n_gen - 1; g >= 0; g--) {
@@ -620,15 +620,35 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
                            "(at most %d); use more ranks", a->n, INT_MAX / 4);
   if (!(a->side > 0.0)) return hy_err_set(err, "internal error: device tree build with cube side %g", a->side);
   if (hy_cl_build_kernels(cl, err) != 0) return -1;
-  struct evlist ev = {.q = cl->q};
+  struct evlist ev = {.q = hy_cl_queue(cl)};
   int rc = build_enqueued(cl, a, res, &ev, err);
-  if (rc != 0) clFinish(cl->q);
+  if (rc != 0) clFinish(hy_cl_queue(cl));
   double t[PH_N] = {0};
   ev_finish(&ev, rc == 0 ? t : NULL);
   res->upload = t[PH_UPLOAD];
   res->sort = t[PH_SORT];
   res->cells = t[PH_CELLS];
   res->moments = t[PH_MOMENTS];
+  return rc;
+}
+
+int hy_cl_tree_build_side(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
+                          struct hy_err *err) {
+  memset(res, 0, sizeof *res);
+  if (a->slot != 1 || !a->pos)
+    return hy_err_set(err, "internal error: a side build must build slot 1 from uploaded positions");
+  if (!cl->q2) { /* made here, once: only distributed runs with device-built remote trees need it */
+    cl_int e;
+    cl->q2 = clCreateCommandQueue(cl->ctx, cl->device, CL_QUEUE_PROFILING_ENABLE, &e);
+    if (e != CL_SUCCESS) {
+      cl->q2 = NULL;
+      return hy_err_set(err, "OpenCL: clCreateCommandQueue (second queue) failed on %s: %s", cl->name,
+                        hy_cl_errname(e));
+    }
+  }
+  hy_cl_on_side = 1;
+  const int rc = hy_cl_tree_build(cl, a, res, err);
+  hy_cl_on_side = 0;
   return rc;
 }
 
@@ -640,21 +660,21 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
     return hy_err_set(err, "internal error: refit of %zu particles without a device-built tree of them", n);
   if (!pos && cl->state_n != n)
     return hy_err_set(err, "internal error: refit from a device state of %zu particles, not %zu", cl->state_n, n);
-  struct evlist ev = {.q = cl->q};
+  struct evlist ev = {.q = hy_cl_queue(cl)};
   cl_int e = CL_SUCCESS;
   cl->node_id[0] = 0;
   int rc = 0;
   if (pos) {
-    e = clEnqueueWriteBuffer(cl->q, T->pos.mem, CL_FALSE, 0, n * 16, pos, 0, NULL, ev_new(&ev, PH_UPLOAD));
+    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->pos.mem, CL_FALSE, 0, n * 16, pos, 0, NULL, ev_new(&ev, PH_UPLOAD));
     if (e != CL_SUCCESS)
       rc = hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
                       hy_cl_errname(e));
   }
   if (rc == 0) rc = enqueue_moments(cl, T, 0, n, a_err, 0, &ev, err);
   ev_close(&ev);
-  if (rc == 0 && (e = clFinish(cl->q)) != CL_SUCCESS)
+  if (rc == 0 && (e = clFinish(hy_cl_queue(cl))) != CL_SUCCESS)
     rc = hy_err_set(err, "OpenCL: the device tree refit failed on %s: %s", cl->name, hy_cl_errname(e));
-  if (rc != 0) clFinish(cl->q);
+  if (rc != 0) clFinish(hy_cl_queue(cl));
   double t[PH_N] = {0};
   ev_finish(&ev, rc == 0 ? t : NULL);
   if (rc != 0) return -1;
@@ -684,18 +704,18 @@ int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, flo
   if (n != T->sorted_n || n_cell != T->n_cell || T->n_gen == 0)
     return hy_err_set(err, "internal error: download of a tree of %zu particles and %zu cells without it", n,
                       n_cell);
-  struct evlist ev = {.q = cl->q};
+  struct evlist ev = {.q = hy_cl_queue(cl)};
   cl_int e;
-  if ((e = clEnqueueReadBuffer(cl->q, cl->node[slot].mem, CL_FALSE, hy_size_mul_or_die(n, 32, "tree nodes"),
+  if ((e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->node[slot].mem, CL_FALSE, hy_size_mul_or_die(n, 32, "tree nodes"),
                                n_cell * 32, cells, 0, NULL, ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
-      (next && (e = clEnqueueReadBuffer(cl->q, T->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL,
+      (next && (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL,
                                         ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS) ||
-      (e = clEnqueueReadBuffer(cl->q, T->c_b2.mem, CL_FALSE, 0, n_cell * 4, b2, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
+      (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->c_b2.mem, CL_FALSE, 0, n_cell * 4, b2, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
           CL_SUCCESS ||
-      (idx && (e = clEnqueueReadBuffer(cl->q, T->idx.mem, CL_FALSE, 0, n * 4, idx, 0, NULL,
+      (idx && (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->idx.mem, CL_FALSE, 0, n * 4, idx, 0, NULL,
                                        ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS) ||
-      (ev_close(&ev), (e = clFinish(cl->q)) != CL_SUCCESS)) {
-    clFinish(cl->q);
+      (ev_close(&ev), (e = clFinish(hy_cl_queue(cl))) != CL_SUCCESS)) {
+    clFinish(hy_cl_queue(cl));
     ev_finish(&ev, NULL);
     return hy_err_set(err, "OpenCL: reading the device-built tree (%zu particles, %zu cells) failed on %s: %s", n,
                       n_cell, cl->name, hy_cl_errname(e));

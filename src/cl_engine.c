@@ -169,6 +169,14 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
   }
   size_t pick = cand[(size_t)(o->local_rank < 0 ? 0 : o->local_rank) % nc];
   cl = hy_calloc("OpenCL engine", 1, sizeof *cl);
+  const int pe = pthread_mutex_init(&cl->mem_lock, NULL);
+  if (pe != 0) {
+    hy_free(cand);
+    hy_free(list);
+    hy_free(cl);
+    return hy_err_set(err, "OpenCL engine: pthread_mutex_init failed: %s", strerror(pe));
+  }
+  cl->mem_lock_ok = 1;
   cl->platform = list[pick].pid;
   cl->device = list[pick].did;
   cl->type = list[pick].type;
@@ -236,6 +244,7 @@ void hy_cl_buf_release(struct cl_buf *b) {
 
 void hy_cl_free(struct hy_cl *cl) {
   if (!cl) return;
+  if (cl->q2) clFinish(cl->q2);
   if (cl->q) clFinish(cl->q);
   for (int m = 0; m < HY_WALK_NMODES; m++)
     for (int p = 0; p < 2; p++) {
@@ -254,8 +263,10 @@ void hy_cl_free(struct hy_cl *cl) {
   hy_cl_buf_release(&cl->out1);
   hy_cl_buf_release(&cl->counts);
   hy_cl_buf_release(&cl->dsrc);
+  if (cl->q2) clReleaseCommandQueue(cl->q2);
   if (cl->q) clReleaseCommandQueue(cl->q);
   if (cl->ctx) clReleaseContext(cl->ctx);
+  if (cl->mem_lock_ok) pthread_mutex_destroy(&cl->mem_lock);
   hy_free(cl->counts_host);
   hy_free(cl);
 }
@@ -384,9 +395,34 @@ int hy_cl_build_all(struct hy_cl *cl, struct hy_err *err) {
 
 /* ----------------------------------------------------------- buffers */
 
+_Thread_local int hy_cl_on_side;
+
+void hy_cl_mem_lock(struct hy_cl *cl) {
+  if (cl->mem_lock_ok && pthread_mutex_lock(&cl->mem_lock) != 0) hy_die("OpenCL engine: pthread_mutex_lock failed");
+}
+
+void hy_cl_mem_unlock(struct hy_cl *cl) {
+  if (cl->mem_lock_ok && pthread_mutex_unlock(&cl->mem_lock) != 0)
+    hy_die("OpenCL engine: pthread_mutex_unlock failed");
+}
+
+static int ensure_buf_locked(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label,
+                             struct hy_err *err);
+
+/* The buffer bookkeeping (in_use) under mem_lock: a build on the side queue
+ * (hy_cl_tree_build_side) may grow its buffers while another thread's walk
+ * grows its own. */
 int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label, struct hy_err *err) {
   if (bytes == 0) bytes = 16;
   if (b->mem && b->size >= bytes) return 0;
+  hy_cl_mem_lock(cl);
+  const int rc = ensure_buf_locked(cl, b, bytes, label, err);
+  hy_cl_mem_unlock(cl);
+  return rc;
+}
+
+static int ensure_buf_locked(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label,
+                             struct hy_err *err) {
   size_t want = bytes + bytes / 4;
   if (want > cl->max_alloc) want = bytes;
   if (bytes > cl->max_alloc)
@@ -439,9 +475,11 @@ int hy_cl_ensure_buf_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size
     *b = old;
     return -1;
   }
-  cl_int e = keep ? clEnqueueCopyBuffer(cl->q, old.mem, b->mem, 0, 0, keep, 0, NULL, NULL) : CL_SUCCESS;
-  if (e == CL_SUCCESS) e = clFinish(cl->q);
+  cl_int e = keep ? clEnqueueCopyBuffer(hy_cl_queue(cl), old.mem, b->mem, 0, 0, keep, 0, NULL, NULL) : CL_SUCCESS;
+  if (e == CL_SUCCESS) e = clFinish(hy_cl_queue(cl));
+  hy_cl_mem_lock(cl);
   cl->in_use -= old.size;
+  hy_cl_mem_unlock(cl);
   hy_cl_buf_release(&old);
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: copying '%s' into a larger buffer failed on %s: %s", label, cl->name,

@@ -165,6 +165,18 @@ void hy_cl_set_merge_sort_max(struct hy_cl *cl, size_t max);
 int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                      struct hy_err *err);
 
+/** hy_cl_tree_build of slot 1 from uploaded positions (a->pos) on a second
+ *  command queue, so that it runs beside a walk of slot 0 that another
+ *  thread has on the engine's queue: the commands of the two touch no
+ *  common buffer or kernel object (slot 1's tree and the build's scratch
+ *  buffers and kernels against the walk's; the engine's bookkeeping of
+ *  buffer sizes is locked). Returns when the tree is built; the caller
+ *  orders it before any walk of slot 1 (the walk's thread is handed the
+ *  job after this returns). Not beside another build, refit, LET selection
+ *  or state operation, nor a walk of slot 1. Returns 0 or -1 with err set. */
+int hy_cl_tree_build_side(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
+                          struct hy_err *err);
+
 /** Print every platform and device to out (one line each). */
 void hy_cl_print_devices(FILE *out, const struct hy_cl *chosen);
 

@@ -7,6 +7,7 @@
 #define HY_CL_INTERNAL_H
 
 #include <CL/cl.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +58,9 @@ struct hy_cl {
   cl_device_id device;
   cl_context ctx;
   cl_command_queue q;
+  cl_command_queue q2; /* hy_cl_tree_build_side's queue (made on first use; NULL: none yet) */
+  pthread_mutex_t mem_lock; /* in_use: buffers grow on two threads while a side build runs */
+  int mem_lock_ok;          /* mem_lock initialised */
   cl_device_type type;
   cl_ulong max_alloc, global_mem;
   size_t in_use;    /* bytes of all engine buffers */
@@ -110,6 +114,13 @@ struct hy_cl {
   int has_fp64;    /* 0 not asked yet, 1 no, 2 yes */
 };
 
+/* Nonzero on a thread inside hy_cl_tree_build_side: the build's commands
+ * go to q2, so that they run beside the walk another thread has on q. */
+extern _Thread_local int hy_cl_on_side;
+
+/* The queue of the calling thread's commands (cl_build.c). */
+static inline cl_command_queue hy_cl_queue(const struct hy_cl *cl) { return hy_cl_on_side ? cl->q2 : cl->q; }
+
 static inline const char *hy_cl_dev_label(const struct hy_cl *cl) {
   return cl && cl->name[0] ? cl->name : "the OpenCL device";
 }
@@ -137,6 +148,10 @@ int hy_cl_set_args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_er
 /** cl_build.c: launch k over at least `items` work-items in work-groups of
  *  the build size (ev may be NULL). */
 int hy_cl_launch(struct hy_cl *cl, cl_kernel k, const char *name, size_t items, cl_event *ev, struct hy_err *err);
+/** mem_lock around changes of in_use outside hy_cl_ensure_buf (dies if
+ *  the lock fails). */
+void hy_cl_mem_lock(struct hy_cl *cl);
+void hy_cl_mem_unlock(struct hy_cl *cl);
 /** Grow buffer b to at least bytes (checked against the device's limits). */
 int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label, struct hy_err *err);
 /** As hy_cl_ensure_buf, keeping the first `keep` bytes of b's contents. */

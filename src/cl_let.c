@@ -171,7 +171,9 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames
   if (test_small()) {
     guess = 1;
     for (int k = 0; k < 2; k++) { /* start small again (the engine counts its bytes in use) */
+      hy_cl_mem_lock(cl);
       cl->in_use -= cl->l_key[k].size + cl->l_val[k].size;
+      hy_cl_mem_unlock(cl);
       hy_cl_buf_release(&cl->l_key[k]);
       hy_cl_buf_release(&cl->l_val[k]);
     }

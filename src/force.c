@@ -27,9 +27,6 @@ struct walk_job {
   struct hy_err err;
   int fetch; /* no walk: read the results an unsort walk left on the device into a.out0 / a.out1 */
   const char *what; /* its name in the trace (trace.h) */
-  const struct hy_cl_build_args *build; /* NULL, or the tree to build first (slot 1: the remote tree) */
-  double t_build;   /* its wall time */
-  struct hy_cl_build_result bres;
 };
 
 struct hy_force {
@@ -57,10 +54,11 @@ struct hy_force {
   struct hy_tree rtree;     /* remote tree */
   float *rnode;             /* its node records, in the local tree's frame */
   size_t rnode_cap;
-  int rdev;                 /* the remote tree of the last exchange is built on the device (rbuild) */
+  int rdev;                 /* the remote tree of the last exchange is built on the device (rbuild, rbres) */
   float *pnode;             /* or its records as a tree of points (hard walks), in pinned memory */
   size_t p_cells;           /* its cells */
   struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
+  struct hy_cl_build_result rbres; /* and its result */
   float rbox[6];                  /* the box of its items' packed positions (lo, hi), if rbox_ok */
   int rbox_ok;
   int merged;               /* HY_LET_*: when to walk one tree of local particles + LET items */
@@ -416,13 +414,17 @@ static struct hy_cl_build_args build_args(const struct hy_force *f, const double
 
 /* Tracing: the device's parts of a job (durations from the OpenCL profiling
  * events), laid end to end before t_end: names[k] takes d[k] seconds. */
-static void trace_parts(const char *const *names, const double *d, int n, double t_end) {
+static void trace_parts_on(int lane, const char *const *names, const double *d, int n, double t_end) {
   double t = t_end;
   for (int k = 0; k < n; k++) t -= d[k];
   for (int k = 0; k < n; k++) {
-    hy_trace_span(HY_TRACE_DEVICE, names[k], t, t + d[k]);
+    hy_trace_span(lane, names[k], t, t + d[k]);
     t += d[k];
   }
+}
+
+static void trace_parts(const char *const *names, const double *d, int n, double t_end) {
+  trace_parts_on(HY_TRACE_DEVICE, names, d, n, t_end);
 }
 
 /* The device build from positions packed relative to f->origin (pos4, or
@@ -590,7 +592,6 @@ static void resident_walk_job(struct hy_force *f, struct walk_job *j, const stru
   j->cl = f->cl;
   j->wc = *wc;
   j->fetch = 0;
-  j->build = NULL;
   j->what = slot ? "walk_merged" : "walk_local";
   if (slot)
     j->a = (struct hy_cl_walk_args){.n_nodes = f->m_n + f->m_n_cell,
@@ -1117,22 +1118,6 @@ static int walk_job_run(void *arg) {
   struct walk_job *j = arg;
   double t0 = hy_trace_t();
   int rc;
-  j->t_build = 0.0;
-  if (j->build) { /* the remote tree first, then its walk */
-    const double tb = hy_wtime();
-    if (hy_cl_tree_build(j->cl, j->build, &j->bres, &j->err) != 0) return -1;
-    j->t_build = hy_wtime() - tb;
-    j->a.n_part = j->build->n;
-    j->a.n_nodes = j->build->n + j->bres.n_cell;
-    j->a.root = j->bres.root;
-    hy_trace(HY_TRACE_DEVICE, "remote_build_device", t0);
-    if (hy_trace_on()) {
-      static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments"};
-      const double d[] = {j->bres.upload, j->bres.sort, j->bres.cells, j->bres.moments};
-      trace_parts(nm, d, 4, hy_wtime());
-    }
-    t0 = hy_trace_t();
-  }
   if (j->fetch) {
     j->counts[0] = j->counts[1] = 0;
     rc = hy_cl_unsorted_read(j->cl, j->a.n_sink, j->wc.mode == HY_WALK_SPLIT, j->a.out0, j->a.out1, &j->tm, &j->err);
@@ -1161,13 +1146,6 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
     return -1;
   }
   add_times(f, &j->tm);
-  if (j->build) {
-    f->st.remote_build += j->t_build;
-    f->st.upload += j->bres.upload;
-    f->st.dev_sort += j->bres.sort;
-    f->st.dev_cells += j->bres.cells;
-    f->st.dev_moments += j->bres.moments;
-  }
   f->st.n_pp += j->counts[HY_COUNT_PP];
   f->st.n_pc += j->counts[HY_COUNT_PC];
   return 0;
@@ -1228,9 +1206,13 @@ static void set_rbox(struct hy_force *f, const double red[6]) {
 }
 
 /* With a device-built local tree the remote tree is built on the device as
- * well, by the device thread after the local walk (walk_job.build): here its
- * items are packed in the local records' frame (with their B2 and b_max)
- * and its key cube is chosen as for a local build. */
+ * well: here its items are packed in the local records' frame (with their
+ * B2 and b_max) and its key cube is chosen as for a local build; then this
+ * thread builds it on the engine's second queue while the device thread's
+ * local walk runs on the first (hy_cl_tree_build_side: slot 1 and the build's
+ * buffers, none of the walk's), so that the remote walk starts right after
+ * the local one (before, the device thread built it then: 2.2-2.7 ms per
+ * hard step at 2^26 on two or four GPUs, in the critical path). */
 static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t m = f->remote.n;
@@ -1245,9 +1227,23 @@ static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) 
   f->rbuild = build_args(f, f->frame, pos4, grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
   f->rbuild.open_all = mode == HY_WALK_HARD; /* every cell opened, as in remote_points */
   set_rbox(f, red);
-  f->rdev = 1;
   f->st.remote_build += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "remote_pack", t0);
+  const double tb = hy_wtime();
+  if (hy_cl_tree_build_side(f->cl, &f->rbuild, &f->rbres, err) != 0) return -1;
+  f->rdev = 1;
+  const double te = hy_wtime();
+  f->st.remote_build += te - tb;
+  f->st.upload += f->rbres.upload;
+  f->st.dev_sort += f->rbres.sort;
+  f->st.dev_cells += f->rbres.cells;
+  f->st.dev_moments += f->rbres.moments;
+  hy_trace(HY_TRACE_MAIN, "remote_build_side", tb);
+  if (hy_trace_on()) {
+    static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments"};
+    const double d[] = {f->rbres.upload, f->rbres.sort, f->rbres.cells, f->rbres.moments};
+    trace_parts_on(HY_TRACE_MAIN, nm, d, 4, te);
+  }
   return 0;
 }
 
@@ -1309,7 +1305,6 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
   j->wc = *wc;
   j->fetch = 0;
   j->what = "walk_remote";
-  j->build = f->rdev ? &f->rbuild : NULL;
   j->a = (struct hy_cl_walk_args){.slot = 1,
                                   .sink = f->sink,
                                   .n_sink = n_sink,
@@ -1323,8 +1318,11 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
     j->a.has_box = f->rbox_ok;
     memcpy(j->a.box, f->rbox, sizeof j->a.box);
   }
-  if (f->rdev) { /* built on the device first (walk_job_run sets the counts) */
+  if (f->rdev) { /* built on the device (remote_device_args), resident in slot 1 */
     j->a.tree_id = f->rbuild.tree_id;
+    j->a.n_part = f->rbuild.n;
+    j->a.n_nodes = f->rbuild.n + f->rbres.n_cell;
+    j->a.root = f->rbres.root;
   } else if (f->pnode) { /* a tree of points, uploaded with the walk */
     j->a.node = f->pnode;
     j->a.n_nodes = f->remote.n + f->p_cells;
@@ -1511,7 +1509,6 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
     lj->cl = f->cl;
     lj->wc = wc;
     lj->fetch = 0;
-    lj->build = NULL;
     lj->what = "walk_local";
     lj->a = (struct hy_cl_walk_args){.node = f->node,
                                      .n_nodes = hy_tree_n_nodes(&f->tree),

@@ -4,7 +4,8 @@
 # LET walk, whose local walk runs on the device thread while the main thread
 # selects, exchanges and builds the remote tree, under ThreadSanitizer on 2
 # ranks; then the merged walk, and the separate walk with the particle state
-# on the device (-S, trees built on the device). Fails on any TSan report
+# on the device (-S, trees built on the device), and with -H its hard remote
+# trees built on the device's second queue. Fails on any TSan report
 # (exit code 66) or a wrong result.
 set -u
 : "${top_builddir:=.}"
@@ -17,11 +18,13 @@ tmp="$top_builddir/tests/tmp-tsan-$$"
 mkdir "$tmp" || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-for walk in separate merged separate-state; do
+for walk in separate merged separate-state separate-stateH; do
   extra=
   [ "$walk" = separate-state ] && extra="-b device -S"
+  # the hard steps' remote trees built on the device's second queue beside the local walk
+  [ "$walk" = separate-stateH ] && extra="-b device -S -H"
   # shellcheck disable=SC2086
-  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$prog" -w "${walk%-state}" $extra -s 512 -i plummer:4096:2 -G 1 \
+  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$prog" -w "${walk%-state*}" $extra -s 512 -i plummer:4096:2 -G 1 \
        -e 0.0115 -1 0.0644 -2 0.129 -a 0.00390625 -d 0.053 -o "$tmp/out.$walk" >"$tmp/log.$walk" 2>&1; then
     grep ranks "$tmp/log.$walk"
   else
