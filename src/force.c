@@ -54,7 +54,8 @@ struct hy_force {
   struct hy_tree rtree;     /* remote tree */
   float *rnode;             /* its node records, in the local tree's frame */
   size_t rnode_cap;
-  int rdev;                 /* the remote tree of the last exchange is built on the device (rbuild, rbres) */
+  int rdev;                 /* the remote tree of the last exchange on the device: 0 no, 1 packed (rbuild), 2 built
+                               there (rbres) */
   float *pnode;             /* or its records as a tree of points (hard walks), in pinned memory */
   size_t p_cells;           /* its cells */
   struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
@@ -208,6 +209,7 @@ static void sink_body(void *arg, size_t b, size_t e, int tid) {
 static int walk_job_run(void *arg);
 static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err);
 static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err);
+static int remote_build_side(struct hy_force *f, struct hy_err *err);
 static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n_sink,
                             uint64_t sink_id, long self_base, float *out0, float *out1);
 static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *err);
@@ -983,6 +985,9 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   const hy_force_overlap_fn ov = f->let ? f->ov : NULL;
   int rc = f->let ? remote_tree(f, p, mode, 1, err) : 0;
   if (rc == 0 && ov) rc = ov(f->ov_ctx, 0, err);
+  /* after the caller's host work: the build holds this thread until its
+   * last kernel, which may wait for the local walk's end */
+  if (rc == 0) rc = remote_build_side(f, err);
   if (wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
   if (rc == 0 && ov) rc = ov(f->ov_ctx, 1, err);
   if (rc == 0 && f->let && f->remote.n > 0) { /* its results added to the local walk's, on the device */
@@ -1207,12 +1212,13 @@ static void set_rbox(struct hy_force *f, const double red[6]) {
 
 /* With a device-built local tree the remote tree is built on the device as
  * well: here its items are packed in the local records' frame (with their
- * B2 and b_max) and its key cube is chosen as for a local build; then this
- * thread builds it on the engine's second queue while the device thread's
- * local walk runs on the first (hy_cl_tree_build_side: slot 1 and the build's
- * buffers, none of the walk's), so that the remote walk starts right after
- * the local one (before, the device thread built it then: 2.2-2.7 ms per
- * hard step at 2^26 on two or four GPUs, in the critical path). */
+ * B2 and b_max) and its key cube is chosen as for a local build; then
+ * remote_build_side builds it on the engine's second queue while the device
+ * thread's local walk runs on the first (hy_cl_tree_build_side: slot 1 and
+ * the build's buffers, none of the walk's), so that the remote walk can
+ * start right after the local one (before, the device thread built it then:
+ * 2.2-2.7 ms per hard step at 2^26 on two or four GPUs, in the critical
+ * path). */
 static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t m = f->remote.n;
@@ -1229,9 +1235,18 @@ static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) 
   set_rbox(f, red);
   f->st.remote_build += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "remote_pack", t0);
+  f->rdev = 1; /* to be built by remote_build_side */
+  return 0;
+}
+
+/* The remote tree that remote_device_args packed (if any, and not built
+ * yet), built on the engine's second queue (hy_cl_tree_build_side) beside
+ * the device thread's local walk. */
+static int remote_build_side(struct hy_force *f, struct hy_err *err) {
+  if (f->rdev != 1) return 0;
   const double tb = hy_wtime();
   if (hy_cl_tree_build_side(f->cl, &f->rbuild, &f->rbres, err) != 0) return -1;
-  f->rdev = 1;
+  f->rdev = 2;
   const double te = hy_wtime();
   f->st.remote_build += te - tb;
   f->st.upload += f->rbres.upload;
@@ -1318,7 +1333,7 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
     j->a.has_box = f->rbox_ok;
     memcpy(j->a.box, f->rbox, sizeof j->a.box);
   }
-  if (f->rdev) { /* built on the device (remote_device_args), resident in slot 1 */
+  if (f->rdev == 2) { /* built on the device (remote_build_side), resident in slot 1 */
     j->a.tree_id = f->rbuild.tree_id;
     j->a.n_part = f->rbuild.n;
     j->a.n_nodes = f->rbuild.n + f->rbres.n_cell;
@@ -1526,6 +1541,7 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   if (p->n) hy_worker_submit(f->worker, walk_job_run, lj);
   /* 2. meanwhile this thread exchanges the LET and builds the remote tree */
   int rc = f->let ? remote_tree(f, p, mode, 0, err) : 0;
+  if (rc == 0) rc = remote_build_side(f, err);
   /* 3. join, then the device walks the remote tree with the same sinks */
   if (p->n && wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
   if (rc != 0) return -1;
