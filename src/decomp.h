@@ -187,6 +187,15 @@ void hy_decomp_cell_of(const struct hy_decomp *d, int rank, int *ix, int *iy, in
  * are sent in several rounds. For tests of the chunked path. */
 void hy_decomp_set_max_msg_bytes(struct hy_decomp *d, size_t bytes);
 
+/** Tests and tools/bench_cut: the multisection that rank 0 makes of the
+ *  gathered samples, on this rank alone: cut the ns samples s (x, y, z
+ *  each; s may be reordered, or copied into d's buffers in group order)
+ *  into the grid's boundaries, written to bounds (hy_decomp_bounds' layout
+ *  and count). par 0 keeps the x cuts on one thread; par 1 lets them run on
+ *  the pool when there are at least 65 536 samples and 4 threads (the
+ *  default). Returns 1 if they ran there, else 0. Not collective. */
+int hy_decomp_cut_samples(struct hy_decomp *d, double *s, size_t ns, int par, double *bounds);
+
 /** Restarts: the state that makes the next decompositions repeat exactly
  *  (boundaries and the sampling RNG of this rank). */
 size_t hy_decomp_state_size(const struct hy_decomp *d);

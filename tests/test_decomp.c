@@ -502,6 +502,87 @@ static void scenario_ties(void) {
   hy_part_free(&g);
 }
 
+static int cmp_dbl(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Rank 0's multisection of many samples with its x cuts on the pool
+ * (split_axis_par: the samples moved into bands around each cut, then a
+ * selection per band) against the same on one thread and against a sort:
+ * the boundaries must be the same bit for bit (the same order statistics),
+ * the x boundaries the midpoints of the sorted x values around each cut.
+ * Heavy-tailed, lattice (many equal values) and ascending samples must take
+ * the parallel path; all-equal x values (the bands of two cuts meet) must
+ * fall back to one thread and still give the same x boundaries. Each rank on its own, with
+ * the grid of its rank count and, on 4 ranks, 4x1x1. */
+static void test_cut_samples(void) {
+  const size_t n = 200000;
+  int grids[2][3] = {{0, 0, 0}, {4, 1, 1}};
+  hy_decomp_factor(nranks, grids[0]);
+  struct hy_pool *pool = hy_pool_create(4);
+  gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+  gsl_rng_set(r, 17 + (unsigned long)rank);
+  double *s = hy_malloc("test samples", 3 * n, sizeof(double)), *s1 = hy_malloc("test samples", 3 * n, sizeof(double));
+  double *xs = hy_malloc("test samples", n, sizeof(double));
+  for (int g = 0; g < (nranks == 4 ? 2 : 1); g++) {
+    struct hy_err err;
+    struct hy_decomp *d = hy_decomp_create(MPI_COMM_WORLD, grids[g], 0.5, 1, 3, &err);
+    HY_CHECK(d != NULL);
+    if (!d) MPI_Abort(MPI_COMM_WORLD, 1);
+    hy_decomp_set_pool(d, pool);
+    size_t nb = 0;
+    (void)hy_decomp_bounds(d, &nb);
+    double *b0 = hy_malloc("test bounds", nb, sizeof(double)), *b1 = hy_malloc("test bounds", nb, sizeof(double));
+    const int px = grids[g][0];
+    static const char *const kind[4] = {"heavy-tailed", "lattice", "ascending", "all x equal"};
+    for (int t = 0; t < 4; t++) {
+      for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+          double v = t == 0 ? 0.3 * tan(acos(-1.0) * (gsl_rng_uniform(r) - 0.5)) : gsl_ran_gaussian(r, 1.0);
+          if (t == 1) v = 0.25 * round(4.0 * v);
+          if (t == 2 && k == 0) v = (double)i / (double)n;
+          if (t == 3 && k == 0) v = 1.0;
+          s[3 * i + (size_t)k] = v;
+        }
+      memcpy(s1, s, 3 * n * sizeof(double));
+      for (size_t i = 0; i < n; i++) xs[i] = s[3 * i];
+      qsort(xs, n, sizeof xs[0], cmp_dbl);
+      const int ran0 = hy_decomp_cut_samples(d, s, n, 0, b0);
+      const int ran1 = hy_decomp_cut_samples(d, s1, n, 1, b1);
+      HY_CHECK(ran0 == 0);
+      /* all x equal: the bands of two cuts meet (one cut alone still runs) */
+      HY_CHECK_MSG(ran1 == (t < 3 ? px > 1 : px == 2), "grid %dx%dx%d, %s samples: x cuts %s on the pool",
+                   grids[g][0], grids[g][1], grids[g][2], kind[t], ran1 ? "ran" : "did not run");
+      /* with equal x values at a cut, which of them fall below it is either
+       * path's choice, and so are the slabs' samples and their cuts: there
+       * only the x boundaries must agree */
+      const size_t n_cmp = t == 1 || t == 3 ? (size_t)px + 1 : nb;
+      size_t differ = 0;
+      for (size_t i = 0; i < n_cmp; i++) /* as numbers: a cut between -0 and +0 may be either zero */
+        differ += b0[i] != b1[i];
+      HY_CHECK_MSG(differ == 0, "grid %dx%dx%d, %s samples: %zu of %zu boundaries differ between one thread "
+                   "and the pool", grids[g][0], grids[g][1], grids[g][2], kind[t], differ, n_cmp);
+      for (int k = 1; k < px; k++) {
+        const size_t j = (size_t)k * n / (size_t)px;
+        const double want = 0.5 * xs[j - 1] + 0.5 * xs[j];
+        HY_CHECK_MSG(b1[k] == want && b0[k] == want,
+                     "grid %dx%dx%d, %s samples: x boundary %d is %.17g (one thread: %.17g), the sort gives %.17g",
+                     grids[g][0], grids[g][1], grids[g][2], kind[t], k, b1[k], b0[k], want);
+      }
+    }
+    hy_free(b0);
+    hy_free(b1);
+    hy_decomp_free(d);
+  }
+  if (rank == 0) printf("multisection on the pool against one thread and a sort: done\n");
+  hy_free(s);
+  hy_free(s1);
+  hy_free(xs);
+  gsl_rng_free(r);
+  hy_pool_free(pool);
+}
+
 /* Fewer particles (and samples) than ranks, with the default R_samp: 3
  * particles on the last rank, then none at all. */
 static void scenario_tiny(void) {
@@ -852,6 +933,7 @@ int main(int argc, char **argv) {
   test_parse();
   test_local_errors();
   test_sample_draw();
+  test_cut_samples();
   scenario_all_on_root();
   {
     int grids[4][3] = {{0, 0, 0}, {1, 1, nranks}, {1, nranks, 1}, {2, 1, 2}};
