@@ -16,13 +16,16 @@
 #   -P   a parameter for every run (repeatable; passed to benchmark.sh)
 # MPIEXEC (default mpirun) launches the ranks; set HYTREE_NUM_THREADS to the
 # cores per rank and give MPIEXEC the binding you want (e.g. "mpirun --bind-to none").
+# With HYTREE_TRACE=PREFIX each run writes its own timelines,
+# PREFIX-N<N>-P<P>.<rank>.csv, and DIR/N<N>-P<P>.trace.txt summarises them
+# (tools/trace_report.py; MPIEXEC must pass HYTREE_TRACE on, e.g. -x HYTREE_TRACE).
 set -euo pipefail
 NS=16777216,67108864 PS=1,2,4 S=6 DEV=gpu DIR=scaling
 EXTRA=()
 while getopts "N:p:s:d:o:P:h" o; do
   case $o in
     N) NS=$OPTARG ;; p) PS=$OPTARG ;; s) S=$OPTARG ;; d) DEV=$OPTARG ;; o) DIR=$OPTARG ;; P) EXTRA+=(-P "$OPTARG") ;;
-    *) sed -n '3,18p' "$0"; exit 2 ;;
+    *) sed -n '3,21p' "$0"; exit 2 ;;
   esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,9 +39,14 @@ for n in ${NS//,/ }; do
   t1=
   for p in ${PS//,/ }; do
     d="$DIR/N$n-P$p"
-    "$here/benchmark.sh" -N "$n" -s "$S" -d "$DEV" -n "$p" -S hybrid -o "$d" ${EXTRA[@]+"${EXTRA[@]}"} \
-      >"$d.txt" 2>&1 ||
+    trace=${HYTREE_TRACE:+$HYTREE_TRACE-N$n-P$p}
+    HYTREE_TRACE=$trace "$here/benchmark.sh" -N "$n" -s "$S" -d "$DEV" -n "$p" -S hybrid -o "$d" \
+      ${EXTRA[@]+"${EXTRA[@]}"} >"$d.txt" 2>&1 ||
       { echo "scaling: N = $n, P = $p failed, see $d.txt" >&2; tail -n 5 "$d.txt" >&2; exit 1; }
+    if [ -n "$trace" ]; then
+      python3 "$here/trace_report.py" "$trace" --timeline 3 >"$d.trace.txt" 2>&1 ||
+        echo "scaling: no trace summary for N = $n, P = $p (see $d.trace.txt)" >&2
+    fi
     # the hybrid row of benchmark.sh's summary
     row=$(awk -F'|' '$2 ~ /hybrid/ { print; exit }' "$d/summary.md")
     t=$(echo "$row" | awk -F'|' '{ gsub(/ /, "", $5); print $5 }')
