@@ -80,7 +80,7 @@ struct hy_decomp {
    * them on every rank), for pre_n particles with pre_ns samples of pre_total */
   int pre;
   size_t pre_n, pre_ns;
-  int par_split; /* the x cuts may use split_axis_par (tests: hy_decomp_set_par_split) */
+  int par_split; /* the x cuts may use split_axis_par (0 only inside hy_decomp_cut_samples) */
   uint64_t pre_total;
 };
 
@@ -426,6 +426,13 @@ static void select_rec(double *s, size_t n, size_t j, int axis) {
       swap_rec(s + 3 * (k - 1), s + 3 * k);
 }
 
+/* The largest value along `axis` of the records [from, to) (from < to). */
+static double max_rec(const double *s, size_t from, size_t to, int axis) {
+  double m = s[3 * from + (size_t)axis];
+  for (size_t i = from + 1; i < to; i++) m = s[3 * i + (size_t)axis] > m ? s[3 * i + (size_t)axis] : m;
+  return m;
+}
+
 /* Split the n samples s (3 doubles each) along `axis` into np groups of
  * equal count and set b[0..np]: b[0] = -inf, b[np] = +inf, and b[k] between
  * group k-1 and group k: the midpoint of the largest sample of one and the
@@ -450,11 +457,7 @@ static void split_axis(double *s, size_t n, int axis, int np, double *b) {
       continue;
     }
     if (j > prev || !placed) select_rec(s + 3 * prev, n - prev, j - prev, axis);
-    if (j > prev) {
-      double m = s[3 * prev + (size_t)axis];
-      for (size_t i = prev + 1; i < j; i++) m = s[3 * i + (size_t)axis] > m ? s[3 * i + (size_t)axis] : m;
-      last_max = m;
-    }
+    if (j > prev) last_max = max_rec(s, prev, j, axis);
     b[k] = j == 0 ? s[axis] : 0.5 * last_max + 0.5 * s[3 * j + (size_t)axis];
     prev = j;
     placed = 1;
@@ -482,6 +485,7 @@ struct band_job {
   const double *s;  /* the samples (3 doubles each) */
   double *out;      /* their copy in bucket order */
   unsigned char *bkt; /* each sample's bucket */
+  int scatter;      /* 0: find and count the buckets; 1: copy the samples into them */
   size_t n;
   int axis, np;     /* np groups: 2 np - 1 buckets */
   const double *th; /* per cut: the band's lowest and highest value */
@@ -497,28 +501,23 @@ static int bucket_of(double v, const double *th, int np) {
   return k;
 }
 
-static void band_count_body(void *arg, size_t b, size_t e, int tid) {
+/* Blocks [b, e) of the samples: their buckets counted, or the samples
+ * copied to their places (j->scatter). */
+static void band_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
   const struct band_job *j = arg;
   const size_t nb = (size_t)(2 * j->np - 1);
   for (size_t k = b; k < e; k++) {
     size_t *at = j->at + k * nb;
     for (size_t i = block_start(j->n, PAR_BLOCKS, k), i1 = block_start(j->n, PAR_BLOCKS, k + 1); i < i1; i++) {
-      const int bk = bucket_of(j->s[3 * i + (size_t)j->axis], j->th, j->np);
-      j->bkt[i] = (unsigned char)bk;
-      at[bk]++;
+      if (j->scatter) {
+        memcpy(j->out + 3 * at[j->bkt[i]]++, j->s + 3 * i, 3 * sizeof(double));
+      } else {
+        const int bk = bucket_of(j->s[3 * i + (size_t)j->axis], j->th, j->np);
+        j->bkt[i] = (unsigned char)bk;
+        at[bk]++;
+      }
     }
-  }
-}
-
-static void band_scatter_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
-  const struct band_job *j = arg;
-  const size_t nb = (size_t)(2 * j->np - 1);
-  for (size_t k = b; k < e; k++) {
-    size_t *at = j->at + k * nb;
-    for (size_t i = block_start(j->n, PAR_BLOCKS, k), i1 = block_start(j->n, PAR_BLOCKS, k + 1); i < i1; i++)
-      memcpy(j->out + 3 * at[j->bkt[i]]++, j->s + 3 * i, 3 * sizeof(double));
   }
 }
 
@@ -557,7 +556,7 @@ static int split_axis_par(struct hy_decomp *d, double *s, size_t n, int axis, in
   double *out = scratch(&d->bands, n, 25, "decomposition bands"); /* 24 + 1 bytes per sample */
   struct band_job j = {
       .s = s, .out = out, .bkt = (unsigned char *)(out + 3 * n), .n = n, .axis = axis, .np = np, .th = th, .at = at};
-  for_all(d, PAR_BLOCKS, 1, band_count_body, &j);
+  for_all(d, PAR_BLOCKS, 1, band_body, &j);
   /* bucket by bucket, block by block: each block's first place per bucket */
   size_t *first = hy_malloc("decomposition bands", nb + 1, sizeof(size_t));
   size_t pos = 0;
@@ -570,7 +569,8 @@ static int split_axis_par(struct hy_decomp *d, double *s, size_t n, int axis, in
     }
   }
   first[nb] = pos;
-  for_all(d, PAR_BLOCKS, 1, band_scatter_body, &j);
+  j.scatter = 1;
+  for_all(d, PAR_BLOCKS, 1, band_body, &j);
   *sp = s = out;
   int rc = 0;
   size_t prev = 0;
@@ -584,14 +584,10 @@ static int split_axis_par(struct hy_decomp *d, double *s, size_t n, int axis, in
       break;
     }
     select_rec(s + 3 * lo, hi - lo, jc - lo, axis);
-    if (jc > prev) { /* jc >= 1 here: n >= PAR_SPLIT_MIN > np */
-      /* the largest of [prev, jc): every value before the band is below
-       * each of the band's, so [lo, jc) holds it unless that is empty */
-      const size_t from = jc > lo ? lo : prev;
-      double m = s[3 * from + (size_t)axis];
-      for (size_t i = from + 1; i < jc; i++) m = s[3 * i + (size_t)axis] > m ? s[3 * i + (size_t)axis] : m;
-      last_max = m;
-    }
+    /* the largest of [prev, jc) (jc >= 1 here: n >= PAR_SPLIT_MIN > np):
+     * every value before the band is below each of the band's, so [lo, jc)
+     * holds it unless that is empty */
+    if (jc > prev) last_max = max_rec(s, jc > lo ? lo : prev, jc, axis);
     b[c + 1] = 0.5 * last_max + 0.5 * s[3 * jc + (size_t)axis];
     prev = jc;
   }

@@ -416,7 +416,7 @@ static struct hy_cl_build_args build_args(const struct hy_force *f, const double
 
 /* Tracing: the device's parts of a job (durations from the OpenCL profiling
  * events), laid end to end before t_end: names[k] takes d[k] seconds. */
-static void trace_parts_on(int lane, const char *const *names, const double *d, int n, double t_end) {
+static void trace_parts(int lane, const char *const *names, const double *d, int n, double t_end) {
   double t = t_end;
   for (int k = 0; k < n; k++) t -= d[k];
   for (int k = 0; k < n; k++) {
@@ -425,8 +425,19 @@ static void trace_parts_on(int lane, const char *const *names, const double *d, 
   }
 }
 
-static void trace_parts(const char *const *names, const double *d, int n, double t_end) {
-  trace_parts_on(HY_TRACE_DEVICE, names, d, n, t_end);
+/* A device build's own times (res) into the costs, and its four parts
+ * (names: upload, sort, cells, moments) into the trace on `lane`, ending
+ * at t_end. */
+static void take_build(struct hy_force *f, const struct hy_cl_build_result *res, int lane,
+                       const char *const names[4], double t_end) {
+  f->st.upload += res->upload;
+  f->st.dev_sort += res->sort;
+  f->st.dev_cells += res->cells;
+  f->st.dev_moments += res->moments;
+  if (hy_trace_on()) {
+    const double d[] = {res->upload, res->sort, res->cells, res->moments};
+    trace_parts(lane, names, d, 4, t_end);
+  }
 }
 
 /* The device build from positions packed relative to f->origin (pos4, or
@@ -456,17 +467,11 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
     return -1;
   double t2 = hy_wtime();
   hy_trace(HY_TRACE_MAIN, refit ? "refit" : slot ? "build_merged" : "build", t1);
-  if (hy_trace_on()) { /* its parts on the device (the main thread waited for them) */
-    static const char *const b0[] = {"b_upload", "b_sort", "b_cells", "b_moments"};
-    static const char *const b1[] = {"bm_upload", "bm_sort", "bm_cells", "bm_moments"};
-    const double d[] = {res.upload, res.sort, res.cells, res.moments};
-    trace_parts(slot ? b1 : b0, d, 4, t2);
-  }
+  /* its parts on the device lane (the main thread waited for them) */
+  static const char *const b0[] = {"b_upload", "b_sort", "b_cells", "b_moments"};
+  static const char *const b1[] = {"bm_upload", "bm_sort", "bm_cells", "bm_moments"};
+  take_build(f, &res, HY_TRACE_DEVICE, slot ? b1 : b0, t2);
   f->st.sort += t_host; /* packing, bounds */
-  f->st.upload += res.upload;
-  f->st.dev_sort += res.sort;
-  f->st.dev_cells += res.cells;
-  f->st.dev_moments += res.moments;
   f->st.build += t2 - t1 - res.upload; /* device: keys, sort, cells, moments (wall) */
   if (slot == 1) {
     f->m_n = n;
@@ -1135,7 +1140,7 @@ static int walk_job_run(void *arg) {
     static const char *const lw[] = {"w_upload", "w_mark", "w_kernel", "w_unsort", "w_read"};
     const struct hy_cl_times *m = &j->tm;
     const double d[] = {m->upload, m->mark, m->kernel - m->mark - m->unsort, m->unsort, m->download};
-    trace_parts(j->what && strcmp(j->what, "walk_remote") == 0 ? rw : lw, d, 5, hy_wtime());
+    trace_parts(HY_TRACE_DEVICE, j->what && strcmp(j->what, "walk_remote") == 0 ? rw : lw, d, 5, hy_wtime());
   }
   return rc;
 }
@@ -1249,16 +1254,10 @@ static int remote_build_side(struct hy_force *f, struct hy_err *err) {
   f->rdev = 2;
   const double te = hy_wtime();
   f->st.remote_build += te - tb;
-  f->st.upload += f->rbres.upload;
-  f->st.dev_sort += f->rbres.sort;
-  f->st.dev_cells += f->rbres.cells;
-  f->st.dev_moments += f->rbres.moments;
   hy_trace(HY_TRACE_MAIN, "remote_build_side", tb);
-  if (hy_trace_on()) {
-    static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments"};
-    const double d[] = {f->rbres.upload, f->rbres.sort, f->rbres.cells, f->rbres.moments};
-    trace_parts_on(HY_TRACE_MAIN, nm, d, 4, te);
-  }
+  /* its parts on the main lane: the device lane holds the local walk */
+  static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments"};
+  take_build(f, &f->rbres, HY_TRACE_MAIN, nm, te);
   return 0;
 }
 

@@ -29,16 +29,15 @@
 #include "part.h"
 #include "threads.h"
 
-static void usage(void) {
-  fprintf(stderr, "usage: mpirun -n P bench_cut [-n SAMPLES] [-t THREADS] [-r REPS] [-s SEED]\n");
-  exit(2);
-}
+#include "tool_args.h"
 
-static long parse_long(const char *s, long min) {
-  char *end;
-  double v = strtod(s, &end);
-  if (*end != '\0' || v < (double)min || v > 4e9) usage();
-  return (long)v;
+static const char usage_line[] = "usage: mpirun -n P bench_cut [-n SAMPLES] [-t THREADS] [-r REPS] [-s SEED]";
+
+static long parse_long(const char *s, long min) { return tool_count(s, min, usage_line); }
+
+static void usage(void) {
+  fprintf(stderr, "%s\n", usage_line);
+  exit(2);
 }
 
 int main(int argc, char **argv) {
@@ -91,7 +90,9 @@ int main(int argc, char **argv) {
         if (r == 1 || t < best) best = t;
       }
       printf("  x cuts %-12s best %.3f ms, mean %.3f ms%s\n", par ? "on the pool:" : "one thread:", 1e3 * best,
-             1e3 * sum / reps, par && !ran ? " (the pool did not run them: fell back)" : "");
+             1e3 * sum / reps,
+             par && !ran ? " (one thread after all: fewer than 4 threads or 65 536 samples, or a cut missed its band)"
+                         : "");
     }
     int same = 1;
     for (int k = 0; k <= grid[0]; k++) same = same && b[0][k] == b[1][k];

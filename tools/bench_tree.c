@@ -25,12 +25,15 @@
 #include "log.h"
 #include "part.h"
 #include "threads.h"
+#include "tool_args.h"
 #include "tree.h"
 
 #define N_PHASES 6
 
+static const char usage_line[] = "usage: bench_tree [-N N] [-t THREADS] [-r REPS] [-c NCRIT] [-d DT] [-s SEED]";
+
 static void usage(void) {
-  fprintf(stderr, "usage: bench_tree [-N N] [-t THREADS] [-r REPS] [-c NCRIT] [-d DT] [-s SEED]\n");
+  fprintf(stderr, "%s\n", usage_line);
   exit(2);
 }
 
@@ -45,12 +48,7 @@ static double phase(const struct hy_tree_times *t, int k) {
   }
 }
 
-static long parse_long(const char *s, long min) {
-  char *end;
-  double v = strtod(s, &end); /* accepts 4194304 and 4.2e6 */
-  if (*end != '\0' || v < (double)min || v > 4e9) usage();
-  return (long)v;
-}
+static long parse_long(const char *s, long min) { return tool_count(s, min, usage_line); }
 
 /* FNV-1a over bytes: a fingerprint of the build, to compare thread counts */
 static uint64_t fnv(uint64_t h, const void *data, size_t len) {

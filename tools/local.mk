@@ -9,12 +9,12 @@ tools_let_counts_LDADD = src/libhytree.a $(HY_LIBS)
 
 # Host tree build timing (not a test): tools/bench_tree -N N -t THREADS -r REPS
 noinst_PROGRAMS += tools/bench_tree
-tools_bench_tree_SOURCES = tools/bench_tree.c
+tools_bench_tree_SOURCES = tools/bench_tree.c tools/tool_args.h
 tools_bench_tree_LDADD = src/libhytree.a $(HY_LIBS)
 
 # Decomposition cut timing (not a test): mpirun -n 4 tools/bench_cut -n 262144 -t 16
 noinst_PROGRAMS += tools/bench_cut
-tools_bench_cut_SOURCES = tools/bench_cut.c
+tools_bench_cut_SOURCES = tools/bench_cut.c tools/tool_args.h
 tools_bench_cut_LDADD = src/libhytree.a $(HY_LIBS)
 
 # Device tree build timing (not a test): tools/bench_devbuild -d gpu -s merge 190000
