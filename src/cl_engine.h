@@ -98,7 +98,8 @@ enum {
   HY_CL_HOST_LET = 8,   /* hy_cl_let_select: the selected items */
   HY_CL_HOST_DD1 = 9,   /* hy_cl_state_list mode 1: the stayers beyond the kept count */
   HY_CL_HOST_RTREE = 10, /* the node records of a remote tree built on the host (hard walks) */
-  HY_CL_HOST_N = 11
+  HY_CL_HOST_GATHER = 11, /* hy_cl_state_gather_begin: the gathered positions */
+  HY_CL_HOST_N = 12
 };
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its
@@ -284,6 +285,14 @@ int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uin
  *  into pos (vel), 3 doubles each. */
 int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *pos, double *vel,
                        struct hy_err *err);
+/** hy_cl_state_gather of the positions in two halves: _begin enqueues the
+ *  gather and its read into staging memory behind the queue's earlier
+ *  commands and returns (idx may be reused then), so that the commands
+ *  enqueued after it (a walk) follow it; _end waits for the read and
+ *  copies the m positions into pos. One gather under way at a time; the
+ *  state must not move in between. */
+int hy_cl_state_gather_begin(struct hy_cl *cl, const uint32_t *idx, size_t m, struct hy_err *err);
+int hy_cl_state_gather_end(struct hy_cl *cl, size_t m, double *pos, struct hy_err *err);
 /** Walk results left on the device (hy_cl_walk, unsort, out0 NULL; after
  *  a merged build, the state's particles come first) into the
  *  state: split 0: acc_w = G out0; split 1: acc_w = G (out0 + n out1), acc =

@@ -107,6 +107,8 @@ struct hy_cl {
   struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
   struct cl_buf s_patch_i;                   /* hy_cl_state_patch: the holes */
   size_t state_n;  /* particles in the state buffers (0: none) */
+  cl_event gather_ev; /* hy_cl_state_gather_begin's read, until _end (NULL: none under way) */
+  size_t gather_m;    /* its particles */
   size_t appended; /* LET items packed behind the state's positions in slot 1 (hy_cl_state_append; 0 after a
                       pack) */
   int unsorted_slot;  /* the tree slot of the last unsort walk, whose results are in uout0 / uout1 */

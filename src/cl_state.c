@@ -56,6 +56,11 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
 }
 
 void hy_cl_state_free(struct hy_cl *cl) {
+  if (cl->gather_ev) { /* a gather begun and never ended (a failed step): its read into staging memory first */
+    clWaitForEvents(1, &cl->gather_ev);
+    clReleaseEvent(cl->gather_ev);
+    cl->gather_ev = NULL;
+  }
   cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_owner,
                     cl->k_flag, cl->k_list, cl->k_gather_state, cl->k_move};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
@@ -420,10 +425,10 @@ int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uin
   return 0;
 }
 
-int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *pos, double *vel,
-                       struct hy_err *err) {
-  if (need_state(cl, "gather", err)) return -1;
-  if (m == 0) return 0;
+/* The gather kernel of m particles idx[j] (positions, then velocities when
+ * with_vel) into s_out, enqueued behind the queue's earlier commands (the
+ * indices uploaded first, blocking). */
+static int gather_enqueue(struct hy_cl *cl, const uint32_t *idx, size_t m, int with_vel, struct hy_err *err) {
   for (size_t j = 0; j < m; j++)
     if (idx[j] >= cl->state_n)
       return hy_err_set(err, "internal error: gathering particle %u of %zu", (unsigned)idx[j], cl->state_n);
@@ -431,28 +436,82 @@ int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *
   if (hy_cl_ensure_buf(cl, &cl->s_idx, m * 4, "gathered particles", err) ||
       hy_cl_ensure_buf(cl, &cl->s_out, 2 * b3, "gathered particles", err))
     return -1;
-  cl_int e = clEnqueueWriteBuffer(cl->q, cl->s_idx.mem, CL_FALSE, 0, m * 4, idx, 0, NULL, NULL);
+  cl_int e = clEnqueueWriteBuffer(cl->q, cl->s_idx.mem, CL_TRUE, 0, m * 4, idx, 0, NULL, NULL);
   if (e != CL_SUCCESS) {
     clFinish(cl->q);
     return hy_err_set(err, "OpenCL: uploading particle indices failed on %s: %s", cl->name, hy_cl_errname(e));
   }
   const cl_uint um = (cl_uint)m;
-  const cl_int wv = vel != NULL;
+  const cl_int wv = with_vel != 0;
   const char *nm = "hy_st_gather";
   cl_kernel k = cl->k_gather_state;
   cl_mem out = cl->s_out.mem; /* positions, then velocities */
   if (set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
       set_arg(cl, k, 1, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
       set_arg(cl, k, 2, sizeof(cl_mem), &cl->s_idx.mem, nm, err) || set_arg(cl, k, 3, sizeof um, &um, nm, err) ||
-      set_arg(cl, k, 4, sizeof wv, &wv, nm, err) || set_arg(cl, k, 5, sizeof(cl_mem), &out, nm, err) ||
-      run_grid(cl, k, "gathering particles", NULL, err))
+      set_arg(cl, k, 4, sizeof wv, &wv, nm, err) || set_arg(cl, k, 5, sizeof(cl_mem), &out, nm, err))
     return -1;
+  size_t local = cl->build_wg, global = STATE_GROUPS * local;
+  if ((e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, NULL)) != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: gathering particles failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  return 0;
+}
+
+int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *pos, double *vel,
+                       struct hy_err *err) {
+  if (need_state(cl, "gather", err)) return -1;
+  if (m == 0) return 0;
+  if (cl->gather_ev) return hy_err_set(err, "internal error: a gather while another is under way");
+  if (gather_enqueue(cl, idx, m, vel != NULL, err) != 0) return -1;
+  const size_t b3 = m * 24;
+  cl_mem out = cl->s_out.mem;
+  cl_int e;
   if ((e = clEnqueueReadBuffer(cl->q, out, CL_FALSE, 0, b3, pos, 0, NULL, NULL)) != CL_SUCCESS ||
       (vel && (e = clEnqueueReadBuffer(cl->q, out, CL_FALSE, b3, b3, vel, 0, NULL, NULL)) != CL_SUCCESS) ||
       (e = clFinish(cl->q)) != CL_SUCCESS) {
     clFinish(cl->q);
     return hy_err_set(err, "OpenCL: reading gathered particles failed on %s: %s", cl->name, hy_cl_errname(e));
   }
+  return 0;
+}
+
+int hy_cl_state_gather_begin(struct hy_cl *cl, const uint32_t *idx, size_t m, struct hy_err *err) {
+  if (need_state(cl, "gather", err)) return -1;
+  if (cl->gather_ev) return hy_err_set(err, "internal error: a gather while another is under way");
+  cl->gather_m = m;
+  if (m == 0) return 0;
+  const size_t b3 = hy_size_mul_or_die(m, 24, "gathered particles");
+  /* the staging memory first: a new one is mapped on the queue, blocking */
+  if (!hy_cl_host_buffer(cl, HY_CL_HOST_GATHER, b3, err) || gather_enqueue(cl, idx, m, 0, err) != 0) return -1;
+  cl_int e = clEnqueueReadBuffer(cl->q, cl->s_out.mem, CL_FALSE, 0, b3, cl->host[HY_CL_HOST_GATHER].ptr, 0, NULL,
+                                 &cl->gather_ev);
+  if (e == CL_SUCCESS) e = clFlush(cl->q);
+  if (e != CL_SUCCESS) {
+    clFinish(cl->q);
+    if (cl->gather_ev) clReleaseEvent(cl->gather_ev);
+    cl->gather_ev = NULL;
+    return hy_err_set(err, "OpenCL: reading gathered particles failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  return 0;
+}
+
+int hy_cl_state_gather_end(struct hy_cl *cl, size_t m, double *pos, struct hy_err *err) {
+  if (m != cl->gather_m || (m > 0 && !cl->gather_ev))
+    return hy_err_set(err, "internal error: the end of a gather of %zu particles that was not begun", m);
+  if (m == 0) return 0;
+  cl_int e = clWaitForEvents(1, &cl->gather_ev);
+  cl_int st = CL_COMPLETE;
+  if (e == CL_SUCCESS)
+    e = clGetEventInfo(cl->gather_ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+  clReleaseEvent(cl->gather_ev);
+  cl->gather_ev = NULL;
+  cl->gather_m = 0;
+  if (e == CL_SUCCESS && st < 0) e = st;
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: reading gathered particles failed on %s: %s", cl->name, hy_cl_errname(e));
+  memcpy(pos, cl->host[HY_CL_HOST_GATHER].ptr, m * 24);
   return 0;
 }
 

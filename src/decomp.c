@@ -76,15 +76,17 @@ struct hy_decomp {
   /* buffers of every exchange, kept (see scratch; `leave` for the host path) */
   struct scratch samp, sidx, all, order, leave, sbuf, rbuf, lpv, bands;
   /* the next exchange's boundaries made ahead (hy_decomp_pre_*): the step
-   * done last (PRE_NONE, PRE_DRAWN, PRE_SAMPLED, PRE_CUT: new_bounds hold
-   * them on every rank), for pre_n particles with pre_ns samples of pre_total */
+   * done last (PRE_NONE, PRE_DRAWN, PRE_SAMPLING: the device's gather
+   * begun by pre_dev, PRE_SAMPLED, PRE_CUT: new_bounds hold them on every
+   * rank), for pre_n particles with pre_ns samples of pre_total */
   int pre;
+  const struct hy_decomp_dev *pre_dev;
   size_t pre_n, pre_ns;
   int par_split; /* the x cuts may use split_axis_par (0 only inside hy_decomp_cut_samples) */
   uint64_t pre_total;
 };
 
-enum { PRE_NONE, PRE_DRAWN, PRE_SAMPLED, PRE_CUT };
+enum { PRE_NONE, PRE_DRAWN, PRE_SAMPLING, PRE_SAMPLED, PRE_CUT };
 
 void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool) { d->pool = pool; }
 
@@ -878,13 +880,28 @@ int hy_decomp_pre_sample(struct hy_decomp *d, const struct hy_part *p, const str
   if (d->pre != PRE_DRAWN || p->n != d->pre_n)
     return hy_err_set(err, "internal error: domain decomposition: samples taken ahead without their draw");
   const double t0 = hy_trace_t();
-  if (gather_samples(d, p, d->pre_ns, dev, err) != 0) return -1;
-  d->pre = PRE_SAMPLED;
+  if (dev && dev->gather_begin && d->pre_ns > 0) {
+    if (dev->gather_begin(dev->ctx, d->sidx.p, d->pre_ns, err) != 0) return -1;
+    d->pre_dev = dev;
+    d->pre = PRE_SAMPLING;
+  } else {
+    if (gather_samples(d, p, d->pre_ns, dev, err) != 0) return -1;
+    d->pre = PRE_SAMPLED;
+  }
   hy_trace(HY_TRACE_MAIN, "dd_pre_sample", t0);
   return 0;
 }
 
 int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err) {
+  if (d->pre == PRE_SAMPLING) {
+    const double ts = hy_trace_t();
+    const struct hy_decomp_dev *dev = d->pre_dev;
+    d->pre = PRE_NONE;
+    d->pre_dev = NULL;
+    if (dev->gather_end(dev->ctx, d->pre_ns, d->samp.p, err) != 0) return -1;
+    d->pre = PRE_SAMPLED;
+    hy_trace(HY_TRACE_MAIN, "dd_pre_sampled", ts);
+  }
   if (d->pre != PRE_SAMPLED)
     return hy_err_set(err, "internal error: domain decomposition: boundaries cut ahead without samples");
   const double t0 = hy_trace_t();
@@ -921,6 +938,12 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   d->moved_ok = 0;
   /* boundaries cut ahead for this many particles (hy_decomp_pre_*): used once */
   const int use_pre = d->pre == PRE_CUT && d->pre_n == n;
+  if (d->pre == PRE_SAMPLING) { /* a device gather begun and not cut: finished and dropped */
+    const struct hy_decomp_dev *pd = d->pre_dev;
+    d->pre = PRE_NONE;
+    d->pre_dev = NULL;
+    if (pd->gather_end(pd->ctx, d->pre_ns, d->samp.p, err) != 0) return -1;
+  }
   d->pre = PRE_NONE;
   double tt = hy_trace_t();
   if (!(weight_extra >= 0) || !isfinite(weight_extra)) {
@@ -1093,10 +1116,13 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
         ret = -1;
         goto done;
       }
+      hy_trace(HY_TRACE_MAIN, "dd_leavers", tt);
     }
+    const double tr = hy_trace_t();
     struct move_job mj = {.p = p, .buf = sbuf, .list = order, .pos = dev ? lpv : NULL,
                           .vel = dev ? lpv + 3 * n_out : NULL};
     for_all(d, n_out, 4096, pack_body, &mj);
+    hy_trace(HY_TRACE_MAIN, "dd_records", tr);
   }
   {
     /* the holes below n_keep, each taken by a stayer from beyond */

@@ -106,7 +106,9 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
  *  the cut while it walks again): hy_decomp_pre_draw draws the sample
  *  indices for n particles with the exchange's count (no communication),
  *  hy_decomp_pre_sample takes their positions from p or from dev (p->n must
- *  still be n), and hy_decomp_pre_cut (collective on the decomposition's
+ *  still be n; with dev's gather_begin it only starts the device's gather,
+ *  which pre_cut completes: the positions are those of pre_sample's time,
+ *  and the source must stay valid until pre_cut), and hy_decomp_pre_cut (collective on the decomposition's
  *  own communicator: every rank calls it once) gathers them on rank 0,
  *  which cuts, and broadcasts the boundaries. The next hy_decomp_exchange(_dev)
  *  of n particles then moves the particles by those boundaries and skips
@@ -135,6 +137,11 @@ struct hy_decomp_dev {
   /** The positions (and velocities, vel not NULL) of the m particles
    *  idx[0 .. m-1] into pos (vel), 3 doubles each. */
   int (*gather)(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err);
+  /** Optional (both or neither): `gather` of the positions in two halves,
+   *  for hy_decomp_pre_sample: begin queues it behind the device's earlier
+   *  work and returns (idx may be reused), end waits and writes pos. */
+  int (*gather_begin)(void *ctx, const size_t *idx, size_t m, struct hy_err *err);
+  int (*gather_end)(void *ctx, size_t m, double *pos, struct hy_err *err);
   /** Every particle's rank (hy_decomp_owner with the boundaries of
    *  hy_decomp_bounds), kept for `lists`; count[r] of them for rank r
    *  (P entries). */

@@ -762,6 +762,18 @@ static int dd_gather(void *ctx, const size_t *idx, size_t m, double *pos, double
   return hy_cl_state_gather(f->cl, u, m, pos, vel, err);
 }
 
+static int dd_gather_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  uint32_t *u = u32_scratch(f, m);
+  for (size_t j = 0; j < m; j++) u[j] = (uint32_t)idx[j];
+  return hy_cl_state_gather_begin(f->cl, u, m, err);
+}
+
+static int dd_gather_end(void *ctx, size_t m, double *pos, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  return hy_cl_state_gather_end(f->cl, m, pos, err);
+}
+
 static int dd_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, struct hy_err *err) {
   struct hy_force *f = ctx;
   size_t nb = 0;
@@ -821,7 +833,12 @@ void hy_force_set_let_open(struct hy_force *f, double factor) {
 }
 
 const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f) {
-  f->dd_src = (struct hy_decomp_dev){.ctx = f, .check = dd_check, .gather = dd_gather, .owners = dd_owners,
+  f->dd_src = (struct hy_decomp_dev){.ctx = f,
+                                     .check = dd_check,
+                                     .gather = dd_gather,
+                                     .gather_begin = dd_gather_begin,
+                                     .gather_end = dd_gather_end,
+                                     .owners = dd_owners,
                                      .lists = dd_lists};
   return &f->dd_src;
 }
@@ -981,30 +998,32 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
     return 0;
   }
   if (f->let && state_select(f, mode, err) != 0) return -1;
+  /* distributed: the caller's work in the waits (hy_force_set_overlap),
+   * first what the device must do ahead of the walk */
+  const hy_force_overlap_fn ov = f->let ? f->ov : NULL;
+  if (ov && ov(f->ov_ctx, 0, err) != 0) return -1;
   struct walk_job *lj = &f->job[0];
   const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
   resident_walk_job(f, lj, &wc, 0);
   hy_worker_submit(f->worker, walk_job_run, lj);
-  /* distributed: the LET exchange and the remote items packed while the
-   * device walks; the caller's work in the waits (hy_force_set_overlap) */
-  const hy_force_overlap_fn ov = f->let ? f->ov : NULL;
+  /* the LET exchange and the remote items packed while the device walks */
   int rc = f->let ? remote_tree(f, p, mode, 1, err) : 0;
-  if (rc == 0 && ov) rc = ov(f->ov_ctx, 0, err);
+  if (rc == 0 && ov) rc = ov(f->ov_ctx, 1, err);
   /* after the caller's host work: the build holds this thread until its
    * last kernel, which may wait for the local walk's end */
   if (rc == 0) rc = remote_build_side(f, err);
   if (wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
-  if (rc == 0 && ov) rc = ov(f->ov_ctx, 1, err);
+  if (rc == 0 && ov) rc = ov(f->ov_ctx, 2, err);
   if (rc == 0 && f->let && f->remote.n > 0) { /* its results added to the local walk's, on the device */
     struct walk_job *rj = &f->job[1];
     second_tree_job(f, rj, &lj->wc, p->n, 0, -1, NULL, NULL);
     rj->a.sinks_resident = 1;
     rj->a.add_unsorted = 1;
     hy_worker_submit(f->worker, walk_job_run, rj);
-    if (ov) rc = ov(f->ov_ctx, 2, err);
+    if (ov) rc = ov(f->ov_ctx, 3, err);
     if (wait_job(f, rj, rc == 0 ? err : &rj->err) != 0) rc = -1;
   } else if (rc == 0 && ov) {
-    rc = ov(f->ov_ctx, 2, err);
+    rc = ov(f->ov_ctx, 3, err);
   }
   f->st.device_busy += hy_worker_take_busy(f->worker);
   if (rc != 0) return -1;

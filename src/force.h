@@ -190,12 +190,15 @@ int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_acc
 int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err);
 /** Work of the caller's own that hy_force_state_force's distributed hard
  *  walk (the local and the remote tree walked in turn, LETWalk separate)
- *  runs while it waits: fn(ctx, 0) after the LET exchange while the device
- *  walks the local tree, fn(ctx, 1) when that walk is done and the device
- *  is idle (the caller may use the device then), fn(ctx, 2) while the
- *  device builds and walks the remote tree (or right after 1 when there is
- *  none). Each returns 0 or -1 with err set; a call that fails ends the
- *  force with -1. Other walks make no calls. fn NULL: none. */
+ *  runs while it waits: fn(ctx, 0) after the refit and the LET selection,
+ *  before the local walk is queued (device commands the caller queues then
+ *  run ahead of the walk), fn(ctx, 1) after the LET exchange while the
+ *  device walks the local tree, fn(ctx, 2) when that walk is done and the
+ *  device is idle (the caller may use the device then), fn(ctx, 3) while
+ *  the device walks the remote tree (or right after 2 when there is none).
+ *  Each returns 0 or -1 with err set; a call that fails ends the force
+ *  with -1 (after 0, before anything else is queued). Other walks make no
+ *  calls. fn NULL: none. */
 typedef int (*hy_force_overlap_fn)(void *ctx, int step, struct hy_err *err);
 void hy_force_set_overlap(struct hy_force *f, hy_force_overlap_fn fn, void *ctx);
 /** Where a domain decomposition finds the state's positions and velocities

@@ -171,6 +171,8 @@ struct run {
   struct hy_decomp *dd;
   struct hy_decomp_stats dd_st;
   double dd_wait; /* seconds spent in the barrier before each decomposition */
+  double dd_sent, dd_recv, dd_before; /* sums over the decompositions: particles sent, received, held before */
+  long dd_count;                      /* decompositions made */
   struct hy_force *force;
   /* restarts */
   const char *restart_dir;          /* --restart DIR, or NULL */
@@ -454,6 +456,12 @@ static int decompose_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev
   const double extra = (double)hy_force_last_hard_items(r->force);
   int rc = dev ? hy_decomp_exchange_dev(r->dd, p, extra, dev, &r->dd_st, err)
                : hy_decomp_exchange(r->dd, p, extra, &r->dd_st, err);
+  if (rc == 0) {
+    r->dd_sent += (double)r->dd_st.n_sent;
+    r->dd_recv += (double)r->dd_st.n_recv;
+    r->dd_before += (double)r->dd_st.n_before;
+    r->dd_count++;
+  }
   moved->known = hy_decomp_moved(r->dd, &moved->holes, &moved->srcs, &moved->n_holes, &moved->n_keep) == 0;
   /* a non-finite position has no domain: every rank keeps its particles, so
    * that the step ends and the check after it stops the run with an
@@ -700,7 +708,8 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
     double part[SP_N]; /* rank 0's costs, enum sum_part */
   } sum;
   memset(&sum, 0, sizeof sum);
-  const double dd_wait0 = r->dd_wait;
+  const double dd_wait0 = r->dd_wait, dd_sent0 = r->dd_sent, dd_recv0 = r->dd_recv, dd_before0 = r->dd_before;
+  const long dd_count0 = r->dd_count;
   struct hy_step_times tm;
   int stopped = 0;
   if (first_step > n_steps) hy_msg("the restart set is already at or past TimeEnd: nothing to integrate");
@@ -821,6 +830,14 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
            r->scheme == HY_SCHEME_HYBRID ? "soft " : "", q[SP_SORT] / ns, q[SP_BUILD] / ns, q[SP_EXPORT] / ns,
            q[SP_REMOTE] / ns, q[SP_UPLOAD] / ns, q[SP_DOWNLOAD] / ns, q[SP_LET] / ns, q[SP_BOXES] / ns,
            q[SP_DD] / ns, (r->dd_wait - dd_wait0) / ns, q[SP_WALK] / ns);
+    if (r->dd_count > dd_count0 && r->dd_before > dd_before0) {
+      const double k = (double)(r->dd_count - dd_count0);
+      hy_msg("summary: %ld decompositions; rank 0 sent %.0f and received %.0f particles per decomposition (%.3f %% "
+             "and %.3f %% of those it held)",
+             r->dd_count - dd_count0, (r->dd_sent - dd_sent0) / k, (r->dd_recv - dd_recv0) / k,
+             100.0 * (r->dd_sent - dd_sent0) / (r->dd_before - dd_before0),
+             100.0 * (r->dd_recv - dd_recv0) / (r->dd_before - dd_before0));
+    }
     hy_msg("summary: %.3e interactions, %.3e per second of kernel time; max |dE/E| %.3e; %d snapshots, %d "
            "restart sets written",
            sum.inter, sum.kernel > 0 ? sum.inter / sum.kernel : 0.0, sum.max_de, r->snap_count,

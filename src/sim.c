@@ -41,6 +41,7 @@ struct hy_sim {
   struct hy_moved moved; /* the last decomposition */
   int pre_next;          /* the next step of the decomposition made ahead (cfg.dd_pre), 3: done */
   int pre_dev;           /* its samples come from the device */
+  int pre_last;          /* the hard step under way is the soft step's last */
 };
 
 int hy_scheme_parse(const char *name, enum hy_scheme *out) {
@@ -295,10 +296,9 @@ static void take_stats(struct hy_sim *s, struct hy_step_times *tm, int hard) {
   }
 }
 
-/* The decomposition made ahead (cfg.dd_pre), step by step: as the hard
- * walk's overlap callback (hy_force_set_overlap) and after it. */
-static int pre_step(void *ctx, int step, struct hy_err *err) {
-  struct hy_sim *s = ctx;
+/* The decomposition made ahead (cfg.dd_pre), step by step (0 draw, 1
+ * sample, 2 cut): each runs once per soft step, in this order. */
+static int pre_step(struct hy_sim *s, int step, struct hy_err *err) {
   if (step != s->pre_next) return 0;
   const struct hy_decomp_dev *dev = step == 1 && s->pre_dev ? hy_force_decomp_source(s->f) : NULL;
   if (s->cfg.dd_pre(s->cfg.decompose_ctx, s->p, dev, step, err) != 0) return -1;
@@ -306,15 +306,40 @@ static int pre_step(void *ctx, int step, struct hy_err *err) {
   return 0;
 }
 
-/* Whether the hard step k of n comes before a decomposition made ahead;
- * if so, its steps start from the first (samples from the device: dev). */
-static int pre_begin(struct hy_sim *s, int k, int n, int dev) {
-  if (!(k == n - 1 && s->cfg.decompose && s->cfg.dd_pre && s->cfg.scheme == HY_SCHEME_HYBRID)) return 0;
-  s->pre_next = 0;
-  s->pre_dev = dev;
-  return 1;
+static int pre_finish(struct hy_sim *s, struct hy_err *err);
+
+/* Whether the soft step's decomposition is made ahead, in its hard steps. */
+static int pre_on(const struct hy_sim *s) {
+  return s->cfg.decompose && s->cfg.dd_pre && s->cfg.scheme == HY_SCHEME_HYBRID;
 }
 
+/* The decomposition made ahead in the waits of the device's hard steps
+ * (hy_force_set_overlap, phase as there): the draw (host work) after the
+ * first hard step's LET exchange, while its local walk runs (N_hard of that
+ * exchange, as the host path takes it after the step); in the last hard
+ * step the samples' gather queued on the device ahead of the local walk
+ * (phase 0) and the cut, with its gather on rank 0 and broadcast, while
+ * that walk runs (with one hard step the draw and the gather come there
+ * too, the gather then behind the walk). */
+static int pre_overlap(void *ctx, int phase, struct hy_err *err) {
+  struct hy_sim *s = ctx;
+  if (phase == 0) return s->pre_last && s->pre_next == 1 ? pre_step(s, 1, err) : 0;
+  if (phase != 1) return 0;
+  return s->pre_last ? pre_finish(s, err) : pre_step(s, 0, err);
+}
+
+/* What hard step k of n does of the decomposition made ahead: its state
+ * reset at the first (samples from the device: dev). */
+static void pre_begin(struct hy_sim *s, int k, int n, int dev) {
+  if (k == 1) {
+    s->pre_next = 0;
+    s->pre_dev = dev;
+  }
+  s->pre_last = k == n - 1;
+}
+
+/* After the last hard step: the steps not made in its waits (a rank on
+ * the host path makes them all here). */
 static int pre_finish(struct hy_sim *s, struct hy_err *err) {
   while (s->pre_next < 3)
     if (pre_step(s, s->pre_next, err) != 0) return -1;
@@ -407,11 +432,12 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
   s->need_tree = 0;
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
-    /* the last hard step: the soft step's decomposition sampled and cut in
-     * its waits for the device (or after it) */
-    const int pre = pre_begin(s, k, n, dev);
+    /* the soft step's decomposition drawn in the first hard step, sampled
+     * and cut in the last, in their waits for the device (or after them) */
+    const int pre = pre_on(s);
+    if (pre) pre_begin(s, k, n, dev);
     if (dev) {
-      if (pre) hy_force_set_overlap(f, pre_step, s);
+      if (pre) hy_force_set_overlap(f, pre_overlap, s);
       const int rc = hy_force_state_move(f, 0, dt, err) != 0 ||
                      hy_force_state_force(f, p, HY_WALK_HARD, 0, 1, err) != 0 || hy_force_state_move(f, 1, dt, err) != 0;
       hy_force_set_overlap(f, NULL, NULL);
@@ -419,7 +445,7 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
     } else if (host_hard_step(s, dt, err) != 0) {
       return -1;
     }
-    if (pre && pre_finish(s, err) != 0) return -1;
+    if (pre && (k == n - 1 ? pre_finish(s, err) : pre_step(s, 0, err)) != 0) return -1;
     tm->hard[k - 1] = hy_wtime() - t0;
     hy_trace(HY_TRACE_MAIN, "hard_step", t0);
     take_stats(s, tm, 1);
@@ -478,8 +504,11 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
     if (host_hard_step(s, dt, err) != 0) return -1;
-    /* the soft step's decomposition sampled and cut ahead, as on the device */
-    if (pre_begin(s, k, n, 0) && pre_finish(s, err) != 0) return -1;
+    /* the soft step's decomposition drawn, sampled and cut ahead, as on the device */
+    if (pre_on(s)) {
+      pre_begin(s, k, n, 0);
+      if ((k == n - 1 ? pre_finish(s, err) : pre_step(s, 0, err)) != 0) return -1;
+    }
     tm->hard[k - 1] = hy_wtime() - t0;
     hy_trace(HY_TRACE_MAIN, "hard_step", t0);
     take_stats(s, tm, 1);

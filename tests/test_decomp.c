@@ -782,6 +782,35 @@ static void scenario_device_source(size_t n_total, const char *what) {
   hy_part_free(&g);
 }
 
+/* A device whose gather of the samples ahead comes in two halves
+ * (gather_begin, gather_end): begin keeps a copy of the indices (the
+ * caller may reuse its own), end reads the positions of p. */
+struct async_dev {
+  const struct hy_part *p;
+  size_t *idx, m;
+  int begun, ended;
+};
+
+static int async_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
+  struct async_dev *a = ctx;
+  if (a->idx) return hy_err_set(err, "async device: a second gather begun");
+  a->idx = hy_malloc("async device", m, sizeof(size_t));
+  memcpy(a->idx, idx, m * sizeof(size_t));
+  a->m = m;
+  a->begun++;
+  return 0;
+}
+
+static int async_end(void *ctx, size_t m, double *pos, struct hy_err *err) {
+  struct async_dev *a = ctx;
+  if (!a->idx || m != a->m) return hy_err_set(err, "async device: end of a gather not begun");
+  for (size_t j = 0; j < m; j++) memcpy(pos + 3 * j, a->p->pos + 3 * a->idx[j], 3 * sizeof(double));
+  hy_free(a->idx);
+  a->idx = NULL;
+  a->ended++;
+  return 0;
+}
+
 /* The decomposition made ahead (hy_decomp_pre_draw, _sample, _cut, then
  * the exchange): with the positions unchanged in between it must give
  * exactly the plain exchange's boundaries and particles (same seed, same
@@ -820,6 +849,32 @@ static void scenario_ahead(void) {
     drift(&pb, 0.05);
     drift(&g, 0.05);
   }
+  /* the samples' gather begun on a device and ended by the cut: the plain
+   * exchange's boundaries again */
+  struct async_dev a = {.p = &pa};
+  const struct hy_decomp_dev adev = {.ctx = &a, .gather_begin = async_begin, .gather_end = async_end};
+  hy_decomp_pre_draw(da, pa.n, w);
+  HY_CHECK_INT(hy_decomp_pre_sample(da, &pa, &adev, &err), 0);
+  HY_CHECK(a.begun == 1 && a.ended == 0);
+  HY_CHECK_INT(hy_decomp_pre_cut(da, &err), 0);
+  HY_CHECK_INT(a.ended, 1);
+  HY_CHECK_INT(hy_decomp_exchange(da, &pa, w, &sa, &err), 0);
+  HY_CHECK_INT(hy_decomp_exchange(db, &pb, w, &sb, &err), 0);
+  {
+    size_t nb = 0, nb2 = 0;
+    const double *ba = hy_decomp_bounds(da, &nb), *bb = hy_decomp_bounds(db, &nb2);
+    HY_CHECK_MSG(ba && bb && nb == nb2 && memcmp(ba, bb, nb * sizeof(double)) == 0,
+                 "samples gathered in two halves: boundaries differ from the plain exchange's");
+    const size_t bad = records_differ(&pa, &pb);
+    HY_CHECK_MSG(bad == 0, "samples gathered in two halves: %zu particles differ from the plain exchange's", bad);
+  }
+  check_all("samples gathered in two halves", da, &pa, &g, NULL);
+  /* begun and never cut: the exchange ends the gather and samples anew */
+  hy_decomp_pre_draw(da, pa.n, w);
+  HY_CHECK_INT(hy_decomp_pre_sample(da, &pa, &adev, &err), 0);
+  HY_CHECK_INT(hy_decomp_exchange(da, &pa, w, &sa, &err), 0);
+  HY_CHECK(a.begun == 2 && a.ended == 2 && a.idx == NULL);
+  check_all("a gather begun ahead, not cut", da, &pa, &g, NULL);
   /* sampled, then drifted before the exchange */
   hy_decomp_pre_draw(da, pa.n, w);
   HY_CHECK_INT(hy_decomp_pre_sample(da, &pa, NULL, &err), 0);
