@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,12 +82,16 @@ struct hy_decomp {
    * rank), for pre_n particles with pre_ns samples of pre_total */
   int pre;
   const struct hy_decomp_dev *pre_dev;
+  pthread_t cut_thread; /* rank 0, PRE_CUTTING: the thread that cuts (cut_main) */
+  int cutting;          /* cut_thread runs and has to be joined */
   size_t pre_n, pre_ns;
   int par_split; /* the x cuts may use split_axis_par (0 only inside hy_decomp_cut_samples) */
   uint64_t pre_total;
 };
 
-enum { PRE_NONE, PRE_DRAWN, PRE_SAMPLING, PRE_SAMPLED, PRE_CUT };
+enum { PRE_NONE, PRE_DRAWN, PRE_SAMPLING, PRE_SAMPLED, PRE_CUTTING, PRE_CUT };
+
+static void join_cut(struct hy_decomp *d);
 
 void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool) { d->pool = pool; }
 
@@ -279,6 +284,7 @@ fail:
 
 void hy_decomp_free(struct hy_decomp *d) {
   if (!d) return;
+  join_cut(d);
   hy_free(d->holes);
   hy_free(d->srcs);
   struct scratch *sc[] = {&d->samp, &d->sidx, &d->all,  &d->order, &d->leave,
@@ -716,17 +722,40 @@ struct move_job {
 static void pack_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
   const struct move_job *j = arg;
+  if (j->pos) { /* a device's state: the accelerations and potentials there are made anew (zeros sent) */
+    const struct hy_part *p = j->p;
+    for (size_t k = b; k < e; k++) {
+      const size_t i = j->list[k];
+      unsigned char *r = j->buf + k * REC_BYTES;
+      memcpy(r + OFF_POS, j->pos + 3 * k, 24);
+      memcpy(r + OFF_VEL, j->vel + 3 * k, 24);
+      memset(r + OFF_ACC, 0, 48); /* acc, acc_w */
+      memcpy(r + OFF_MASS, p->mass + i, 8);
+      memset(r + OFF_POT, 0, 8);
+      memcpy(r + OFF_ID, p->id + i, 8);
+      memcpy(r + OFF_TYPE, p->type + i, 1);
+    }
+    return;
+  }
   for (size_t k = b; k < e; k++) {
     const size_t i = j->list[k];
-    pack(j->buf + k * REC_BYTES, j->p, i, j->pos ? j->pos + 3 * k : j->p->pos + 3 * i,
-         j->vel ? j->vel + 3 * k : j->p->vel + 3 * i);
+    pack(j->buf + k * REC_BYTES, j->p, i, j->p->pos + 3 * i, j->p->vel + 3 * i);
   }
 }
 
-static void fill_holes_body(void *arg, size_t b, size_t e, int tid) {
+/* The holes' fills with the state on a device: the masses, IDs and types
+ * (the rest is the device's). */
+static void fill_holes_dev_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
   const struct move_job *j = arg;
-  for (size_t k = b; k < e; k++) copy_particle(j->p, j->list[k], j->src[k]);
+  struct hy_part *p = j->p;
+  for (size_t k = b; k < e; k++) {
+    const size_t h = j->list[k], i = j->src[k];
+    p->mass[h] = p->mass[i];
+    p->id[h] = p->id[i];
+    p->type[h] = p->type[i];
+    if (p->grp) memcpy(p->grp + 2 * h, p->grp + 2 * i, 16);
+  }
 }
 
 static void unpack_body(void *arg, size_t b, size_t e, int tid) {
@@ -803,7 +832,9 @@ static int gather_samples(struct hy_decomp *d, const struct hy_part *p, size_t n
  * coordinate (samples taken ahead, before the exchange's own check); if it
  * finds one, no boundaries are cut and every rank returns
  * HY_DECOMP_NONFINITE. Collective; returns 0, that, or -1. */
-static int cut_bounds(struct hy_decomp *d, size_t ns, int check, uint64_t *total_out, struct hy_err *err) {
+/* (2) of cut_bounds: the samples of every rank into d->all on rank 0 and
+ * their total on every rank. Collective. */
+static int gather_all(struct hy_decomp *d, size_t ns, uint64_t *total_out, struct hy_err *err) {
   int ret = 0;
   const int P = d->size;
   uint64_t ns_u = ns, total = 0, *ns_all = NULL;
@@ -823,6 +854,10 @@ static int cut_bounds(struct hy_decomp *d, size_t ns, int check, uint64_t *total
                      (unsigned long long)total, INT_MAX / 3, d->sample_rate);
     goto done;
   }
+  if (d->n_bounds + 1 > INT_MAX) {
+    ret = hy_err_set(err, "domain decomposition: %zu boundaries do not fit one MPI_Bcast", d->n_bounds);
+    goto done;
+  }
   if (d->rank == 0) {
     rc = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
     rd = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
@@ -837,25 +872,42 @@ static int cut_bounds(struct hy_decomp *d, size_t ns, int check, uint64_t *total
   MPI_TRY(MPI_Gatherv(d->samp.p, (int)(3 * ns), MPI_DOUBLE, all, rc, rd, MPI_DOUBLE, 0, d->comm),
           "MPI_Gatherv of samples");
   hy_trace(HY_TRACE_MAIN, "dd_gather", tt);
-  tt = hy_trace_t();
-  if (d->n_bounds + 1 > INT_MAX) {
-    ret = hy_err_set(err, "domain decomposition: %zu boundaries do not fit one MPI_Bcast", d->n_bounds);
-    goto done;
-  }
-  if (d->rank == 0) {
-    int ok = 1;
-    for (size_t k = 0; check && ok && k < 3 * (size_t)total; k++) ok = isfinite(all[k]);
-    if (ok) multisection(d, all, (size_t)total);
-    d->new_bounds[d->n_bounds] = ok; /* the flag travels with the boundaries */
-  }
-  MPI_TRY(MPI_Bcast(d->new_bounds, (int)d->n_bounds + 1, MPI_DOUBLE, 0, d->comm), "MPI_Bcast of boundaries");
-  if (d->new_bounds[d->n_bounds] == 0.0) ret = HY_DECOMP_NONFINITE;
-  hy_trace(HY_TRACE_MAIN, "dd_bounds", tt);
 done:
   hy_free(ns_all);
   hy_free(rc);
   hy_free(rd);
   return ret;
+}
+
+/* (3) of cut_bounds on rank 0: the multisection of the `total` samples in
+ * d->all into d->new_bounds, after a check that each is finite (check);
+ * new_bounds[n_bounds] is 1, or 0 if one is not (nothing cut). */
+static void cut_all(struct hy_decomp *d, uint64_t total, int check, int lane) {
+  const double tt = hy_trace_t();
+  double *all = d->all.p; /* reordered by the multisection */
+  int ok = 1;
+  for (size_t k = 0; check && ok && k < 3 * (size_t)total; k++) ok = isfinite(all[k]);
+  if (ok) multisection(d, all, (size_t)total);
+  d->new_bounds[d->n_bounds] = ok; /* the flag travels with the boundaries */
+  hy_trace(lane, "dd_bounds", tt);
+}
+
+/* (4) of cut_bounds: rank 0's boundaries (and flag) to every rank.
+ * Collective; returns 0, HY_DECOMP_NONFINITE or -1. */
+static int bcast_bounds(struct hy_decomp *d, struct hy_err *err) {
+  int ret = 0;
+  const double tt = hy_trace_t();
+  MPI_TRY(MPI_Bcast(d->new_bounds, (int)d->n_bounds + 1, MPI_DOUBLE, 0, d->comm), "MPI_Bcast of boundaries");
+  if (d->new_bounds[d->n_bounds] == 0.0) ret = HY_DECOMP_NONFINITE;
+  hy_trace(HY_TRACE_MAIN, "dd_bcast", tt);
+done:
+  return ret;
+}
+
+static int cut_bounds(struct hy_decomp *d, size_t ns, int check, uint64_t *total_out, struct hy_err *err) {
+  if (gather_all(d, ns, total_out, err) != 0) return -1;
+  if (d->rank == 0) cut_all(d, *total_out, check, HY_TRACE_MAIN);
+  return bcast_bounds(d, err);
 }
 
 int hy_decomp_cut_samples(struct hy_decomp *d, double *s, size_t ns, int par, double *bounds) {
@@ -892,7 +944,22 @@ int hy_decomp_pre_sample(struct hy_decomp *d, const struct hy_part *p, const str
   return 0;
 }
 
-int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err) {
+/* Rank 0's cut of the samples gathered ahead, on a thread of its own. */
+static void *cut_main(void *arg) {
+  struct hy_decomp *d = arg;
+  cut_all(d, d->pre_total, 1, HY_TRACE_AUX);
+  return NULL;
+}
+
+/* Wait for rank 0's cut thread, if one runs. */
+static void join_cut(struct hy_decomp *d) {
+  if (!d->cutting) return;
+  const int rc = pthread_join(d->cut_thread, NULL);
+  if (rc != 0) hy_die("domain decomposition: pthread_join of the cut failed: %s", strerror(rc));
+  d->cutting = 0;
+}
+
+int hy_decomp_pre_cut_begin(struct hy_decomp *d, struct hy_err *err) {
   if (d->pre == PRE_SAMPLING) {
     const double ts = hy_trace_t();
     const struct hy_decomp_dev *dev = d->pre_dev;
@@ -906,12 +973,37 @@ int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err) {
     return hy_err_set(err, "internal error: domain decomposition: boundaries cut ahead without samples");
   const double t0 = hy_trace_t();
   d->pre = PRE_NONE;
-  const int rc = cut_bounds(d, d->pre_ns, 1, &d->pre_total, err);
+  if (gather_all(d, d->pre_ns, &d->pre_total, err) != 0) return -1;
+  if (d->rank == 0) {
+    /* no thread to be had: the cut right here */
+    if (pthread_create(&d->cut_thread, NULL, cut_main, d) == 0)
+      d->cutting = 1;
+    else
+      cut_all(d, d->pre_total, 1, HY_TRACE_MAIN);
+  }
+  d->pre = PRE_CUTTING;
   hy_trace(HY_TRACE_MAIN, "dd_pre_cut", t0);
-  if (rc == HY_DECOMP_NONFINITE) return 0; /* the exchange samples anew, checks and reports */
+  return 0;
+}
+
+/* The end of hy_decomp_pre_cut_begin: rank 0's cut joined, the boundaries
+ * broadcast. Collective. If a sample was not finite, nothing is left
+ * pending (the exchange samples anew, checks and reports). */
+static int pre_cut_end(struct hy_decomp *d, struct hy_err *err) {
+  const double t0 = hy_trace_t();
+  join_cut(d);
+  d->pre = PRE_NONE;
+  const int rc = bcast_bounds(d, err);
+  hy_trace(HY_TRACE_MAIN, "dd_pre_cut_end", t0);
+  if (rc == HY_DECOMP_NONFINITE) return 0;
   if (rc != 0) return -1;
   d->pre = PRE_CUT;
   return 0;
+}
+
+int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err) {
+  if (hy_decomp_pre_cut_begin(d, err) != 0) return -1;
+  return pre_cut_end(d, err);
 }
 
 /* hy_decomp_exchange (dev NULL) and hy_decomp_exchange_dev. */
@@ -937,6 +1029,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
 
   d->moved_ok = 0;
   /* boundaries cut ahead for this many particles (hy_decomp_pre_*): used once */
+  if (d->pre == PRE_CUTTING && pre_cut_end(d, err) != 0) return -1;
   const int use_pre = d->pre == PRE_CUT && d->pre_n == n;
   if (d->pre == PRE_SAMPLING) { /* a device gather begun and not cut: finished and dropped */
     const struct hy_decomp_dev *pd = d->pre_dev;
@@ -1126,6 +1219,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   }
   {
     /* the holes below n_keep, each taken by a stayer from beyond */
+    const double th = hy_trace_t();
     size_t h = 0;
     while (h < n_out && leave[h] < n_keep) h++;
     if (h > d->holes_cap) {
@@ -1147,7 +1241,8 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
       /* the masses, IDs and types (positions: stale copies) */
       if (h) memcpy(d->srcs, dbeyond, h * sizeof(size_t));
       struct move_job mj = {.p = p, .list = d->holes, .src = d->srcs};
-      for_all(d, h, 4096, fill_holes_body, &mj);
+      for_all(d, h, 4096, fill_holes_dev_body, &mj);
+      hy_trace(HY_TRACE_MAIN, "dd_holes", th);
       if (n_new > p->n_alloc) hy_part_reserve(p, n_new + n_new / 64);
       p->n = n_new;
       if (n_new < 2 && n_keep == 1) {
@@ -1344,6 +1439,7 @@ int hy_decomp_state_load(struct hy_decomp *d, const void *buf, size_t bytes, str
   memcpy(&hb, b, sizeof hb);
   b += sizeof hb;
   d->have_bounds = hb != 0;
+  join_cut(d);
   d->pre = PRE_NONE;
   memcpy(d->bounds, b, d->n_bounds * sizeof(double));
   b += d->n_bounds * sizeof(double);

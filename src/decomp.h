@@ -121,6 +121,12 @@ void hy_decomp_pre_draw(struct hy_decomp *d, size_t n, double weight_extra);
 int hy_decomp_pre_sample(struct hy_decomp *d, const struct hy_part *p, const struct hy_decomp_dev *dev,
                          struct hy_err *err);
 int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err);
+/** hy_decomp_pre_cut with rank 0's cut on a thread of its own: returns after
+ *  the samples' gather (collective), while rank 0 cuts; the next
+ *  hy_decomp_exchange(_dev) (on every rank) waits for that cut and
+ *  broadcasts the boundaries first. The cut uses the pool of
+ *  hy_decomp_set_pool, whose jobs from other threads wait their turn. */
+int hy_decomp_pre_cut_begin(struct hy_decomp *d, struct hy_err *err);
 
 /** Where hy_decomp_exchange_dev finds the positions and velocities: on a
  *  device that holds them (an OpenCL device with the particle state; the
@@ -157,7 +163,10 @@ struct hy_decomp_dev {
  *  device (dev): the same samples, boundaries, owners and moves, so the same
  *  result on every rank, whether the ranks use this or hy_decomp_exchange.
  *  Afterwards p's masses, IDs and types are in their new order, the
- *  received particles (from n_keep on) are complete, and below n_keep the
+ *  received particles (from n_keep on) have their positions, velocities,
+ *  masses, IDs and types (accelerations and potentials: those of the
+ *  device's state are made anew by the next force; a device rank sends
+ *  zeros and leaves its holes' stale copies), and below n_keep the
  *  positions and velocities are still stale: the device has to move its
  *  copies as hy_decomp_moved says. When fewer than two particles are left,
  *  the kept ones' positions and velocities are fetched from the device, so

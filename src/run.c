@@ -477,7 +477,8 @@ static int dd_pre_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev *d
     hy_decomp_pre_draw(r->dd, p->n, (double)hy_force_last_hard_items(r->force));
     return 0;
   }
-  return step == 1 ? hy_decomp_pre_sample(r->dd, p, dev, err) : hy_decomp_pre_cut(r->dd, err);
+  /* the cut on a thread of rank 0's: the exchange at the soft step waits for it */
+  return step == 1 ? hy_decomp_pre_sample(r->dd, p, dev, err) : hy_decomp_pre_cut_begin(r->dd, err);
 }
 
 /* ----------------------------------------------------- non-finite state */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
  * threads.c: see threads.h. Workers sleep on a condition variable; a job is
  * published with a generation counter, and the caller works on chunk 0
- * itself, then waits until every worker has finished its chunk. */
+ * itself, then waits until every worker has finished its chunk. Jobs from
+ * several threads take turns. */
 #include "config.h"
 
 #include "threads.h"
@@ -18,6 +19,7 @@
 struct hy_pool {
   int n_threads;
   pthread_t *threads;
+  pthread_mutex_t use; /* one hy_pool_for at a time (callers on several threads wait their turn) */
   pthread_mutex_t lock;
   pthread_cond_t wake;
   pthread_cond_t done;
@@ -40,11 +42,19 @@ static void check_pthread(int rc, const char *what) {
   if (rc != 0) hy_die("thread pool: %s failed: %s", what, strerror(rc));
 }
 
+/* Nonzero on a thread while it runs a chunk: a hy_pool_for from inside a
+ * job runs inline. */
+static _Thread_local int in_job;
+
 static void run_chunk(struct hy_pool *p, int c) {
   size_t begin = (size_t)c * p->chunk;
   size_t end = begin + p->chunk;
   if (end > p->n) end = p->n;
-  if (begin < end) p->fn(p->arg, begin, end, c);
+  if (begin < end) {
+    in_job = 1;
+    p->fn(p->arg, begin, end, c);
+    in_job = 0;
+  }
 }
 
 static void *worker_main(void *varg) {
@@ -88,6 +98,7 @@ struct hy_pool *hy_pool_create(int n_threads) {
   if (n_threads < 1) n_threads = 1;
   struct hy_pool *p = hy_calloc("thread pool", 1, sizeof *p);
   p->n_threads = n_threads;
+  check_pthread(pthread_mutex_init(&p->use, NULL), "mutex init");
   check_pthread(pthread_mutex_init(&p->lock, NULL), "mutex init");
   check_pthread(pthread_cond_init(&p->wake, NULL), "cond init");
   check_pthread(pthread_cond_init(&p->done, NULL), "cond init");
@@ -113,6 +124,7 @@ void hy_pool_free(struct hy_pool *p) {
     for (int t = 1; t < p->n_threads; t++) check_pthread(pthread_join(p->threads[t], NULL), "pthread_join");
     hy_free(p->threads);
   }
+  check_pthread(pthread_mutex_destroy(&p->use), "mutex destroy");
   check_pthread(pthread_mutex_destroy(&p->lock), "mutex destroy");
   check_pthread(pthread_cond_destroy(&p->wake), "cond destroy");
   check_pthread(pthread_cond_destroy(&p->done), "cond destroy");
@@ -127,10 +139,11 @@ void hy_pool_for(struct hy_pool *p, size_t n, size_t min_chunk, hy_pool_fn fn, v
   size_t max_chunks = (n + min_chunk - 1) / min_chunk;
   int n_chunks = p->n_threads;
   if ((size_t)n_chunks > max_chunks) n_chunks = (int)max_chunks;
-  if (n_chunks <= 1) {
+  if (n_chunks <= 1 || in_job) {
     fn(arg, 0, n, 0);
     return;
   }
+  check_pthread(pthread_mutex_lock(&p->use), "mutex lock");
   check_pthread(pthread_mutex_lock(&p->lock), "mutex lock");
   p->fn = fn;
   p->arg = arg;
@@ -145,4 +158,5 @@ void hy_pool_for(struct hy_pool *p, size_t n, size_t min_chunk, hy_pool_fn fn, v
   check_pthread(pthread_mutex_lock(&p->lock), "mutex lock");
   while (p->pending > 0) check_pthread(pthread_cond_wait(&p->done, &p->lock), "cond wait");
   check_pthread(pthread_mutex_unlock(&p->lock), "mutex unlock");
+  check_pthread(pthread_mutex_unlock(&p->use), "mutex unlock");
 }

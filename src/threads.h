@@ -17,7 +17,10 @@ struct hy_pool *hy_pool_create(int n_threads);
 void hy_pool_free(struct hy_pool *pool);
 int hy_pool_size(const struct hy_pool *pool);
 /** Run fn over [0, n) split into at most pool-size contiguous chunks of at
- *  least min_chunk items; returns when all chunks are done. */
+ *  least min_chunk items; returns when all chunks are done. Callable from
+ *  any thread: the jobs of several threads run one after the other (a job
+ *  that fits one chunk runs on the calling thread at once), and a call
+ *  from inside a job runs inline on its thread. */
 void hy_pool_for(struct hy_pool *pool, size_t n, size_t min_chunk, hy_pool_fn fn, void *arg);
 /** Default thread count: HYTREE_NUM_THREADS if set, else the online CPUs. */
 int hy_pool_default_threads(void);

@@ -3,7 +3,8 @@
  * seeing where a distributed step waits (which parts overlap, which wait
  * for another rank or for the device). Off unless HYTREE_TRACE=PREFIX is
  * set: every rank then writes PREFIX.RANK.csv at the end of the run (rows
- * "lane,phase,t0,t1": lane 0 the main thread, 1 the device thread; times in
+ * "lane,phase,t0,t1": lane 0 the main thread, 1 the device thread, 2 a helper
+ * of the main thread (the decomposition's cut made ahead); times in
  * seconds since the start of rank 0's trace, from the node's monotonic
  * clock, so the ranks of one node share a time axis). tools/trace_report.py
  * summarises the files. Recording costs a clock read and a short critical
@@ -18,7 +19,7 @@
 
 #include "log.h"
 
-enum { HY_TRACE_MAIN = 0, HY_TRACE_DEVICE = 1 };
+enum { HY_TRACE_MAIN = 0, HY_TRACE_DEVICE = 1, HY_TRACE_AUX = 2 /* a helper thread of the main thread's */ };
 
 /** Start tracing if rank 0's HYTREE_TRACE is set (collective over comm).
  *  Returns 0, or -1 with err set. */

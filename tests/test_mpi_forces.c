@@ -168,7 +168,11 @@ static void ref_save(const char *path, const struct ref_head *h, double *const v
 }
 
 /* -S: the next decomposition made ahead in the last hard walk's waits
- * (hy_force_set_overlap), as the integrator makes it; steps in order. */
+ * (hy_force_set_overlap, phases 0-3 in order), as the integrator makes it
+ * when that walk is the first hard one too: the draw and the device's
+ * gather of the samples queued before the local walk (phase 0), the cut
+ * begun while it runs (1: rank 0 cuts on a thread, joined when the
+ * decomposition is freed). */
 struct ahead {
   struct hy_decomp *dd;
   struct hy_force *f;
@@ -176,16 +180,15 @@ struct ahead {
   int next;
 };
 
-static int ahead_step(void *ctx, int step, struct hy_err *err) {
+static int ahead_step(void *ctx, int phase, struct hy_err *err) {
   struct ahead *a = ctx;
-  if (step != a->next) return hy_err_set(err, "overlap step %d came before step %d", step, a->next);
+  if (phase != a->next) return hy_err_set(err, "overlap phase %d came before phase %d", phase, a->next);
   a->next++;
-  if (step == 0) {
+  if (phase == 0) {
     hy_decomp_pre_draw(a->dd, a->p->n, 0.0);
-    return 0;
+    return hy_decomp_pre_sample(a->dd, a->p, hy_force_decomp_source(a->f), err);
   }
-  return step == 1 ? hy_decomp_pre_sample(a->dd, a->p, hy_force_decomp_source(a->f), err)
-                   : hy_decomp_pre_cut(a->dd, err);
+  return phase == 1 ? hy_decomp_pre_cut_begin(a->dd, err) : 0;
 }
 
 int main(int argc, char **argv) {
@@ -330,7 +333,7 @@ int main(int argc, char **argv) {
     hy_force_set_overlap(f, NULL, NULL);
     if (rc != 0 || hy_force_state_get(f, &p, 0, 0, &err) != 0)
       die("hard walks of the device state after the drift", &err);
-    HY_CHECK_INT(ah.next, P > 1 ? 3 : 0); /* the three steps, in the distributed walk only */
+    HY_CHECK_INT(ah.next, P > 1 ? 4 : 0); /* the four phases, in the distributed walk only */
     memcpy(hard, p.acc_w, 3 * n * sizeof(double));
   } else {
     for (size_t i = 0; i < 3 * n; i++) p.pos[i] += drift / 3.0 * p.vel[i];

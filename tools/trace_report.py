@@ -8,8 +8,9 @@ Reads PREFIX.R.csv of every rank R. For the hard and the soft sub-steps
 (their windows are the "hard_step" and "soft_step" phases; the first K
 steps are skipped, default 1, as they hold one-time start-up costs) it
 prints, per rank, the mean time per sub-step of every phase inside the
-window on the main thread (lane 0) and on the device thread (lane 1), and
-what share of the window each lane was busy; phases nest (a "decompose"
+window on the main thread (lane 0), the device thread (lane 1) and a
+helper of the main thread (lane 2, "aux": the decomposition's cut made
+ahead), and what share of the window the first two were busy; phases nest (a "decompose"
 holds its "dd_*" parts), so the rows need not add up to the window.
 --timeline STEP also prints every phase of that step, per rank, with its
 start and end relative to the step's start, to show which part waits for
@@ -21,6 +22,8 @@ import csv
 import glob
 import re
 import sys
+
+LANE_NAMES = {0: "main", 1: "device", 2: "aux"}
 
 
 def load(prefix):
@@ -83,7 +86,7 @@ def summarise(ranks, kind, skip_steps):
         print("rank %d: %d sub-steps, %.4f s each; main thread busy %.0f %%, device thread %.0f %%"
               % (r, n, mean, 100 * b[0] / n / mean, 100 * b[1] / n / mean))
         for (lane, ph), t in sorted(acc.items(), key=lambda kv: -kv[1]):
-            print("  %-6s %-18s %.4f" % ("main" if lane == 0 else "device", ph, t / n))
+            print("  %-6s %-18s %.4f" % (LANE_NAMES.get(lane, str(lane)), ph, t / n))
     print()
 
 
@@ -98,7 +101,7 @@ def timeline(ranks, step_no):
         for lane, ph, t0, t1 in sorted(inside(ev, w), key=lambda e: (e[2], -e[3])):
             if ph == "step":
                 continue
-            print("  %s %8.2f %8.2f %7.2f  %s" % ("M" if lane == 0 else "D", 1e3 * (t0 - w[0]), 1e3 * (t1 - w[0]),
+            print("  %s %8.2f %8.2f %7.2f  %s" % (LANE_NAMES.get(lane, str(lane))[0].upper(), 1e3 * (t0 - w[0]), 1e3 * (t1 - w[0]),
                                                   1e3 * (t1 - t0), ph))
     print()
 
