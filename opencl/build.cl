@@ -724,6 +724,20 @@ __kernel void hy_block_mark(__global const float4 *node, const int n_part, const
   block_on[b] = on;
 }
 
+/* The blocks of HY_SINK_BLOCK sinks in key order (idx: each one's index
+ * before the sort) that hold at least one of the first n_local, the local
+ * particles of a merged tree (the rest are LET items, whose results are
+ * dropped): block_on 1, else 0. */
+__kernel void hy_item_blocks(__global const uint *idx, const uint n, const uint n_local, __global uchar *block_on) {
+  const uint b = (uint)get_global_id(0);
+  const uint s0 = b * HY_SINK_BLOCK;
+  if (s0 >= n) return;
+  const uint s1 = min(n, s0 + HY_SINK_BLOCK);
+  uchar on = 0;
+  for (uint j = s0; j < s1; j++) on |= idx[j] < n_local;
+  block_on[b] = on;
+}
+
 /* Every cell's r_b^2 to FLT_MAX, so that every sink opens it (the remote
  * tree of hard-LET items: its leaves were accepted against the receiving
  * box already). */

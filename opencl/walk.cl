@@ -10,10 +10,11 @@
  *   -D HY_NVEC=v       sinks per work-item (default 4)
  * Work-group size: any; one work-item handles sinks [v*gid, v*gid + v); the
  * interaction counts are summed per work-group (local memory: 2 ulong per
- * work-item, an argument). use_blocks (HY_WALK_HARD only): sinks of a block
- * whose block_on flag is 0 get a zero result without a walk
- * (hy_block_mark found no particle of the tree within R2 of the block); 2:
- * they get nothing (their results are not read). Sink j is
+ * work-item, an argument). use_blocks: sinks of a block whose block_on
+ * flag is 0 get a zero result without a walk (a hard walk: hy_block_mark
+ * found no particle of the tree within R2 of the block; any walk: the block
+ * holds only LET items, hy_item_blocks); 2: they get nothing (their results
+ * are not read). Sink j is
  * sink[j * sink_stride]: stride 2 reads the particle records of another
  * tree's node buffer (its particles in key order) as the sinks.
  *
@@ -53,12 +54,20 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
   const int gid = (int)get_global_id(0);
   const int first = gid * HY_NVEC;
   uint n_pp = 0, n_pc = 0;
-  if (first < n_sink && use_blocks && !block_on[first / HY_SINK_BLOCK]) {
+  /* a work-item's sinks may span two blocks (HY_NVEC need not divide
+   * HY_SINK_BLOCK): it skips only when both are off */
+  if (first < n_sink && use_blocks && !block_on[first / HY_SINK_BLOCK] &&
+      !block_on[(min(first + HY_NVEC, n_sink) - 1) / HY_SINK_BLOCK]) {
     /* no particle of the tree within R2 of these sinks: the hard walk's
      * result, which it would reach after skipping every node (use_blocks 2:
      * nothing is written, as hy_add_unsort skips these sinks too) */
     if (use_blocks == 1)
-      for (int k = 0; k < min(HY_NVEC, n_sink - first); k++) out0[first + k] = (float4)(0.0f);
+      for (int k = 0; k < min(HY_NVEC, n_sink - first); k++) {
+        out0[first + k] = (float4)(0.0f);
+#if HY_WALK_MODE == HY_WALK_SPLIT
+        out1[first + k] = (float4)(0.0f);
+#endif
+      }
   } else if (first < n_sink) { /* padding work-items only take part in the count reduction */
 
   float3 s[HY_NVEC];

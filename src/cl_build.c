@@ -98,6 +98,7 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_merge_keys", &cl->k_merge_keys, err) ||
       make_kernel(cl, "hy_tile_sort", &cl->k_tile_sort, err) || make_kernel(cl, "hy_merge_pass", &cl->k_merge_pass, err) ||
       make_kernel(cl, "hy_block_mark", &cl->k_block_mark, err) ||
+      make_kernel(cl, "hy_item_blocks", &cl->k_item_blocks, err) ||
       make_kernel(cl, "hy_first_cells", &cl->k_first_cells, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
@@ -118,7 +119,7 @@ void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,      cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
                     cl->k_unsort, cl->k_open_cells, cl->k_add_unsort, cl->k_merge_keys,
-                    cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark, cl->k_first_cells};
+                    cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark, cl->k_first_cells, cl->k_item_blocks};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
@@ -746,6 +747,20 @@ int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, cl_mem si
                      (const void *)&sink, V(ns), V(fr2), M(cl->blocks), V(stride), V(blo), V(bhi), V(use_box), END))
     return -1;
   return hy_cl_launch(cl, cl->k_block_mark, "hy_block_mark", nb, ev, err);
+}
+
+int hy_cl_item_blocks(struct hy_cl *cl, int slot, size_t n_sink, size_t n_local, cl_event *ev, struct hy_err *err) {
+  if (hy_cl_build_kernels(cl, err) != 0) return -1;
+  if (n_sink != cl->tree[slot].sorted_n || n_local > n_sink)
+    return hy_err_set(err, "internal error: item blocks of %zu sinks (%zu local) of a tree of %zu", n_sink, n_local,
+                      cl->tree[slot].sorted_n);
+  const size_t nb = (n_sink + HY_SINK_BLOCK - 1) / HY_SINK_BLOCK;
+  if (hy_cl_ensure_buf(cl, &cl->blocks, nb + 1, "sink block flags", err) != 0) return -1;
+  const cl_uint un = (cl_uint)n_sink, ul = (cl_uint)n_local;
+  if (hy_cl_set_args(cl, cl->k_item_blocks, "hy_item_blocks", err, M(cl->tree[slot].idx), V(un), V(ul),
+                     M(cl->blocks), END))
+    return -1;
+  return hy_cl_launch(cl, cl->k_item_blocks, "hy_item_blocks", nb, ev, err);
 }
 
 int hy_cl_add_unsort(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, int use_blocks, cl_event *ev,

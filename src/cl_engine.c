@@ -523,6 +523,11 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if (!a->out0 && !a->unsort && !a->add_unsorted) return hy_err_set(err, "internal error: walk results with nowhere to go");
   if (a->skip_far && (cfg->mode != HY_WALK_HARD || a->self_base >= 0 || a->self_base == HY_SELF_IN_SINK))
     return hy_err_set(err, "internal error: a walk that skips far sink blocks is a hard walk of sinks in the sink buffer");
+  if (a->skip_items && (a->skip_far || a->self_base != 0 || a->sinks_resident || a->add_unsorted ||
+                        a->tree_id == 0 || cl->node_id[a->slot] != a->tree_id ||
+                        a->n_sink != cl->tree[a->slot].sorted_n))
+    return hy_err_set(err, "internal error: a walk that skips the LET items' blocks is a walk of a resident "
+                           "device-built tree's own particles");
   if ((a->sinks_resident || a->add_unsorted) &&
       (a->n_sink != cl->tree[0].sorted_n || a->self_base >= 0 || a->unsort || (a->add_unsorted && !a->sinks_resident) ||
        (a->add_unsorted && (cl->unsorted_slot != 0 || cl->unsorted_n != a->n_sink))))
@@ -566,7 +571,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   cl_mem sink_mem = a->sinks_resident ? cl->node[0].mem : cl->sink.mem;
   const cl_int sink_stride = a->sinks_resident ? 2 : 1;
   /* 2: the skipped sinks' zeros are not even written, hy_add_unsort skips them too */
-  const cl_int use_blocks = a->skip_far ? (a->add_unsorted ? 2 : 1) : 0;
+  const cl_int use_blocks = a->skip_far ? (a->add_unsorted ? 2 : 1) : a->skip_items ? 1 : 0;
   if (!a->sinks_resident && a->self_base < 0 && (a->sink_id == 0 || cl->sink_id != a->sink_id)) {
     cl->sink_id = 0;
     e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, a->sink, 0, NULL, &ev[EV_SINK]);
@@ -582,8 +587,9 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     cl_float n_ratio = (cl_float)cfg->n_ratio;
     cl_mem out1 = split ? cl->out1.mem : cl->out0.mem;
     if (use_blocks &&
-        hy_cl_block_mark(cl, a->slot, n_part, root, sink_mem, sink_stride, a->n_sink, cfg->r2,
-                         a->has_box ? a->box : NULL, &ev[EV_MARK], err) != 0) {
+        (a->skip_items ? hy_cl_item_blocks(cl, a->slot, a->n_sink, a->skip_items, &ev[EV_MARK], err)
+                       : hy_cl_block_mark(cl, a->slot, n_part, root, sink_mem, sink_stride, a->n_sink, cfg->r2,
+                                          a->has_box ? a->box : NULL, &ev[EV_MARK], err)) != 0) {
       clFinish(cl->q);
       hy_cl_release_events(ev, EV_N);
       return -1;

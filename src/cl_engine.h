@@ -77,6 +77,13 @@ struct hy_cl_walk_args {
                             reaches within R2 get their zero result without a walk (hy_block_mark; with
                             add_unsorted nothing is written or added for them); the results are those
                             of the full walk */
+  size_t skip_items;   /**< > 0: a walk of a device-built tree's own particles (self_base 0) whose
+                            first skip_items (in the order it was built from) are the local particles
+                            and the rest LET items, whose results nobody reads: blocks of
+                            HY_SINK_BLOCK sinks in key order without a local particle get zeros
+                            without a walk (hy_item_blocks); the local particles' results are those of
+                            the full walk, bit for bit (a work-item with a sink in a block that holds
+                            a local particle walks as always) */
 };
 
 /** Read the results an unsort walk left on the device (out0 NULL) into

@@ -86,7 +86,7 @@ struct hy_cl {
   cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_gen_count, k_gen_scan, k_gen_emit,
       k_gather,
       k_moments, k_bmax_big, k_unsort, k_open_cells, k_add_unsort, k_merge_keys, k_tile_sort,
-      k_merge_pass, k_block_mark, k_first_cells;
+      k_merge_pass, k_block_mark, k_first_cells, k_item_blocks;
   size_t merge_sort_max;           /* sorts of up to this many pairs merge (hy_cl_set_merge_sort_max) */
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_tree tree[2];
@@ -142,6 +142,10 @@ int hy_cl_kernel(struct hy_cl *cl, cl_program prog, const char *name, cl_kernel 
  *  (hy_block_mark), into cl->blocks; box (lo[3], hi[3] in the tree's frame,
  *  or NULL) holds every particle of the tree: blocks beyond R2 of it are
  *  not walked. */
+/** cl_build.c: the sink blocks (HY_SINK_BLOCK consecutive sinks of slot's
+ *  last build, in key order) that hold one of its first n_local particles
+ *  (hy_item_blocks), into cl->blocks. */
+int hy_cl_item_blocks(struct hy_cl *cl, int slot, size_t n_sink, size_t n_local, cl_event *ev, struct hy_err *err);
 int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, cl_mem sink, int sink_stride, size_t n_sink,
                      double r2, const float *box, cl_event *ev, struct hy_err *err);
 /** cl_build.c: set the arguments of k from (size, pointer) pairs ended by a

@@ -74,6 +74,7 @@ struct hy_force {
   int dev_build;            /* the last build ran on the device */
   uint64_t m_tree_id;       /* distributed: the merged tree of the last soft walk (device slot 1) */
   size_t m_n, m_n_cell;
+  size_t m_n_local; /* the merged tree's local particles (the first m_n_local of its m_n) */
   int32_t m_root;
   double origin[3];         /* device build: this build's centre of mass (its records' frame) */
   size_t packed_n;          /* distributed: the staging buffer holds the last local build's n particles,
@@ -475,6 +476,7 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
   f->st.build += t2 - t1 - res.upload; /* device: keys, sort, cells, moments (wall) */
   if (slot == 1) {
     f->m_n = n;
+    f->m_n_local = n_local;
     f->m_n_cell = res.n_cell;
     f->m_root = res.root;
     return 0;
@@ -608,7 +610,9 @@ static void resident_walk_job(struct hy_force *f, struct walk_job *j, const stru
                                     .slot = 1,
                                     .n_sink = f->m_n,
                                     .self_base = 0,
-                                    .unsort = 1};
+                                    .unsort = 1,
+                                    /* the items' results are dropped: blocks of items only are not walked */
+                                    .skip_items = f->m_n_local > 0 && f->m_n_local < f->m_n ? f->m_n_local : 0};
   else
     j->a = (struct hy_cl_walk_args){.n_nodes = hy_tree_n_nodes(&f->tree),
                                     .n_part = f->tree.n_part,

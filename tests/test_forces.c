@@ -527,15 +527,19 @@ static void unit_positions(float *pos, size_t n, uint64_t s) {
  * that sit exactly on local particles give equal keys; some lie outside
  * the cube (clamped keys). Its cells without items copy the slot-0 tree's
  * moments (grafted), which the comparison covers too; clustered puts the
- * items in a slab, so that most cells, large ones too, are copies. Then the
+ * items in a slab apart from the local particles, so that most cells,
+ * large ones too, are copies (and most items' sink blocks hold no local
+ * particle, which the walk with skip_items skips). Then the
  * fallbacks: a different cube, or another slot-0 build since, sort
  * everything. */
 static void test_merged_build(int clustered) {
   const size_t nl = clustered ? 40000 : 6000, m = 2500, n = nl + m;
   float *pos = hy_malloc("positions", 4 * n, sizeof(float));
   unit_positions(pos, n, 12345);
-  if (clustered)
+  if (clustered) { /* the local particles below x = 0.8, the items in a slab above (but the ties) */
+    for (size_t i = 0; i < nl; i++) pos[4 * i] *= 0.8f;
     for (size_t j = 0; j < m; j++) pos[4 * (nl + j)] = 0.85f + 0.15f * pos[4 * (nl + j)];
+  }
   for (size_t j = 0; j < m; j += 5) memcpy(pos + 4 * (nl + j), pos + 4 * (j * 2), 3 * sizeof(float)); /* ties */
   for (size_t j = 1; j < m; j += 97) pos[4 * (nl + j)] = 1.5f;                                          /* outside */
   struct hy_cl_build_args a0 = {.pos = pos, .n = nl, .lo = {0.0, 0.0, 0.0}, .side = 1.0, .n_crit = 16,
@@ -556,6 +560,44 @@ static void test_merged_build(int clustered) {
   }
   HY_CHECK_INT(r1.merged, 1);
   HY_CHECK(r1.grafted > 0); /* cells without items copied from the slot-0 tree */
+  {
+    /* its split walk with the blocks of items only skipped (skip_items):
+     * the local particles' results bit for bit those of the full walk, the
+     * skipped items' zero, fewer interactions (clustered: runs of items in
+     * key order fill whole blocks; with 26 items per cell of the third
+     * level in the slab, about a quarter of them) */
+    const struct hy_walk_cfg wc = {.mode = HY_WALK_SPLIT, .nvec = 4, .eps = 1e-3, .r1 = 0.02, .r2 = 0.04,
+                                   .n_ratio = 4};
+    float *o[2][2];
+    uint64_t c[2][2];
+    for (int s = 0; s < 2; s++) {
+      o[s][0] = hy_malloc("walk results", 4 * n, sizeof(float));
+      o[s][1] = hy_malloc("walk results", 4 * n, sizeof(float));
+      struct hy_cl_walk_args w = {.n_nodes = n + r1.n_cell, .n_part = n, .root = r1.root, .tree_id = a1.tree_id,
+                                  .slot = 1, .n_sink = n, .self_base = 0, .unsort = 1, .skip_items = s ? nl : 0};
+      if (hy_cl_walk(cl, &w, &wc, c[s], NULL, &err) != 0 ||
+          hy_cl_unsorted_read(cl, n, 1, o[s][0], o[s][1], NULL, &err) != 0)
+        HY_CHECK_MSG(0, "merged walk (skip_items %d): %s", s, err.msg);
+    }
+    HY_CHECK(memcmp(o[0][0], o[1][0], 4 * nl * sizeof(float)) == 0);
+    HY_CHECK(memcmp(o[0][1], o[1][1], 4 * nl * sizeof(float)) == 0);
+    size_t zero = 0, nonzero_ref = 0;
+    for (size_t j = nl; j < n; j++) {
+      const int z = o[1][0][4 * j] == 0.0f && o[1][0][4 * j + 1] == 0.0f && o[1][1][4 * j] == 0.0f;
+      zero += z;
+      if (z) nonzero_ref += o[0][1][4 * j] != 0.0f; /* the full walk gave a skipped item a force */
+    }
+    HY_CHECK_MSG(!clustered || (zero >= m / 5 && nonzero_ref == zero && c[1][0] + c[1][1] < c[0][0] + c[0][1]),
+                 "skip_items: %zu of %zu items skipped, interactions %llu against %llu", zero, m,
+                 (unsigned long long)(c[1][0] + c[1][1]), (unsigned long long)(c[0][0] + c[0][1]));
+    printf("merged walk without the blocks of items only: %zu of %zu items skipped, %llu interactions against "
+           "%llu, the local particles' results bit for bit\n", zero, m, (unsigned long long)(c[1][0] + c[1][1]),
+           (unsigned long long)(c[0][0] + c[0][1]));
+    for (int s = 0; s < 2; s++) {
+      hy_free(o[s][0]);
+      hy_free(o[s][1]);
+    }
+  }
   a1.merge_local = 0; /* the same set, fully sorted */
   a1.tree_id = 9002;
   if (hy_cl_tree_build(cl, &a1, &rf, &err) != 0 || dl_tree_get(&t[1], 1, n, &rf, &err) != 0) {
