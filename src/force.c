@@ -140,6 +140,7 @@ void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded, int let_
 }
 
 int hy_force_nranks(const struct hy_force *f) { return f->nranks; }
+int hy_force_let_node_ranks(const struct hy_force *f) { return f->let ? hy_let_node_ranks(f->let) : 0; }
 uint64_t hy_force_last_hard_items(const struct hy_force *f) { return f->last_hard; }
 uint64_t hy_force_first_bad_id(const struct hy_force *f) { return f->first_bad; }
 

@@ -115,6 +115,8 @@ int hy_force_join_cube(struct hy_force *f, const struct hy_part *p, struct hy_er
  *  the LETOpenFactor parameter); no effect on one rank. */
 void hy_force_set_let_open(struct hy_force *f, double factor);
 /** Number of ranks of the force's communicator (1 when none is set). */
+/** hy_let_node_ranks of the force's LET (0 on one rank). */
+int hy_force_let_node_ranks(const struct hy_force *f);
 int hy_force_nranks(const struct hy_force *f);
 /** LET items received by the last hard walk, or, when no hard walk came
  *  after the last full walk, the hard-LET items counted there (N_hard of

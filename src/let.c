@@ -63,12 +63,21 @@ struct hy_let {
   unsigned char *fskip[2];  /* and the nodes' skip flags (sel_task.skip) */
   size_t front_cap;
   double full_open;         /* full walks open a cell when d < full_open r_b (hy_let_set_full_open) */
-  uint64_t *send_cnt;       /* 2 per rank: items, counted hard items */
-  uint64_t *recv_cnt;       /* 2 per rank */
-  MPI_Request *req;         /* 2 per rank */
+  uint64_t *send_cnt;       /* 3 per rank: items, counted hard items, start in the sender's window half */
+  uint64_t *recv_cnt;       /* 3 per rank */
+  MPI_Request *req;         /* 2 per rank, and a rehearsed failure's */
   float *recv;              /* receive buffer, kept (a fresh one costs a page fault per 4 KiB at every exchange) */
   size_t recv_cap;          /* its items */
   int ext;                  /* the items to send are borrowed (hy_let_set_selected) */
+  /* the ranks of this node (shm_exchange): a shared-memory window where
+   * each rank puts the items for the others of its node, read by theirs */
+  MPI_Comm node;            /* MPI_COMM_NULL: no node peers, or HYTREE_LET_SHM=0 */
+  int *node_rank;           /* per rank of comm: its rank in `node`, or -1 (another node) */
+  MPI_Win win;              /* MPI_WIN_NULL until the first exchange */
+  float *seg;               /* this rank's segment: two halves of seg_cap items */
+  float **peer_seg;         /* per rank of comm on this node: its segment */
+  size_t seg_cap;           /* items per half */
+  unsigned long n_xchg;     /* exchanges made: the half in use alternates */
 };
 
 struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
@@ -81,14 +90,53 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
   L->box = hy_calloc("LET boxes", P, sizeof *L->box);
   L->frame = hy_calloc("LET frames", P, 3 * sizeof(double));
   L->dest = hy_calloc("LET buffers", P, sizeof *L->dest);
-  L->send_cnt = hy_calloc("LET counts", 2 * P, sizeof(uint64_t));
-  L->recv_cnt = hy_calloc("LET counts", 2 * P, sizeof(uint64_t));
-  L->req = hy_calloc("LET requests", 2 * P, sizeof(MPI_Request));
+  L->send_cnt = hy_calloc("LET counts", 3 * P, sizeof(uint64_t));
+  L->recv_cnt = hy_calloc("LET counts", 3 * P, sizeof(uint64_t));
+  L->req = hy_calloc("LET requests", 2 * P + 1, sizeof(MPI_Request));
   L->full_open = HY_LET_FULL_OPEN;
+  L->node = MPI_COMM_NULL;
+  L->win = MPI_WIN_NULL;
+  L->node_rank = hy_malloc("LET node ranks", P, sizeof(int));
+  for (size_t r = 0; r < P; r++) L->node_rank[r] = -1;
+  L->peer_seg = hy_calloc("LET node segments", P, sizeof(float *));
+  /* the ranks of this node: every rank takes part (collective), and all of
+   * a node agree on HYTREE_LET_SHM (one environment per launch) */
+  const char *env = getenv("HYTREE_LET_SHM");
+  const int want = !(env && strcmp(env, "0") == 0);
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm, want ? MPI_COMM_TYPE_SHARED : MPI_UNDEFINED, L->rank, MPI_INFO_NULL, &node) !=
+      MPI_SUCCESS)
+    hy_die("LET: MPI_Comm_split_type failed");
+  int nn = 0;
+  if (node != MPI_COMM_NULL && (MPI_Comm_size(node, &nn) != MPI_SUCCESS || nn < 2)) {
+    if (MPI_Comm_free(&node) != MPI_SUCCESS) hy_die("LET: MPI_Comm_free failed");
+    node = MPI_COMM_NULL;
+  }
+  if (node != MPI_COMM_NULL) {
+    if (MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN) != MPI_SUCCESS)
+      hy_die("LET: MPI_Comm_set_errhandler failed");
+    MPI_Group gc, gn;
+    int *in = hy_malloc("LET node ranks", P, sizeof(int));
+    for (size_t r = 0; r < P; r++) in[r] = (int)r;
+    if (MPI_Comm_group(comm, &gc) != MPI_SUCCESS || MPI_Comm_group(node, &gn) != MPI_SUCCESS ||
+        MPI_Group_translate_ranks(gc, (int)P, in, gn, L->node_rank) != MPI_SUCCESS ||
+        MPI_Group_free(&gc) != MPI_SUCCESS || MPI_Group_free(&gn) != MPI_SUCCESS)
+      hy_die("LET: the ranks of this node could not be found (MPI group calls failed)");
+    for (size_t r = 0; r < P; r++)
+      if (L->node_rank[r] == MPI_UNDEFINED) L->node_rank[r] = -1;
+    hy_free(in);
+  }
+  L->node = node;
   return L;
 }
 
 void hy_let_set_full_open(struct hy_let *L, double f) { L->full_open = f; }
+
+int hy_let_node_ranks(const struct hy_let *L) {
+  int n = 0;
+  if (L->node != MPI_COMM_NULL && MPI_Comm_size(L->node, &n) != MPI_SUCCESS) n = 0;
+  return n;
+}
 
 double hy_let_full_open(const struct hy_let *L) { return L->full_open; }
 
@@ -108,6 +156,11 @@ void hy_let_free(struct hy_let *L) {
   hy_free(L->recv_cnt);
   hy_free(L->req);
   hy_free(L->recv);
+  if (L->win != MPI_WIN_NULL && (MPI_Win_unlock_all(L->win) != MPI_SUCCESS || MPI_Win_free(&L->win) != MPI_SUCCESS))
+    hy_die("LET: freeing the shared-memory window failed");
+  if (L->node != MPI_COMM_NULL && MPI_Comm_free(&L->node) != MPI_SUCCESS) hy_die("LET: MPI_Comm_free failed");
+  hy_free(L->node_rank);
+  hy_free(L->peer_seg);
   hy_free(L);
 }
 
@@ -496,77 +549,202 @@ static int test_fail_now(void) {
   return at > 0 && ++calls == at;
 }
 
-/* The received items into the remote particles: positions back in the
- * absolute frame (this rank's frame plus the float offset, which a pack
- * relative to that frame turns into the same float again). */
-struct recv_job {
-  const float *item;
+/* Runs of items moved on the pool's threads: run k holds the items
+ * first[k] .. first[k + 1] - 1 of the whole, read from src[k]; they are
+ * copied to dst[k] (dst not NULL), or turned into the remote particles of
+ * the same indices: positions back in the absolute frame (this rank's
+ * frame plus the float offset, which a pack relative to that frame turns
+ * into the same float again). */
+struct runs_job {
+  const float **src;
+  float **dst;
+  const size_t *first; /* nrun + 1 */
   const double *F;
   struct hy_part *q;
 };
 
-static void recv_body(void *arg, size_t b, size_t e, int tid) {
+static void runs_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
-  const struct recv_job *j = arg;
-  struct hy_part *q = j->q;
-  for (size_t i = b; i < e; i++) {
-    const float *it = j->item + ITEM * i;
-    for (int d = 0; d < 3; d++) q->pos[3 * i + d] = j->F[d] + (double)it[d];
-    q->mass[i] = it[3];
-    q->grp[2 * i] = it[4];
-    q->grp[2 * i + 1] = it[5];
-    q->id[i] = i;
+  const struct runs_job *j = arg;
+  int k = 0;
+  for (size_t g = b; g < e;) {
+    while (j->first[k + 1] <= g) k++;
+    const size_t i0 = g - j->first[k], m = (e < j->first[k + 1] ? e : j->first[k + 1]) - g;
+    const float *it = j->src[k] + ITEM * i0;
+    if (j->dst) {
+      memcpy(j->dst[k] + ITEM * i0, it, m * ITEM * sizeof(float));
+    } else {
+      struct hy_part *q = j->q;
+      for (size_t i = g; i < g + m; i++, it += ITEM) {
+        for (int d = 0; d < 3; d++) q->pos[3 * i + d] = j->F[d] + (double)it[d];
+        q->mass[i] = it[3];
+        q->grp[2 * i] = it[4];
+        q->grp[2 * i + 1] = it[5];
+        q->id[i] = i;
+      }
+    }
+    g += m;
   }
 }
+
+/* The shared-memory window of the node's ranks holds at least `need`
+ * items per half on every one of them (need: the node's largest; the
+ * same on all, so all of them grow it together). Collective on L->node. */
+static int shm_reserve(struct hy_let *L, uint64_t need, struct hy_err *err) {
+  if (L->win != MPI_WIN_NULL && need <= L->seg_cap) return 0;
+  int rc = MPI_SUCCESS;
+  if (L->win != MPI_WIN_NULL) {
+    rc = MPI_Win_unlock_all(L->win);
+    if (rc == MPI_SUCCESS) rc = MPI_Win_free(&L->win);
+    if (hy_mpi_check(rc, "LET: freeing the shared-memory window", err)) return -1;
+    L->win = MPI_WIN_NULL;
+  }
+  const uint64_t cap = need + need / 4 + 4096;
+  if (cap > (uint64_t)(SIZE_MAX / 2 / ITEM / sizeof(float)) || 2 * cap * ITEM * sizeof(float) > (uint64_t)PTRDIFF_MAX)
+    return hy_err_set(err, "LET: %llu items do not fit a shared-memory window", (unsigned long long)need);
+  MPI_Info info;
+  rc = MPI_Info_create(&info);
+  if (rc == MPI_SUCCESS) rc = MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  float *base = NULL;
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Win_allocate_shared((MPI_Aint)(2 * cap * ITEM * sizeof(float)), (int)sizeof(float), info, L->node, &base,
+                                 &L->win);
+  if (hy_mpi_check(rc, "LET: MPI_Win_allocate_shared of the node's items", err)) return -1;
+  if (hy_mpi_check(MPI_Info_free(&info), "LET: MPI_Info_free", err) ||
+      hy_mpi_check(MPI_Win_set_errhandler(L->win, MPI_ERRORS_RETURN), "LET: MPI_Win_set_errhandler", err))
+    return -1;
+  L->seg = base;
+  L->seg_cap = (size_t)cap;
+  for (int r = 0; r < L->size; r++) {
+    L->peer_seg[r] = NULL;
+    if (L->node_rank[r] < 0) continue;
+    MPI_Aint sz;
+    int du;
+    void *ptr = NULL;
+    rc = MPI_Win_shared_query(L->win, L->node_rank[r], &sz, &du, &ptr);
+    if (hy_mpi_check(rc, "LET: MPI_Win_shared_query", err)) return -1;
+    L->peer_seg[r] = ptr;
+  }
+  return hy_mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, L->win), "LET: MPI_Win_lock_all", err) ? -1 : 0;
+}
+
+/* Whether rank r's items travel through the node's shared memory. */
+static int via_shm(const struct hy_let *L, int r) { return L->node != MPI_COMM_NULL && r != L->rank && L->node_rank[r] >= 0; }
 
 int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err) {
   double t0 = hy_wtime();
   const int P = L->size;
   const int bad_dest = test_fail_now() ? P + 7 : -1;
+  /* per rank: items, counted hard items, and where they start in this
+   * rank's shared-memory half (node peers) */
+  uint64_t shm_n = 0;
   for (int r = 0; r < P; r++) {
-    L->send_cnt[2 * r] = L->dest[r].n;
-    L->send_cnt[2 * r + 1] = L->dest[r].n_hard;
+    L->send_cnt[3 * r] = L->dest[r].n;
+    L->send_cnt[3 * r + 1] = L->dest[r].n_hard;
+    L->send_cnt[3 * r + 2] = via_shm(L, r) ? shm_n : 0;
+    if (via_shm(L, r)) shm_n += L->dest[r].n;
   }
-  int rc = MPI_Alltoall(L->send_cnt, 2, MPI_UINT64_T, L->recv_cnt, 2, MPI_UINT64_T, L->comm);
+  int rc = MPI_Alltoall(L->send_cnt, 3, MPI_UINT64_T, L->recv_cnt, 3, MPI_UINT64_T, L->comm);
   if (hy_mpi_check(rc, "LET: MPI_Alltoall of the item counts", err)) return -1;
   hy_trace(HY_TRACE_MAIN, "let_counts", t0);
   const double t1 = hy_trace_t();
-  uint64_t total = 0, sent = 0, hard = 0;
+  uint64_t total = 0, sent = 0, hard = 0, by_msg = 0;
   for (int r = 0; r < P; r++) {
-    if (check_msg(L->recv_cnt[2 * r], r, "from", err) || check_msg(L->send_cnt[2 * r], r, "to", err)) return -1;
-    total += L->recv_cnt[2 * r];
-    hard += L->recv_cnt[2 * r + 1];
-    sent += L->send_cnt[2 * r];
+    if (check_msg(L->recv_cnt[3 * r], r, "from", err) || check_msg(L->send_cnt[3 * r], r, "to", err)) return -1;
+    total += L->recv_cnt[3 * r];
+    hard += L->recv_cnt[3 * r + 1];
+    sent += L->send_cnt[3 * r];
+    if (!via_shm(L, r)) by_msg += L->recv_cnt[3 * r];
   }
   if (total > (uint64_t)SIZE_MAX / ITEM)
     return hy_err_set(err, "LET: %llu items received", (unsigned long long)total);
   hy_part_use_groups(remote);
   hy_part_resize(remote, (size_t)total);
-  if (total > L->recv_cap) {
-    const size_t cap = (size_t)total + (size_t)total / 4 + 1024;
+  if (by_msg > L->recv_cap) {
+    const size_t cap = (size_t)by_msg + (size_t)by_msg / 4 + 1024;
     hy_free(L->recv);
     L->recv = hy_malloc("LET receive buffer", hy_size_mul_or_die(cap, ITEM, "LET receive buffer"), sizeof(float));
     L->recv_cap = cap;
   }
+  /* messages to and from the ranks of other nodes (all, without a window) */
   float *recv = L->recv;
   int nreq = 0;
   size_t off = 0;
   const int tag = 7301;
   for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
-    int n = (int)L->recv_cnt[2 * r];
+    int n = (int)L->recv_cnt[3 * r];
+    if (via_shm(L, r)) continue;
     if (n > 0) rc = MPI_Irecv(recv + ITEM * off, ITEM * n, MPI_FLOAT, r, tag, L->comm, &L->req[nreq++]);
     off += (size_t)n;
   }
   for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
-    int n = (int)L->send_cnt[2 * r];
-    if (n > 0 || bad_dest >= 0)
-      rc = MPI_Isend(send_items(L, r), ITEM * n, MPI_FLOAT, bad_dest >= 0 ? bad_dest : r, tag, L->comm,
-                     &L->req[nreq++]);
+    int n = (int)L->send_cnt[3 * r];
+    if (n > 0 && !via_shm(L, r)) rc = MPI_Isend(send_items(L, r), ITEM * n, MPI_FLOAT, r, tag, L->comm, &L->req[nreq++]);
   }
-  if (rc == MPI_SUCCESS && nreq > 0) rc = MPI_Waitall(nreq, L->req, MPI_STATUSES_IGNORE);
+  if (rc == MPI_SUCCESS && bad_dest >= 0) /* the rehearsed failure */
+    rc = MPI_Isend(send_items(L, L->rank), 0, MPI_FLOAT, bad_dest, tag, L->comm, &L->req[nreq++]);
   if (hy_mpi_check(rc, "LET: exchange of the items", err)) return -1;
-  struct recv_job rj = {.item = recv, .F = L->frame + 3 * L->rank, .q = remote};
-  hy_pool_for(L->pool, (size_t)total, 16384, recv_body, &rj);
+  /* the node's ranks: each puts its items for the others into its half of
+   * the window, and after a barrier each reads its own from theirs (the
+   * halves alternate, so that the next exchange's writes never meet this
+   * one's reads) */
+  const size_t half = (size_t)(L->n_xchg & 1u);
+  int nrun = 0;
+  const float **src = hy_malloc("LET runs", (size_t)P + 1, sizeof(float *));
+  float **dst = hy_malloc("LET runs", (size_t)P + 1, sizeof(float *));
+  size_t *first = hy_malloc("LET runs", (size_t)P + 2, sizeof(size_t));
+  if (L->node != MPI_COMM_NULL) {
+    uint64_t need = 0;
+    rc = MPI_Allreduce(&shm_n, &need, 1, MPI_UINT64_T, MPI_MAX, L->node);
+    if (hy_mpi_check(rc, "LET: MPI_Allreduce of the node's item counts", err) || shm_reserve(L, need, err) != 0) {
+      rc = -1;
+      goto out;
+    }
+    first[0] = 0;
+    for (int r = 0; r < P; r++)
+      if (via_shm(L, r) && L->send_cnt[3 * r] > 0) {
+        src[nrun] = send_items(L, r);
+        dst[nrun] = L->seg + ITEM * (half * L->seg_cap + (size_t)L->send_cnt[3 * r + 2]);
+        first[nrun + 1] = first[nrun] + (size_t)L->send_cnt[3 * r];
+        nrun++;
+      }
+    struct runs_job cj = {.src = src, .dst = dst, .first = first};
+    if (nrun) hy_pool_for(L->pool, first[nrun], 16384, runs_body, &cj);
+    rc = MPI_Win_sync(L->win);
+    if (rc == MPI_SUCCESS) rc = MPI_Barrier(L->node);
+    if (rc == MPI_SUCCESS) rc = MPI_Win_sync(L->win);
+    if (hy_mpi_check(rc, "LET: the node's shared-memory exchange", err)) {
+      rc = -1;
+      goto out;
+    }
+    L->n_xchg++;
+  }
+  rc = nreq > 0 ? MPI_Waitall(nreq, L->req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+  if (hy_mpi_check(rc, "LET: exchange of the items", err)) {
+    rc = -1;
+    goto out;
+  }
+  /* every source's items, in rank order, into the remote particles */
+  nrun = 0;
+  first[0] = 0;
+  off = 0;
+  for (int r = 0; r < P; r++) {
+    const size_t n = (size_t)L->recv_cnt[3 * r];
+    if (!n) continue;
+    if (via_shm(L, r)) {
+      src[nrun] = L->peer_seg[r] + ITEM * (half * L->seg_cap + (size_t)L->recv_cnt[3 * r + 2]);
+    } else {
+      src[nrun] = recv + ITEM * off;
+      off += n;
+    }
+    first[nrun + 1] = first[nrun] + n;
+    nrun++;
+  }
+  {
+    struct runs_job rj = {.src = src, .first = first, .F = L->frame + 3 * L->rank, .q = remote};
+    if (nrun) hy_pool_for(L->pool, (size_t)total, 16384, runs_body, &rj);
+  }
+  rc = 0;
   st->n_sent += sent;
   st->n_recv += total;
   st->n_recv_hard += hard;
@@ -574,5 +752,9 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
   st->bytes_recv += total * ITEM * sizeof(float);
   st->t_comm += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "let_items", t1);
-  return 0;
+out:
+  hy_free(src);
+  hy_free(dst);
+  hy_free(first);
+  return rc;
 }

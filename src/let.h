@@ -47,6 +47,11 @@ struct hy_let;
 /** comm is borrowed (its error handler should be MPI_ERRORS_RETURN). */
 struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool);
 void hy_let_free(struct hy_let *L);
+/** The ranks of this rank's node whose LET items travel through a
+ *  shared-memory window (MPI_Win_allocate_shared) instead of MPI messages,
+ *  itself included; 0 when none do (no other rank on the node, or the
+ *  environment variable HYTREE_LET_SHM=0 at the start). */
+int hy_let_node_ranks(const struct hy_let *L);
 
 /** Full (soft-step) LETs open a cell of the local tree when its distance
  *  to the destination box is below f r_b (f >= 1; Watanabe & Nakasato's eq

@@ -657,6 +657,14 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
            !hy_sim_state_on_device(sim) ? "host"
            : r->size > 1                 ? "device (decomposed there)"
                                          : "device");
+  if (r->rank == 0 && r->size > 1) {
+    const int ns = hy_force_let_node_ranks(f);
+    if (ns > 1)
+      hy_msg("LET items between the %d ranks of rank 0's node through a shared-memory window, MPI messages otherwise",
+             ns);
+    else
+      hy_msg("LET items through MPI messages");
+  }
   unsigned snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
   struct hy_diag d0, d;
   memset(&d, 0, sizeof d);

@@ -23,7 +23,9 @@
 #    does it one destination at a time from a room of one item
 #    (HYTREE_TEST_LET_SMALL), so the passes and the regrowth are compared
 #    too. The device-state run is traced (HYTREE_TRACE): every rank writes
-#    its timeline, which tools/trace_report.py reads.
+#    its timeline, which tools/trace_report.py reads. Its LET items go
+#    through the node's shared-memory window; the same run with them in MPI
+#    messages (HYTREE_LET_SHM=0) gives the same energy.csv and snapshot.
 #  - 2 ranks, ParticleState device with Scheme tree: refused with one line,
 #    no output.
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
@@ -136,6 +138,24 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
      -P ParticleState=device >"$tmp/mpi3s.log" 2>&1; then
   grep -q "particle state kept on the device (decomposed there)" "$tmp/mpi3s.log" ||
     { echo "FAIL: 3-rank ParticleState device run does not say where the state is"; fail=1; }
+  grep -q "LET items between the 3 ranks of rank 0's node through a shared-memory window" "$tmp/mpi3s.log" ||
+    { echo "FAIL: 3-rank run on one node does not say that its LET goes through shared memory"; fail=1; }
+  # the same items by MPI messages (HYTREE_LET_SHM=0): the same run, bit for bit
+  # shellcheck disable=SC2086
+  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_LET_SHM=0 HYTREE_TEST_LET_SMALL=1 "$HYTREE" run "$tmp/p.txt" \
+       -P "OutputDir=$tmp/mpi3m" -P TreeBuild=device -P SnapshotFields=Acceleration -P ParticleState=device \
+       >"$tmp/mpi3m.log" 2>&1; then
+    grep -q "LET items through MPI messages" "$tmp/mpi3m.log" ||
+      { echo "FAIL: HYTREE_LET_SHM=0 run does not say that its LET goes through MPI messages"; fail=1; }
+    cmp "$tmp/mpi3s/energy.csv" "$tmp/mpi3m/energy.csv" ||
+      { echo "FAIL: 3 ranks: energy.csv differs between the LET through shared memory and through messages"; fail=1; }
+    if command -v h5diff >/dev/null 2>&1; then
+      h5diff "$tmp/mpi3s/snapshot_001.hdf5" "$tmp/mpi3m/snapshot_001.hdf5" /PartType1 /PartType1 ||
+        { echo "FAIL: 3 ranks: the final snapshot differs between shared memory and messages"; fail=1; }
+    fi
+  else
+    echo "FAIL: 3-rank run with HYTREE_LET_SHM=0:"; cat "$tmp/mpi3m.log"; fail=1
+  fi
   cmp "$tmp/mpi3d/energy.csv" "$tmp/mpi3s/energy.csv" ||
     { echo "FAIL: 3 ranks: energy.csv differs with the state on the device"; fail=1; }
   if command -v h5diff >/dev/null 2>&1; then
