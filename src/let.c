@@ -609,7 +609,11 @@ static int shm_reserve(struct hy_let *L, uint64_t need, struct hy_err *err) {
   if (rc == MPI_SUCCESS)
     rc = MPI_Win_allocate_shared((MPI_Aint)(2 * cap * ITEM * sizeof(float)), (int)sizeof(float), info, L->node, &base,
                                  &L->win);
-  if (hy_mpi_check(rc, "LET: MPI_Win_allocate_shared of the node's items", err)) return -1;
+  if (hy_mpi_check(rc,
+                   "LET: MPI_Win_allocate_shared of the node's items (HYTREE_LET_SHM=0 sends them in MPI messages "
+                   "instead; a container may need a larger /dev/shm)",
+                   err))
+    return -1;
   if (hy_mpi_check(MPI_Info_free(&info), "LET: MPI_Info_free", err) ||
       hy_mpi_check(MPI_Win_set_errhandler(L->win, MPI_ERRORS_RETURN), "LET: MPI_Win_set_errhandler", err))
     return -1;
