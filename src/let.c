@@ -99,10 +99,12 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
   L->node_rank = hy_malloc("LET node ranks", P, sizeof(int));
   for (size_t r = 0; r < P; r++) L->node_rank[r] = -1;
   L->peer_seg = hy_calloc("LET node segments", P, sizeof(float *));
-  /* the ranks of this node: every rank takes part (collective), and all of
-   * a node agree on HYTREE_LET_SHM (one environment per launch) */
+  /* the ranks of this node (collective); HYTREE_LET_SHM=0 on any rank
+   * sends every rank's items in messages */
   const char *env = getenv("HYTREE_LET_SHM");
-  const int want = !(env && strcmp(env, "0") == 0);
+  int want = !(env && strcmp(env, "0") == 0);
+  if (MPI_Allreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+    hy_die("LET: MPI_Allreduce failed");
   MPI_Comm node = MPI_COMM_NULL;
   if (MPI_Comm_split_type(comm, want ? MPI_COMM_TYPE_SHARED : MPI_UNDEFINED, L->rank, MPI_INFO_NULL, &node) !=
       MPI_SUCCESS)
