@@ -589,11 +589,25 @@ static void runs_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
+/* Tests: HYTREE_TEST_LET_SMALL=1 (on every rank) also sizes the
+ * shared-memory window to the items at hand, without room to spare, so
+ * that it is reallocated whenever an exchange brings more. */
+static int test_small_window(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *e = getenv("HYTREE_TEST_LET_SMALL");
+    v = e && *e == '1';
+  }
+  return v;
+}
+
 /* The shared-memory window of the node's ranks holds at least `need`
- * items per half on every one of them (need: the node's largest; the
- * same on all, so all of them grow it together). Collective on L->node. */
-static int shm_reserve(struct hy_let *L, uint64_t need, struct hy_err *err) {
+ * items per half on every one of them, `cap` when it is made anew (need
+ * and cap: the node's largest, the same on all, so that all of them grow
+ * it together and agree on its halves). Collective on L->node. */
+static int shm_reserve(struct hy_let *L, uint64_t need, uint64_t cap, struct hy_err *err) {
   if (L->win != MPI_WIN_NULL && need <= L->seg_cap) return 0;
+  const double t0 = hy_trace_t();
   int rc = MPI_SUCCESS;
   if (L->win != MPI_WIN_NULL) {
     rc = MPI_Win_unlock_all(L->win);
@@ -601,7 +615,7 @@ static int shm_reserve(struct hy_let *L, uint64_t need, struct hy_err *err) {
     if (hy_mpi_check(rc, "LET: freeing the shared-memory window", err)) return -1;
     L->win = MPI_WIN_NULL;
   }
-  const uint64_t cap = need + need / 4 + 4096;
+  if (cap < need || cap == 0) cap = need + 1;
   if (cap > (uint64_t)(SIZE_MAX / 2 / ITEM / sizeof(float)) || 2 * cap * ITEM * sizeof(float) > (uint64_t)PTRDIFF_MAX)
     return hy_err_set(err, "LET: %llu items do not fit a shared-memory window", (unsigned long long)need);
   MPI_Info info;
@@ -631,7 +645,9 @@ static int shm_reserve(struct hy_let *L, uint64_t need, struct hy_err *err) {
     if (hy_mpi_check(rc, "LET: MPI_Win_shared_query", err)) return -1;
     L->peer_seg[r] = ptr;
   }
-  return hy_mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, L->win), "LET: MPI_Win_lock_all", err) ? -1 : 0;
+  if (hy_mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, L->win), "LET: MPI_Win_lock_all", err)) return -1;
+  hy_trace(HY_TRACE_MAIN, "let_window", t0);
+  return 0;
 }
 
 /* Whether rank r's items travel through the node's shared memory. */
@@ -700,9 +716,10 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
   float **dst = hy_malloc("LET runs", (size_t)P + 1, sizeof(float *));
   size_t *first = hy_malloc("LET runs", (size_t)P + 2, sizeof(size_t));
   if (L->node != MPI_COMM_NULL) {
-    uint64_t need = 0;
-    rc = MPI_Allreduce(&shm_n, &need, 1, MPI_UINT64_T, MPI_MAX, L->node);
-    if (hy_mpi_check(rc, "LET: MPI_Allreduce of the node's item counts", err) || shm_reserve(L, need, err) != 0) {
+    /* the node's largest count, and the room to make if the window grows */
+    uint64_t loc[2] = {shm_n, test_small_window() ? shm_n : shm_n + shm_n / 4 + 4096}, mx[2] = {0, 0};
+    rc = MPI_Allreduce(loc, mx, 2, MPI_UINT64_T, MPI_MAX, L->node);
+    if (hy_mpi_check(rc, "LET: MPI_Allreduce of the node's item counts", err) || shm_reserve(L, mx[0], mx[1], err) != 0) {
       rc = -1;
       goto out;
     }

@@ -24,8 +24,10 @@
 #    (HYTREE_TEST_LET_SMALL), so the passes and the regrowth are compared
 #    too. The device-state run is traced (HYTREE_TRACE): every rank writes
 #    its timeline, which tools/trace_report.py reads. Its LET items go
-#    through the node's shared-memory window; the same run with them in MPI
-#    messages (HYTREE_LET_SHM=0) gives the same energy.csv and snapshot.
+#    through the node's shared-memory window, which grows on the way
+#    (HYTREE_TEST_LET_SMALL leaves it no room to spare); the same run with
+#    them in MPI messages (HYTREE_LET_SHM=0) gives the same energy.csv and
+#    snapshot.
 #  - 2 ranks, ParticleState device with Scheme tree: refused with one line,
 #    no output.
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
@@ -140,6 +142,10 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
     { echo "FAIL: 3-rank ParticleState device run does not say where the state is"; fail=1; }
   grep -q "LET items between the 3 ranks of rank 0's node through a shared-memory window" "$tmp/mpi3s.log" ||
     { echo "FAIL: 3-rank run on one node does not say that its LET goes through shared memory"; fail=1; }
+  # HYTREE_TEST_LET_SMALL leaves the window no room to spare: it is made
+  # anew whenever an exchange brings more items than the last
+  nw=$(grep -c "^0,let_window," "$tmp/trace.0.csv" 2>/dev/null)
+  [ "${nw:-0}" -ge 2 ] || { echo "FAIL: 3 ranks: the LET window was allocated ${nw:-0} times, not grown"; fail=1; }
   # the same items by MPI messages (HYTREE_LET_SHM=0): the same run, bit for bit
   # shellcheck disable=SC2086
   if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_LET_SHM=0 HYTREE_TEST_LET_SMALL=1 "$HYTREE" run "$tmp/p.txt" \
