@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "cl_internal.h"
+#include "let.h"
 #include "trace.h"
 
 extern const char hy_cl_source_let[];
@@ -143,23 +144,12 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
   return 0;
 }
 
-/* Tests: HYTREE_TEST_LET_SMALL=1 selects one destination per pass and
- * starts with room for one item, so that a run of a few ranks takes the
- * paths of many destinations and of a selection larger than its room. */
-static int test_small(void) {
-  static int v = -1;
-  if (v < 0) {
-    const char *e = getenv("HYTREE_TEST_LET_SMALL");
-    v = e && *e == '1';
-  }
-  return v;
-}
 
 int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames, size_t nb, const double frame[3],
                      double r2, double fopen, int hard, int count_hard, float **items, size_t *count, uint64_t *hcount,
                      double *seconds, struct hy_err *err) {
   double t0 = hy_wtime();
-  const size_t per_pass = test_small() ? 1 : LET_MAXB;
+  const size_t per_pass = hy_let_test_small() ? 1 : LET_MAXB;
   struct cl_tree *T = &cl->tree[0];
   *items = NULL;
   if (nb == 0) return 0;
@@ -168,7 +158,7 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames
   if (get_let_kernels(cl, err) != 0) return -1;
   const size_t n = T->sorted_n, nn = n + T->n_cell;
   size_t guess = cl->l_val[0].size / 4 > n / 16 + 1024 ? cl->l_val[0].size / 4 : n / 16 + 1024;
-  if (test_small()) {
+  if (hy_let_test_small()) {
     guess = 1;
     for (int k = 0; k < 2; k++) { /* start small again (the engine counts its bytes in use) */
       hy_cl_mem_lock(cl);

@@ -669,14 +669,21 @@ void hy_decomp_sample_indices(struct hy_decomp *d, size_t n, size_t ns, size_t *
 }
 
 /* Particle i's record; its position and velocity from pos and vel (p's own,
- * or a device's copies). */
-static void pack(unsigned char *b, const struct hy_part *p, size_t i, const double *pos, const double *vel) {
+ * or a device's copies). forces 0 (the state on a device, whose next force
+ * makes them anew): zeros for the accelerations and the potential. */
+static void pack(unsigned char *b, const struct hy_part *p, size_t i, const double *pos, const double *vel,
+                 int forces) {
   memcpy(b + OFF_POS, pos, 24);
   memcpy(b + OFF_VEL, vel, 24);
-  memcpy(b + OFF_ACC, p->acc + 3 * i, 24);
-  memcpy(b + OFF_ACCW, p->acc_w + 3 * i, 24);
+  if (forces) {
+    memcpy(b + OFF_ACC, p->acc + 3 * i, 24);
+    memcpy(b + OFF_ACCW, p->acc_w + 3 * i, 24);
+    memcpy(b + OFF_POT, p->pot + i, 8);
+  } else {
+    memset(b + OFF_ACC, 0, 48); /* acc, acc_w */
+    memset(b + OFF_POT, 0, 8);
+  }
   memcpy(b + OFF_MASS, p->mass + i, 8);
-  memcpy(b + OFF_POT, p->pot + i, 8);
   memcpy(b + OFF_ID, p->id + i, 8);
   memcpy(b + OFF_TYPE, p->type + i, 1);
 }
@@ -722,24 +729,12 @@ struct move_job {
 static void pack_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
   const struct move_job *j = arg;
-  if (j->pos) { /* a device's state: the accelerations and potentials there are made anew (zeros sent) */
-    const struct hy_part *p = j->p;
-    for (size_t k = b; k < e; k++) {
-      const size_t i = j->list[k];
-      unsigned char *r = j->buf + k * REC_BYTES;
-      memcpy(r + OFF_POS, j->pos + 3 * k, 24);
-      memcpy(r + OFF_VEL, j->vel + 3 * k, 24);
-      memset(r + OFF_ACC, 0, 48); /* acc, acc_w */
-      memcpy(r + OFF_MASS, p->mass + i, 8);
-      memset(r + OFF_POT, 0, 8);
-      memcpy(r + OFF_ID, p->id + i, 8);
-      memcpy(r + OFF_TYPE, p->type + i, 1);
-    }
-    return;
-  }
   for (size_t k = b; k < e; k++) {
     const size_t i = j->list[k];
-    pack(j->buf + k * REC_BYTES, j->p, i, j->p->pos + 3 * i, j->p->vel + 3 * i);
+    if (j->pos) /* a device's state: its positions and velocities, no forces */
+      pack(j->buf + k * REC_BYTES, j->p, i, j->pos + 3 * k, j->vel + 3 * k, 0);
+    else
+      pack(j->buf + k * REC_BYTES, j->p, i, j->p->pos + 3 * i, j->p->vel + 3 * i, 1);
   }
 }
 
@@ -959,16 +954,22 @@ static void join_cut(struct hy_decomp *d) {
   d->cutting = 0;
 }
 
+/* A device gather that hy_decomp_pre_sample began (PRE_SAMPLING), ended:
+ * its samples in d->samp, PRE_SAMPLED. Else nothing. */
+static int end_pre_gather(struct hy_decomp *d, struct hy_err *err) {
+  if (d->pre != PRE_SAMPLING) return 0;
+  const double ts = hy_trace_t();
+  const struct hy_decomp_dev *dev = d->pre_dev;
+  d->pre = PRE_NONE;
+  d->pre_dev = NULL;
+  if (dev->gather_end(dev->ctx, d->pre_ns, d->samp.p, err) != 0) return -1;
+  d->pre = PRE_SAMPLED;
+  hy_trace(HY_TRACE_MAIN, "dd_pre_sampled", ts);
+  return 0;
+}
+
 int hy_decomp_pre_cut_begin(struct hy_decomp *d, struct hy_err *err) {
-  if (d->pre == PRE_SAMPLING) {
-    const double ts = hy_trace_t();
-    const struct hy_decomp_dev *dev = d->pre_dev;
-    d->pre = PRE_NONE;
-    d->pre_dev = NULL;
-    if (dev->gather_end(dev->ctx, d->pre_ns, d->samp.p, err) != 0) return -1;
-    d->pre = PRE_SAMPLED;
-    hy_trace(HY_TRACE_MAIN, "dd_pre_sampled", ts);
-  }
+  if (end_pre_gather(d, err) != 0) return -1;
   if (d->pre != PRE_SAMPLED)
     return hy_err_set(err, "internal error: domain decomposition: boundaries cut ahead without samples");
   const double t0 = hy_trace_t();
@@ -1031,12 +1032,8 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   /* boundaries cut ahead for this many particles (hy_decomp_pre_*): used once */
   if (d->pre == PRE_CUTTING && pre_cut_end(d, err) != 0) return -1;
   const int use_pre = d->pre == PRE_CUT && d->pre_n == n;
-  if (d->pre == PRE_SAMPLING) { /* a device gather begun and not cut: finished and dropped */
-    const struct hy_decomp_dev *pd = d->pre_dev;
-    d->pre = PRE_NONE;
-    d->pre_dev = NULL;
-    if (pd->gather_end(pd->ctx, d->pre_ns, d->samp.p, err) != 0) return -1;
-  }
+  /* a device gather begun and not cut: finished, its samples dropped */
+  if (end_pre_gather(d, err) != 0) return -1;
   d->pre = PRE_NONE;
   double tt = hy_trace_t();
   if (!(weight_extra >= 0) || !isfinite(weight_extra)) {

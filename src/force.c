@@ -760,18 +760,22 @@ static int dd_check(void *ctx, struct hy_part *p, size_t *n_bad, struct hy_err *
   return hy_cl_state_download(f->cl, p->pos, NULL, NULL, NULL, NULL, p->n, &tx, err);
 }
 
-static int dd_gather(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err) {
-  struct hy_force *f = ctx;
+/* The m indices as the device takes them (32 bits; the state holds fewer
+ * than 2^32 particles). */
+static const uint32_t *dev_indices(struct hy_force *f, const size_t *idx, size_t m) {
   uint32_t *u = u32_scratch(f, m);
   for (size_t j = 0; j < m; j++) u[j] = (uint32_t)idx[j];
-  return hy_cl_state_gather(f->cl, u, m, pos, vel, err);
+  return u;
+}
+
+static int dd_gather(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  return hy_cl_state_gather(f->cl, dev_indices(f, idx, m), m, pos, vel, err);
 }
 
 static int dd_gather_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
   struct hy_force *f = ctx;
-  uint32_t *u = u32_scratch(f, m);
-  for (size_t j = 0; j < m; j++) u[j] = (uint32_t)idx[j];
-  return hy_cl_state_gather_begin(f->cl, u, m, err);
+  return hy_cl_state_gather_begin(f->cl, dev_indices(f, idx, m), m, err);
 }
 
 static int dd_gather_end(void *ctx, size_t m, double *pos, struct hy_err *err) {

@@ -78,6 +78,9 @@ struct hy_let {
   float **peer_seg;         /* per rank of comm on this node: its segment */
   size_t seg_cap;           /* items per half */
   unsigned long n_xchg;     /* exchanges made: the half in use alternates */
+  const float **run_src;    /* per rank: the runs of items an exchange copies or turns into particles */
+  float **run_dst;
+  size_t *run_first;        /* P + 1 */
 };
 
 struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
@@ -99,6 +102,9 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
   L->node_rank = hy_malloc("LET node ranks", P, sizeof(int));
   for (size_t r = 0; r < P; r++) L->node_rank[r] = -1;
   L->peer_seg = hy_calloc("LET node segments", P, sizeof(float *));
+  L->run_src = hy_calloc("LET runs", P, sizeof(float *));
+  L->run_dst = hy_calloc("LET runs", P, sizeof(float *));
+  L->run_first = hy_calloc("LET runs", P + 1, sizeof(size_t));
   /* the ranks of this node (collective); HYTREE_LET_SHM=0 on any rank
    * sends every rank's items in messages */
   const char *env = getenv("HYTREE_LET_SHM");
@@ -163,6 +169,9 @@ void hy_let_free(struct hy_let *L) {
   if (L->node != MPI_COMM_NULL && MPI_Comm_free(&L->node) != MPI_SUCCESS) hy_die("LET: MPI_Comm_free failed");
   hy_free(L->node_rank);
   hy_free(L->peer_seg);
+  hy_free(L->run_src);
+  hy_free(L->run_dst);
+  hy_free(L->run_first);
   hy_free(L);
 }
 
@@ -589,10 +598,7 @@ static void runs_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
-/* Tests: HYTREE_TEST_LET_SMALL=1 (on every rank) also sizes the
- * shared-memory window to the items at hand, without room to spare, so
- * that it is reallocated whenever an exchange brings more. */
-static int test_small_window(void) {
+int hy_let_test_small(void) {
   static int v = -1;
   if (v < 0) {
     const char *e = getenv("HYTREE_TEST_LET_SMALL");
@@ -712,16 +718,15 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
    * one's reads) */
   const size_t half = (size_t)(L->n_xchg & 1u);
   int nrun = 0;
-  const float **src = hy_malloc("LET runs", (size_t)P + 1, sizeof(float *));
-  float **dst = hy_malloc("LET runs", (size_t)P + 1, sizeof(float *));
-  size_t *first = hy_malloc("LET runs", (size_t)P + 2, sizeof(size_t));
+  const float **src = L->run_src;
+  float **dst = L->run_dst;
+  size_t *first = L->run_first;
   if (L->node != MPI_COMM_NULL) {
     /* the node's largest count, and the room to make if the window grows */
-    uint64_t loc[2] = {shm_n, test_small_window() ? shm_n : shm_n + shm_n / 4 + 4096}, mx[2] = {0, 0};
+    uint64_t loc[2] = {shm_n, hy_let_test_small() ? shm_n : shm_n + shm_n / 4 + 4096}, mx[2] = {0, 0};
     rc = MPI_Allreduce(loc, mx, 2, MPI_UINT64_T, MPI_MAX, L->node);
     if (hy_mpi_check(rc, "LET: MPI_Allreduce of the node's item counts", err) || shm_reserve(L, mx[0], mx[1], err) != 0) {
-      rc = -1;
-      goto out;
+      return -1;
     }
     first[0] = 0;
     for (int r = 0; r < P; r++)
@@ -737,16 +742,12 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
     if (rc == MPI_SUCCESS) rc = MPI_Barrier(L->node);
     if (rc == MPI_SUCCESS) rc = MPI_Win_sync(L->win);
     if (hy_mpi_check(rc, "LET: the node's shared-memory exchange", err)) {
-      rc = -1;
-      goto out;
+      return -1;
     }
     L->n_xchg++;
   }
   rc = nreq > 0 ? MPI_Waitall(nreq, L->req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
-  if (hy_mpi_check(rc, "LET: exchange of the items", err)) {
-    rc = -1;
-    goto out;
-  }
+  if (hy_mpi_check(rc, "LET: exchange of the items", err)) return -1;
   /* every source's items, in rank order, into the remote particles */
   nrun = 0;
   first[0] = 0;
@@ -767,7 +768,6 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
     struct runs_job rj = {.src = src, .first = first, .F = L->frame + 3 * L->rank, .q = remote};
     if (nrun) hy_pool_for(L->pool, (size_t)total, 16384, runs_body, &rj);
   }
-  rc = 0;
   st->n_sent += sent;
   st->n_recv += total;
   st->n_recv_hard += hard;
@@ -775,9 +775,5 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
   st->bytes_recv += total * ITEM * sizeof(float);
   st->t_comm += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "let_items", t1);
-out:
-  hy_free(src);
-  hy_free(dst);
-  hy_free(first);
-  return rc;
+  return 0;
 }

@@ -52,6 +52,12 @@ void hy_let_free(struct hy_let *L);
  *  itself included; 0 when none do (no other rank on the node, or the
  *  environment variable HYTREE_LET_SHM=0 at the start). */
 int hy_let_node_ranks(const struct hy_let *L);
+/** Tests: HYTREE_TEST_LET_SMALL=1 (on every rank) makes the device's LET
+ *  selection take one destination per pass from a room of one item
+ *  (cl_let.c) and the node's shared-memory window no larger than the items
+ *  at hand, so that a run of a few ranks takes the paths of many
+ *  destinations and of regrowth. */
+int hy_let_test_small(void);
 
 /** Full (soft-step) LETs open a cell of the local tree when its distance
  *  to the destination box is below f r_b (f >= 1; Watanabe & Nakasato's eq
