@@ -682,18 +682,43 @@ __kernel void hy_block_mark(__global const float4 *node, const int n_part, const
                             __global const float4 *sink, const uint n_sink, const float r2,
                             __global uchar *block_on, const uint sink_stride, const float4 box_lo,
                             const float4 box_hi, const int use_box) {
-  const uint b = (uint)get_global_id(0);
+  /* W work-items per block (HY_WG / W blocks per work-group): the block's
+   * box and radius reduced in local memory (min, max and max are exact in
+   * any order), then its first work-item decides */
+  __local float4 lmin[HY_WG], lmax[HY_WG];
+  const uint W = HY_WG < HY_SINK_BLOCK ? HY_WG : HY_SINK_BLOCK;
+  const uint lid = (uint)get_local_id(0), lane = lid % W, sub0 = lid - lane;
+  const uint b = (uint)get_group_id(0) * (HY_WG / W) + lid / W;
   const uint s0 = b * HY_SINK_BLOCK;
-  if (s0 >= n_sink) return;
-  const uint s1 = min(n_sink, s0 + HY_SINK_BLOCK);
-  float3 lo = sink[s0 * sink_stride].xyz, hi = lo;
-  for (uint j = s0 + 1u; j < s1; j++) {
-    lo = fmin(lo, sink[j * sink_stride].xyz);
-    hi = fmax(hi, sink[j * sink_stride].xyz);
+  const uint s1 = s0 < n_sink ? min(n_sink, s0 + HY_SINK_BLOCK) : s0;
+  float3 lo = (float3)(INFINITY), hi = (float3)(-INFINITY);
+  for (uint j = s0 + lane; j < s1; j += W) {
+    const float3 x = sink[j * sink_stride].xyz;
+    lo = fmin(lo, x);
+    hi = fmax(hi, x);
   }
-  const float3 c = 0.5f * (lo + hi);
-  float rho = 0.0f;
-  for (uint j = s0; j < s1; j++) rho = fmax(rho, length(sink[j * sink_stride].xyz - c));
+  lmin[lid] = (float4)(lo, 0.0f);
+  lmax[lid] = (float4)(hi, 0.0f);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint h = W / 2; h > 0; h >>= 1) {
+    if (lane < h) {
+      lmin[lid] = fmin(lmin[lid], lmin[lid + h]);
+      lmax[lid] = fmax(lmax[lid], lmax[lid + h]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float3 c = 0.5f * (lmin[sub0].xyz + lmax[sub0].xyz);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float r = 0.0f;
+  for (uint j = s0 + lane; j < s1; j += W) r = fmax(r, length(sink[j * sink_stride].xyz - c));
+  lmin[lid].x = r;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint h = W / 2; h > 0; h >>= 1) {
+    if (lane < h) lmin[lid].x = fmax(lmin[lid].x, lmin[lid + h].x);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (s0 >= n_sink || lane != 0) return;
+  const float rho = lmin[lid].x;
   const float c_mag = fmax(fmax(fabs(c.x), fabs(c.y)), fabs(c.z)) + rho;
   if (use_box) {
     const float3 out = fmax(fmax(box_lo.xyz - c, c - box_hi.xyz), (float3)(0.0f));

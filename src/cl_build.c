@@ -746,7 +746,9 @@ int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, cl_mem si
   if (hy_cl_set_args(cl, cl->k_block_mark, "hy_block_mark", err, M(cl->node[slot]), V(np), V(rt), sizeof(cl_mem),
                      (const void *)&sink, V(ns), V(fr2), M(cl->blocks), V(stride), V(blo), V(bhi), V(use_box), END))
     return -1;
-  return hy_cl_launch(cl, cl->k_block_mark, "hy_block_mark", nb, ev, err);
+  /* min(build_wg, HY_SINK_BLOCK) work-items per block (hy_block_mark) */
+  const size_t w = cl->build_wg < HY_SINK_BLOCK ? cl->build_wg : HY_SINK_BLOCK, per = cl->build_wg / w;
+  return hy_cl_launch(cl, cl->k_block_mark, "hy_block_mark", (nb + per - 1) / per * cl->build_wg, ev, err);
 }
 
 int hy_cl_item_blocks(struct hy_cl *cl, int slot, size_t n_sink, size_t n_local, cl_event *ev, struct hy_err *err) {

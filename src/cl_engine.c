@@ -487,6 +487,16 @@ int hy_cl_ensure_buf_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size
   return 0;
 }
 
+/* From a command's enqueue to its start on the device (its own clock):
+ * the launch latency, and any wait for the commands before it. */
+static double event_wait_seconds(cl_event ev) {
+  cl_ulong t0 = 0, t1 = 0;
+  if (!ev) return 0.0;
+  if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_QUEUED, sizeof t0, &t0, NULL) != CL_SUCCESS) return 0.0;
+  if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t1, &t1, NULL) != CL_SUCCESS) return 0.0;
+  return t1 > t0 ? 1e-9 * (double)(t1 - t0) : 0.0;
+}
+
 double hy_cl_event_seconds(cl_event ev) {
   cl_ulong t0 = 0, t1 = 0;
   if (!ev) return 0.0;
@@ -669,6 +679,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     times->download = hy_cl_event_seconds(ev[EV_OUT0]) + hy_cl_event_seconds(ev[EV_OUT1]) + hy_cl_event_seconds(ev[EV_COUNTS]);
     times->mark = hy_cl_event_seconds(ev[EV_MARK]);
     times->unsort = hy_cl_event_seconds(ev[EV_UNSORT0]) + hy_cl_event_seconds(ev[EV_UNSORT1]);
+    times->launch = event_wait_seconds(ev[EV_MARK] ? ev[EV_MARK] : ev[EV_KERNEL]);
   }
   hy_cl_release_events(ev, EV_N);
   if (counts) {

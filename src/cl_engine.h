@@ -37,6 +37,7 @@ struct hy_cl_times {
   double download; /**< device-to-host transfers */
   double mark;     /**< of kernel: hy_block_mark (walks that skip far sink blocks) */
   double unsort;   /**< of kernel: results into (or added to) the host's order */
+  double launch;   /**< from the first kernel's enqueue to its start (device clock; not in kernel) */
 };
 
 /** A tree and its sinks for one walk. Node records as in hy_shared.h. */

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "decomp.h"
+#include "shm.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -87,6 +88,7 @@ struct hy_decomp {
   size_t pre_n, pre_ns;
   int par_split; /* the x cuts may use split_axis_par (0 only inside hy_decomp_cut_samples) */
   uint64_t pre_total;
+  struct hy_shm *shm; /* the node's ranks: the leavers' records through a shared-memory window (shm.h) */
 };
 
 enum { PRE_NONE, PRE_DRAWN, PRE_SAMPLING, PRE_SAMPLED, PRE_CUTTING, PRE_CUT };
@@ -256,6 +258,11 @@ struct hy_decomp *hy_decomp_create(MPI_Comm comm, const int grid[3], double samp
   MPI_TRY(MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   MPI_TRY(MPI_Comm_rank(d->comm, &d->rank), "MPI_Comm_rank");
   MPI_TRY(MPI_Comm_size(d->comm, &d->size), "MPI_Comm_size");
+  {
+    /* HYTREE_LET_SHM=0 on any rank: every record in MPI messages */
+    const char *env = getenv("HYTREE_LET_SHM");
+    d->shm = hy_shm_create(d->comm, !(env && strcmp(env, "0") == 0), "domain decomposition", "dd_window");
+  }
   if (grid) {
     if (grid[0] < 1 || grid[1] < 1 || grid[2] < 1 || (long long)grid[0] * grid[1] * grid[2] != d->size) {
       hy_err_set(err, "DomainGrid %dx%dx%d needs %lld MPI ranks, the run has %d", grid[0], grid[1], grid[2],
@@ -290,6 +297,7 @@ void hy_decomp_free(struct hy_decomp *d) {
   struct scratch *sc[] = {&d->samp, &d->sidx, &d->all,  &d->order, &d->leave,
                           &d->sbuf, &d->rbuf, &d->lpv,  &d->bands};
   for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++) scratch_free(sc[k]);
+  hy_shm_free(d->shm);
   if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
   if (d->rng) gsl_rng_free(d->rng);
   hy_free(d->bounds);
@@ -298,6 +306,13 @@ void hy_decomp_free(struct hy_decomp *d) {
 }
 
 void hy_decomp_grid(const struct hy_decomp *d, int grid[3]) { memcpy(grid, d->grid, sizeof d->grid); }
+
+void hy_decomp_use_messages(struct hy_decomp *d) {
+  hy_shm_free(d->shm);
+  d->shm = hy_shm_create(d->comm, 0, "domain decomposition", "dd_window");
+}
+
+int hy_decomp_node_ranks(const struct hy_decomp *d) { return hy_shm_node_ranks(d->shm); }
 
 void hy_decomp_set_max_msg_bytes(struct hy_decomp *d, size_t bytes) {
   d->max_msg_bytes = bytes < 1 ? 1 : bytes > INT_MAX ? (size_t)INT_MAX : bytes;
@@ -722,6 +737,7 @@ struct move_job {
   const size_t *list;      /* pack: the leavers in sending order; fill: the holes */
   const size_t *src;       /* fill: each hole's source */
   const double *pos, *vel; /* pack with a device: the leavers' positions and velocities (3 per leaver) */
+  const unsigned char **runs; /* unpack: each run's records (else buf holds them one run after another) */
   const size_t *seg;       /* unpack: the first record of each source rank's run (P + 1) */
   const size_t *to;        /* unpack: where each run goes in p */
 };
@@ -759,7 +775,8 @@ static void unpack_body(void *arg, size_t b, size_t e, int tid) {
   int r = 0;
   for (size_t k = b; k < e; k++) {
     while (k >= j->seg[r + 1]) r++;
-    unpack(j->buf + k * REC_BYTES, j->p, j->to[r] + (k - j->seg[r]));
+    const unsigned char *rec = j->runs ? j->runs[r] + (k - j->seg[r]) * REC_BYTES : j->buf + k * REC_BYTES;
+    unpack(rec, j->p, j->to[r] + (k - j->seg[r]));
   }
 }
 
@@ -1020,7 +1037,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   const size_t n = p->n;
   size_t *order = NULL, *send_off = NULL, *recv_off = NULL;
   const size_t *leave = NULL; /* the leavers, ascending: the device's list, or the host's fill pass */
-  uint64_t *send_n = NULL, *recv_n = NULL;
+  uint64_t *send_n = NULL, *recv_n = NULL, *cnt = NULL;
   int *dest = NULL, *sc = NULL, *sd = NULL, *rc = NULL, *rd = NULL;
   double *lpv = NULL;
   unsigned char *sbuf = NULL, *rbuf = NULL;
@@ -1177,7 +1194,20 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   }
   hy_trace(HY_TRACE_MAIN, "dd_owners", tt);
   tt = hy_trace_t();
-  MPI_TRY(MPI_Alltoall(send_n, 1, MPI_UINT64_T, recv_n, 1, MPI_UINT64_T, d->comm), "MPI_Alltoall of counts");
+  /* per rank: the count, and where its records start among this rank's
+   * leavers (by destination: the node's window half of a peer) */
+  cnt = hy_malloc("decomposition counts", 4 * (size_t)P, sizeof(uint64_t));
+  {
+    size_t *at = hy_malloc("decomposition offsets", (size_t)P, sizeof(size_t));
+    leaver_offsets(send_n, P, d->rank, at);
+    for (int r = 0; r < P; r++) {
+      cnt[2 * r] = send_n[r];
+      cnt[2 * r + 1] = at[r];
+    }
+    hy_free(at);
+  }
+  MPI_TRY(MPI_Alltoall(cnt, 2, MPI_UINT64_T, cnt + 2 * P, 2, MPI_UINT64_T, d->comm), "MPI_Alltoall of counts");
+  for (int r = 0; r < P; r++) recv_n[r] = cnt[2 * P + 2 * r];
   recv_off[0] = 0;
   for (int r = 0; r < P; r++) {
     if (recv_n[r] > SIZE_MAX - recv_off[r]) {
@@ -1195,7 +1225,19 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
    * (they are overwritten next), then gather the ones that stay at the
    * front, and receive the others after them, by source rank. */
   const size_t n_out = n - n_keep, n_in = n_new - n_keep;
-  sbuf = scratch(&d->sbuf, n_out, REC_BYTES, "decomposition send buffer");
+  /* the node's peers read this rank's records from its window half, the
+   * others get them in messages from there too */
+  const int shm = hy_shm_node_ranks(d->shm) > 0;
+  if (shm) {
+    const uint64_t bytes = (uint64_t)n_out * REC_BYTES;
+    if (hy_shm_reserve(d->shm, bytes, bytes + bytes / 4 + 4096 * (uint64_t)REC_BYTES, err) != 0) {
+      ret = -1;
+      goto done;
+    }
+    sbuf = hy_shm_mine(d->shm);
+  } else {
+    sbuf = scratch(&d->sbuf, n_out, REC_BYTES, "decomposition send buffer");
+  }
   {
     /* the leavers in sending order (`order`, by destination); with a device
      * their positions and velocities come from there */
@@ -1268,6 +1310,31 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   }
   hy_trace(HY_TRACE_MAIN, "dd_pack", tt);
   tt = hy_trace_t();
+  if (shm) { /* the peers' records, read from their window halves */
+    if (hy_shm_sync(d->shm, err) != 0) {
+      ret = -1;
+      goto done;
+    }
+    const unsigned char **src = hy_malloc("decomposition runs", (size_t)P, sizeof(unsigned char *));
+    size_t *seg = hy_malloc("decomposition runs", (size_t)P + 1, sizeof(size_t));
+    size_t *to = hy_malloc("decomposition runs", (size_t)P, sizeof(size_t));
+    int nr = 0;
+    seg[0] = 0;
+    for (int r = 0; r < P; r++)
+      if (hy_shm_peer(d->shm, r) && recv_n[r] > 0) {
+        src[nr] = hy_shm_theirs(d->shm, r) + (size_t)cnt[2 * P + 2 * r + 1] * REC_BYTES;
+        to[nr] = recv_off[r];
+        seg[nr + 1] = seg[nr] + (size_t)recv_n[r];
+        nr++;
+      }
+    struct move_job mj = {.p = p, .runs = src, .seg = seg, .to = to};
+    if (nr) for_all(d, seg[nr], 4096, unpack_body, &mj);
+    hy_free(src);
+    hy_free(seg);
+    hy_free(to);
+    hy_trace(HY_TRACE_MAIN, "dd_shm", tt);
+    tt = hy_trace_t();
+  }
   s.n_sent = n_out;
   s.n_recv = n_in;
   s.bytes_sent = (uint64_t)n_out * REC_BYTES;
@@ -1283,13 +1350,14 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
     goto done;
   }
   const size_t chunk = d->max_msg_bytes / ((size_t)P * REC_BYTES);
-  uint64_t local_max = 0, global_max = 0;
+  uint64_t local_max = 0, global_max = 0; /* the pairs that exchange messages (not the node's peers) */
   for (int r = 0; r < P; r++) {
-    if (r == d->rank) continue;
+    if (r == d->rank || hy_shm_peer(d->shm, r)) continue;
     if (send_n[r] > local_max) local_max = send_n[r];
     if (recv_n[r] > local_max) local_max = recv_n[r];
   }
-  MPI_TRY(MPI_Allreduce(&local_max, &global_max, 1, MPI_UINT64_T, MPI_MAX, d->comm), "MPI_Allreduce of counts");
+  if (!hy_shm_all(d->shm)) /* all on one node's window: no messages (the same on every rank) */
+    MPI_TRY(MPI_Allreduce(&local_max, &global_max, 1, MPI_UINT64_T, MPI_MAX, d->comm), "MPI_Allreduce of counts");
   uint64_t rounds = (global_max + chunk - 1) / chunk;
   if (rounds > INT_MAX) {
     ret = hy_err_set(err, "domain decomposition: %llu exchange rounds needed", (unsigned long long)rounds);
@@ -1301,7 +1369,10 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   if (!rc) rc = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
   if (!rd) rd = hy_malloc("decomposition counts", (size_t)P, sizeof(int));
   size_t cap = (size_t)P * chunk;
-  rbuf = scratch(&d->rbuf, min_size(n_in, cap), REC_BYTES, "decomposition receive buffer");
+  size_t n_in_msg = 0; /* received in messages */
+  for (int r = 0; r < P; r++)
+    if (r != d->rank && !hy_shm_peer(d->shm, r)) n_in_msg += (size_t)recv_n[r];
+  rbuf = scratch(&d->rbuf, min_size(n_in_msg, cap), REC_BYTES, "decomposition receive buffer");
   /* rank r's records start at sbase[r] in sbuf; when all of sbuf is within
    * one message's byte range the rounds address it directly, else each
    * round's slices are copied into a round buffer */
@@ -1315,7 +1386,9 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
     const size_t first = (size_t)k * chunk;
     size_t pos = 0;
     for (int r = 0; r < P; r++) {
-      size_t m = r != d->rank && send_n[r] > first ? min_size((size_t)send_n[r] - first, chunk) : 0;
+      size_t m = r != d->rank && !hy_shm_peer(d->shm, r) && send_n[r] > first
+                     ? min_size((size_t)send_n[r] - first, chunk)
+                     : 0;
       sc[r] = (int)(m * REC_BYTES);
       if (direct) {
         sd[r] = (int)((sbase[r] + (m ? first : 0)) * REC_BYTES);
@@ -1327,7 +1400,9 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
     }
     pos = 0;
     for (int r = 0; r < P; r++) {
-      size_t m = r != d->rank && recv_n[r] > first ? min_size((size_t)recv_n[r] - first, chunk) : 0;
+      size_t m = r != d->rank && !hy_shm_peer(d->shm, r) && recv_n[r] > first
+                     ? min_size((size_t)recv_n[r] - first, chunk)
+                     : 0;
       rc[r] = (int)(m * REC_BYTES);
       rd[r] = (int)(pos * REC_BYTES);
       pos += m;
@@ -1373,6 +1448,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
 done:
   s.time = hy_wtime() - t0;
   if (st) *st = s;
+  hy_free(cnt);
   hy_free(send_off);
   hy_free(recv_off);
   hy_free(send_n);

@@ -203,6 +203,15 @@ void hy_decomp_cell_of(const struct hy_decomp *d, int rank, int *ix, int *iy, in
  * are sent in several rounds. For tests of the chunked path. */
 void hy_decomp_set_max_msg_bytes(struct hy_decomp *d, size_t bytes);
 
+/** Collective: from now on every particle travels in MPI messages, also
+ *  between the ranks of one node (whose records otherwise go through a
+ *  shared-memory window, unless HYTREE_LET_SHM=0; see shm.h). For tests of
+ *  the message path. */
+void hy_decomp_use_messages(struct hy_decomp *d);
+
+/** The ranks that share this rank's window (0: none, all in messages). */
+int hy_decomp_node_ranks(const struct hy_decomp *d);
+
 /** Tests and tools/bench_cut: the multisection that rank 0 makes of the
  *  gathered samples, on this rank alone: cut the ns samples s (x, y, z
  *  each; s may be reordered, or copied into d's buffers in group order)

@@ -1164,11 +1164,11 @@ static int walk_job_run(void *arg) {
   }
   hy_trace(HY_TRACE_DEVICE, j->fetch ? "fetch" : j->what ? j->what : "walk", t0);
   if (rc == 0 && !j->fetch && hy_trace_on()) { /* the walk's parts: remote (rw_) or other (w_) */
-    static const char *const rw[] = {"rw_upload", "rw_mark", "rw_kernel", "rw_unsort", "rw_read"};
-    static const char *const lw[] = {"w_upload", "w_mark", "w_kernel", "w_unsort", "w_read"};
+    static const char *const rw[] = {"rw_launch", "rw_upload", "rw_mark", "rw_kernel", "rw_unsort", "rw_read"};
+    static const char *const lw[] = {"w_launch", "w_upload", "w_mark", "w_kernel", "w_unsort", "w_read"};
     const struct hy_cl_times *m = &j->tm;
-    const double d[] = {m->upload, m->mark, m->kernel - m->mark - m->unsort, m->unsort, m->download};
-    trace_parts(HY_TRACE_DEVICE, j->what && strcmp(j->what, "walk_remote") == 0 ? rw : lw, d, 5, hy_wtime());
+    const double d[] = {m->launch, m->upload, m->mark, m->kernel - m->mark - m->unsort, m->unsort, m->download};
+    trace_parts(HY_TRACE_DEVICE, j->what && strcmp(j->what, "walk_remote") == 0 ? rw : lw, d, 6, hy_wtime());
   }
   return rc;
 }

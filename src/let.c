@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "hy_shared.h"
+#include "shm.h"
 #include "trace.h"
 
 /* Floats per item (HY_LET_ITEM): the position relative to the receiver's
@@ -69,15 +70,9 @@ struct hy_let {
   float *recv;              /* receive buffer, kept (a fresh one costs a page fault per 4 KiB at every exchange) */
   size_t recv_cap;          /* its items */
   int ext;                  /* the items to send are borrowed (hy_let_set_selected) */
-  /* the ranks of this node (shm_exchange): a shared-memory window where
-   * each rank puts the items for the others of its node, read by theirs */
-  MPI_Comm node;            /* MPI_COMM_NULL: no node peers, or HYTREE_LET_SHM=0 */
-  int *node_rank;           /* per rank of comm: its rank in `node`, or -1 (another node) */
-  MPI_Win win;              /* MPI_WIN_NULL until the first exchange */
-  float *seg;               /* this rank's segment: two halves of seg_cap items */
-  float **peer_seg;         /* per rank of comm on this node: its segment */
-  size_t seg_cap;           /* items per half */
-  unsigned long n_xchg;     /* exchanges made: the half in use alternates */
+  /* the ranks of this node: a shared-memory window where each rank puts
+   * the items for the others of its node, read by theirs (shm.h) */
+  struct hy_shm *shm;
   const float **run_src;    /* per rank: the runs of items an exchange copies or turns into particles */
   float **run_dst;
   size_t *run_first;        /* P + 1 */
@@ -97,54 +92,19 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
   L->recv_cnt = hy_calloc("LET counts", 3 * P, sizeof(uint64_t));
   L->req = hy_calloc("LET requests", 2 * P + 1, sizeof(MPI_Request));
   L->full_open = HY_LET_FULL_OPEN;
-  L->node = MPI_COMM_NULL;
-  L->win = MPI_WIN_NULL;
-  L->node_rank = hy_malloc("LET node ranks", P, sizeof(int));
-  for (size_t r = 0; r < P; r++) L->node_rank[r] = -1;
-  L->peer_seg = hy_calloc("LET node segments", P, sizeof(float *));
   L->run_src = hy_calloc("LET runs", P, sizeof(float *));
   L->run_dst = hy_calloc("LET runs", P, sizeof(float *));
   L->run_first = hy_calloc("LET runs", P + 1, sizeof(size_t));
   /* the ranks of this node (collective); HYTREE_LET_SHM=0 on any rank
    * sends every rank's items in messages */
   const char *env = getenv("HYTREE_LET_SHM");
-  int want = !(env && strcmp(env, "0") == 0);
-  if (MPI_Allreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
-    hy_die("LET: MPI_Allreduce failed");
-  MPI_Comm node = MPI_COMM_NULL;
-  if (MPI_Comm_split_type(comm, want ? MPI_COMM_TYPE_SHARED : MPI_UNDEFINED, L->rank, MPI_INFO_NULL, &node) !=
-      MPI_SUCCESS)
-    hy_die("LET: MPI_Comm_split_type failed");
-  int nn = 0;
-  if (node != MPI_COMM_NULL && (MPI_Comm_size(node, &nn) != MPI_SUCCESS || nn < 2)) {
-    if (MPI_Comm_free(&node) != MPI_SUCCESS) hy_die("LET: MPI_Comm_free failed");
-    node = MPI_COMM_NULL;
-  }
-  if (node != MPI_COMM_NULL) {
-    if (MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN) != MPI_SUCCESS)
-      hy_die("LET: MPI_Comm_set_errhandler failed");
-    MPI_Group gc, gn;
-    int *in = hy_malloc("LET node ranks", P, sizeof(int));
-    for (size_t r = 0; r < P; r++) in[r] = (int)r;
-    if (MPI_Comm_group(comm, &gc) != MPI_SUCCESS || MPI_Comm_group(node, &gn) != MPI_SUCCESS ||
-        MPI_Group_translate_ranks(gc, (int)P, in, gn, L->node_rank) != MPI_SUCCESS ||
-        MPI_Group_free(&gc) != MPI_SUCCESS || MPI_Group_free(&gn) != MPI_SUCCESS)
-      hy_die("LET: the ranks of this node could not be found (MPI group calls failed)");
-    for (size_t r = 0; r < P; r++)
-      if (L->node_rank[r] == MPI_UNDEFINED) L->node_rank[r] = -1;
-    hy_free(in);
-  }
-  L->node = node;
+  L->shm = hy_shm_create(comm, !(env && strcmp(env, "0") == 0), "LET", "let_window");
   return L;
 }
 
 void hy_let_set_full_open(struct hy_let *L, double f) { L->full_open = f; }
 
-int hy_let_node_ranks(const struct hy_let *L) {
-  int n = 0;
-  if (L->node != MPI_COMM_NULL && MPI_Comm_size(L->node, &n) != MPI_SUCCESS) n = 0;
-  return n;
-}
+int hy_let_node_ranks(const struct hy_let *L) { return hy_shm_node_ranks(L->shm); }
 
 double hy_let_full_open(const struct hy_let *L) { return L->full_open; }
 
@@ -164,11 +124,7 @@ void hy_let_free(struct hy_let *L) {
   hy_free(L->recv_cnt);
   hy_free(L->req);
   hy_free(L->recv);
-  if (L->win != MPI_WIN_NULL && (MPI_Win_unlock_all(L->win) != MPI_SUCCESS || MPI_Win_free(&L->win) != MPI_SUCCESS))
-    hy_die("LET: freeing the shared-memory window failed");
-  if (L->node != MPI_COMM_NULL && MPI_Comm_free(&L->node) != MPI_SUCCESS) hy_die("LET: MPI_Comm_free failed");
-  hy_free(L->node_rank);
-  hy_free(L->peer_seg);
+  hy_shm_free(L->shm);
   hy_free(L->run_src);
   hy_free(L->run_dst);
   hy_free(L->run_first);
@@ -607,57 +563,8 @@ int hy_let_test_small(void) {
   return v;
 }
 
-/* The shared-memory window of the node's ranks holds at least `need`
- * items per half on every one of them, `cap` when it is made anew (need
- * and cap: the node's largest, the same on all, so that all of them grow
- * it together and agree on its halves). Collective on L->node. */
-static int shm_reserve(struct hy_let *L, uint64_t need, uint64_t cap, struct hy_err *err) {
-  if (L->win != MPI_WIN_NULL && need <= L->seg_cap) return 0;
-  const double t0 = hy_trace_t();
-  int rc = MPI_SUCCESS;
-  if (L->win != MPI_WIN_NULL) {
-    rc = MPI_Win_unlock_all(L->win);
-    if (rc == MPI_SUCCESS) rc = MPI_Win_free(&L->win);
-    if (hy_mpi_check(rc, "LET: freeing the shared-memory window", err)) return -1;
-    L->win = MPI_WIN_NULL;
-  }
-  if (cap < need || cap == 0) cap = need + 1;
-  if (cap > (uint64_t)(SIZE_MAX / 2 / ITEM / sizeof(float)) || 2 * cap * ITEM * sizeof(float) > (uint64_t)PTRDIFF_MAX)
-    return hy_err_set(err, "LET: %llu items do not fit a shared-memory window", (unsigned long long)need);
-  MPI_Info info;
-  rc = MPI_Info_create(&info);
-  if (rc == MPI_SUCCESS) rc = MPI_Info_set(info, "alloc_shared_noncontig", "true");
-  float *base = NULL;
-  if (rc == MPI_SUCCESS)
-    rc = MPI_Win_allocate_shared((MPI_Aint)(2 * cap * ITEM * sizeof(float)), (int)sizeof(float), info, L->node, &base,
-                                 &L->win);
-  if (hy_mpi_check(rc,
-                   "LET: MPI_Win_allocate_shared of the node's items (HYTREE_LET_SHM=0 sends them in MPI messages "
-                   "instead; a container may need a larger /dev/shm)",
-                   err))
-    return -1;
-  if (hy_mpi_check(MPI_Info_free(&info), "LET: MPI_Info_free", err) ||
-      hy_mpi_check(MPI_Win_set_errhandler(L->win, MPI_ERRORS_RETURN), "LET: MPI_Win_set_errhandler", err))
-    return -1;
-  L->seg = base;
-  L->seg_cap = (size_t)cap;
-  for (int r = 0; r < L->size; r++) {
-    L->peer_seg[r] = NULL;
-    if (L->node_rank[r] < 0) continue;
-    MPI_Aint sz;
-    int du;
-    void *ptr = NULL;
-    rc = MPI_Win_shared_query(L->win, L->node_rank[r], &sz, &du, &ptr);
-    if (hy_mpi_check(rc, "LET: MPI_Win_shared_query", err)) return -1;
-    L->peer_seg[r] = ptr;
-  }
-  if (hy_mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, L->win), "LET: MPI_Win_lock_all", err)) return -1;
-  hy_trace(HY_TRACE_MAIN, "let_window", t0);
-  return 0;
-}
-
 /* Whether rank r's items travel through the node's shared memory. */
-static int via_shm(const struct hy_let *L, int r) { return L->node != MPI_COMM_NULL && r != L->rank && L->node_rank[r] >= 0; }
+static int via_shm(const struct hy_let *L, int r) { return hy_shm_peer(L->shm, r); }
 
 int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err) {
   double t0 = hy_wtime();
@@ -716,35 +623,28 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
    * the window, and after a barrier each reads its own from theirs (the
    * halves alternate, so that the next exchange's writes never meet this
    * one's reads) */
-  const size_t half = (size_t)(L->n_xchg & 1u);
   int nrun = 0;
   const float **src = L->run_src;
   float **dst = L->run_dst;
   size_t *first = L->run_first;
-  if (L->node != MPI_COMM_NULL) {
+  if (hy_let_node_ranks(L) > 0) {
     /* the node's largest count, and the room to make if the window grows */
-    uint64_t loc[2] = {shm_n, hy_let_test_small() ? shm_n : shm_n + shm_n / 4 + 4096}, mx[2] = {0, 0};
-    rc = MPI_Allreduce(loc, mx, 2, MPI_UINT64_T, MPI_MAX, L->node);
-    if (hy_mpi_check(rc, "LET: MPI_Allreduce of the node's item counts", err) || shm_reserve(L, mx[0], mx[1], err) != 0) {
+    const uint64_t bytes = shm_n * ITEM * sizeof(float);
+    if (hy_shm_reserve(L->shm, bytes, hy_let_test_small() ? bytes : bytes + bytes / 4 + 4096 * ITEM * sizeof(float),
+                       err) != 0)
       return -1;
-    }
+    float *mine = (float *)(void *)hy_shm_mine(L->shm);
     first[0] = 0;
     for (int r = 0; r < P; r++)
       if (via_shm(L, r) && L->send_cnt[3 * r] > 0) {
         src[nrun] = send_items(L, r);
-        dst[nrun] = L->seg + ITEM * (half * L->seg_cap + (size_t)L->send_cnt[3 * r + 2]);
+        dst[nrun] = mine + ITEM * (size_t)L->send_cnt[3 * r + 2];
         first[nrun + 1] = first[nrun] + (size_t)L->send_cnt[3 * r];
         nrun++;
       }
     struct runs_job cj = {.src = src, .dst = dst, .first = first};
     if (nrun) hy_pool_for(L->pool, first[nrun], 16384, runs_body, &cj);
-    rc = MPI_Win_sync(L->win);
-    if (rc == MPI_SUCCESS) rc = MPI_Barrier(L->node);
-    if (rc == MPI_SUCCESS) rc = MPI_Win_sync(L->win);
-    if (hy_mpi_check(rc, "LET: the node's shared-memory exchange", err)) {
-      return -1;
-    }
-    L->n_xchg++;
+    if (hy_shm_sync(L->shm, err) != 0) return -1;
   }
   rc = nreq > 0 ? MPI_Waitall(nreq, L->req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
   if (hy_mpi_check(rc, "LET: exchange of the items", err)) return -1;
@@ -756,7 +656,7 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
     const size_t n = (size_t)L->recv_cnt[3 * r];
     if (!n) continue;
     if (via_shm(L, r)) {
-      src[nrun] = L->peer_seg[r] + ITEM * (half * L->seg_cap + (size_t)L->recv_cnt[3 * r + 2]);
+      src[nrun] = (const float *)(const void *)hy_shm_theirs(L->shm, r) + ITEM * (size_t)L->recv_cnt[3 * r + 2];
     } else {
       src[nrun] = recv + ITEM * off;
       off += n;

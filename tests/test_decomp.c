@@ -385,6 +385,10 @@ static void scenario_all_on_root(void) {
   if (!d) MPI_Abort(MPI_COMM_WORLD, 1);
   double x0[3] = {0, 0, 0};
   HY_CHECK(hy_decomp_owner(d, x0) == -1);
+  /* on one machine the ranks share a window (unless HYTREE_LET_SHM=0) */
+  const int nw = hy_decomp_node_ranks(d);
+  if (rank == 0) printf("%-46s %d\n", "ranks sharing a window", nw);
+  HY_CHECK(nw == 0 || nw == nranks);
   exchange(d, &p, 0, &st);
   check_stats(&st, &p, 0, rs);
   HY_CHECK_INT(st.n_samples_total, (unsigned long long)llround(rs * N_MAIN));
@@ -464,6 +468,8 @@ static void scenario_skewed(const int grid[3]) {
   struct hy_decomp *d = hy_decomp_create(MPI_COMM_WORLD, grid, rs, 1, 5, &err);
   HY_CHECK(d != NULL);
   if (!d) MPI_Abort(MPI_COMM_WORLD, 1);
+  hy_decomp_use_messages(d); /* the node's ranks too: every record in the chunked messages */
+  HY_CHECK(hy_decomp_node_ranks(d) == 0);
   hy_decomp_set_max_msg_bytes(d, (size_t)nranks * 121 * 500); /* 500 particles per pair and round */
   struct hy_pool *pool = hy_pool_create(3); /* the per-particle passes on threads */
   hy_decomp_set_pool(d, pool);
