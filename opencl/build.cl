@@ -390,11 +390,35 @@ inline uint hy_child_cells(__global const ulong *key, uint lo, uint hi, uint n_c
   return nc;
 }
 
+/* A grafted merged build (hy_graft_*): the slot-0 cell whose particles are
+ * exactly those of the merged range [lo, hi) when it holds no LET item
+ * (ibefore: the items before each merged position; first_at: the outermost
+ * slot-0 cell starting at each local position, whose first children start
+ * there too), else UINT_MAX. Such a cell's subtree is the merged tree's
+ * below that range (the same keys split alike), so it is taken whole. */
+inline uint hy_graft_of(uint lo, uint hi, __global const uint *ibefore, __global const uint *first_at,
+                        __global const uint *l_hi, __global const int *l_mor, const int l_npart) {
+  const uint ib = ibefore[lo];
+  if (ibefore[hi] != ib) return UINT_MAX;
+  const uint llo = lo - ib, lhi = hi - ib;
+  uint lc = first_at[llo];
+  while (lc != UINT_MAX && l_hi[lc] > lhi) {
+    const int ch = l_mor[l_npart + (int)lc];
+    lc = ch >= l_npart ? (uint)(ch - l_npart) : UINT_MAX;
+  }
+  return lc != UINT_MAX && l_hi[lc] == lhi ? lc : UINT_MAX;
+}
+
 /* Generation g: each cell's child-cell count, scanned within its work-group's
- * chunk into n_child (exclusive), the chunk's total into sums[group]. */
+ * chunk into n_child (exclusive), the chunk's total into sums[group]. With
+ * graft, a cell that is a slot-0 cell (hy_graft_of, recorded in gl) has no
+ * children here. */
 __kernel void hy_gen_count(__global const ulong *key, __global const uint *gen, const uint g,
                            __global const uint *c_lo, __global const uint *c_hi, const uint n_crit,
-                           __global uint *n_child, __global uint *sums) {
+                           __global uint *n_child, __global uint *sums, const int graft,
+                           __global const uint *ibefore, __global const uint *first_at,
+                           __global const uint *l_hi, __global const int *l_mor, const int l_npart,
+                           __global uint *gl) {
   __local uint tmp[HY_WG];
   const uint lid = (uint)get_local_id(0);
   const uint first = gen[2u * g], count = gen[2u * g + 1u];
@@ -402,7 +426,13 @@ __kernel void hy_gen_count(__global const ulong *key, __global const uint *gen, 
   hy_gen_chunk(count, &b, &e);
   for (uint base = b; base < e; base += HY_WG) {
     const uint i = base + lid;
-    const uint nc = i < e ? hy_child_cells(key, c_lo[first + i], c_hi[first + i], n_crit) : 0u;
+    uint nc = 0u;
+    if (i < e) {
+      const uint lo = c_lo[first + i], hi = c_hi[first + i];
+      const uint lc = graft ? hy_graft_of(lo, hi, ibefore, first_at, l_hi, l_mor, l_npart) : UINT_MAX;
+      if (graft) gl[first + i] = lc;
+      nc = lc == UINT_MAX ? hy_child_cells(key, lo, hi, n_crit) : 0u;
+    }
     const uint incl = hy_wg_scan(nc, tmp);
     if (i < e) n_child[i] = carry + incl - nc;
     const uint tot = tmp[HY_WG - 1u];
@@ -452,7 +482,7 @@ __kernel void hy_gen_scan(__global uint *gen, const uint g, __global uint *sums,
 __kernel void hy_gen_emit(__global const ulong *key, __global const uint *gen, const uint g,
                           __global uint *c_lo, __global uint *c_hi, const uint n_crit,
                           __global const uint *n_child, __global const uint *sums, const int n_part,
-                          __global int *nxt, __global int *mor) {
+                          __global int *nxt, __global int *mor, const int graft, __global const uint *gl) {
   if (gen[HY_GEN_FLAG] != 0u) return;
   const uint first = gen[2u * g], count = gen[2u * g + 1u];
   const uint new0 = first + count + sums[get_group_id(0)];
@@ -460,6 +490,7 @@ __kernel void hy_gen_emit(__global const ulong *key, __global const uint *gen, c
   hy_gen_chunk(count, &b, &e);
   for (uint i = b + (uint)get_local_id(0); i < e; i += HY_WG) {
     const uint c = first + i;
+    if (graft && gl[c] != UINT_MAX) continue; /* a slot-0 cell, taken whole */
     const uint lo = c_lo[c], hi = c_hi[c];
     const int self = n_part + (int)c;
     const int after = nxt[self];
@@ -634,6 +665,180 @@ __kernel void hy_first_cells(__global const uint *c_lo, const uint n_cell, __glo
   if (c < n_cell) atomic_min(&first_at[c_lo[c]], c);
 }
 
+/* ------------------------------------------------------- grafted merge
+ *
+ * The merged tree of a soft step (local particles and LET items) built
+ * around the slot-0 tree instead of beside it: its cells that hold no item
+ * and are slot-0 cells (hy_graft_of) are not made again but taken whole,
+ * so that only the cells with items get records. These records follow the
+ * slot-0 tree's in its node buffer: the items at item_base + k (k: the
+ * item's rank in key order), the merged cells at u_base + c. The walk then
+ * meets the same nodes in the same order as in the plain merged tree, with
+ * the same floats. Node numbers: the merged build's (positions 0 .. nm-1 in
+ * merged key order, cells nm + c) map to the walk's by hy_gu. The slot-0
+ * records whose `next` the merged tree changes (its particles that are
+ * children of merged cells, and the last nodes of the subtrees taken whole)
+ * are overwritten: the next refit or build of slot 0 writes them anew. */
+
+inline int hy_gu(const int x, const uint nm, __global const uint *ibefore, __global const uint *gl, const int l_npart,
+                 const int item_base, const int u_base) {
+  if (x == HY_NONE) return HY_NONE;
+  if ((uint)x < nm) {
+    const uint ib = ibefore[x];
+    return ibefore[x + 1] != ib ? item_base + (int)ib : x - (int)ib;
+  }
+  const uint c = (uint)x - nm, lc = gl[c];
+  return lc != UINT_MAX ? l_npart + (int)lc : u_base + (int)c;
+}
+
+/* Merged position j: an item's record (r_b^2 < 0: a particle to the walk;
+ * b_max from its group, its B2 into item_b2), a local particle's new `next`
+ * when a merged cell links it, and the walk's sink j (position, and its own
+ * node in .w). ipos, igrp: the state's appended items (host order, idx). */
+__kernel void hy_graft_links(const uint nm, const int l_npart, const int item_base, const int u_base,
+                             __global const uint *ibefore, __global const uint *gl, __global const int *nxt,
+                             __global const uint *idx, __global const float4 *ipos, __global const float2 *igrp,
+                             __global float4 *node, __global float *item_b2, __global float4 *sink) {
+  const uint j = (uint)get_global_id(0);
+  if (j >= nm) return;
+  const uint ib = ibefore[j];
+  if (ibefore[j + 1] != ib) {
+    const uint h = idx[j];
+    const float4 p = ipos[h];
+    const float2 gg = igrp[h];
+    const int rec = item_base + (int)ib;
+    node[2 * rec] = p;
+    node[2 * rec + 1] =
+        (float4)(-1.0f, gg.y, as_float(hy_gu(nxt[j], nm, ibefore, gl, l_npart, item_base, u_base)), as_float(HY_NONE));
+    item_b2[ib] = gg.x;
+    sink[j] = (float4)(p.xyz, as_float(HY_NONE));
+  } else {
+    const int i = (int)(j - ib);
+    const int nx = nxt[j];
+    if (nx != INT_MIN) node[2 * i + 1].z = as_float(hy_gu(nx, nm, ibefore, gl, l_npart, item_base, u_base));
+    sink[j] = (float4)(node[2 * i].xyz, as_float(i));
+  }
+}
+
+/* A subtree taken whole (gl[c]: its slot-0 cell): its root's `next` and
+ * those of its last nodes (which left the subtree for the root's old
+ * `next`) to the merged tree's. l_nxt, l_mor: the slot-0 build's links. */
+__kernel void hy_graft_stubs(const uint n_cell, const uint nm, const int l_npart, const int item_base, const int u_base,
+                             __global const uint *ibefore, __global const uint *gl, __global const int *nxt,
+                             __global const int *l_nxt, __global const int *l_mor, __global float4 *node,
+                             __global uint *n_graft) {
+  const uint c = (uint)get_global_id(0);
+  if (c >= n_cell || gl[c] == UINT_MAX) return;
+  atomic_inc(n_graft);
+  const int ls = l_npart + (int)gl[c];
+  const int after = hy_gu(nxt[nm + c], nm, ibefore, gl, l_npart, item_base, u_base);
+  const int old = l_nxt[ls];
+  node[2 * ls + 1].z = as_float(after);
+  int x = l_mor[ls];
+  for (;;) {
+    while (l_nxt[x] != old) x = l_nxt[x];
+    node[2 * x + 1].z = as_float(after);
+    if (x < l_npart) break;
+    x = l_mor[x];
+  }
+}
+
+/* hy_extent over the merged positions [lo, hi) (every step-th) by their
+ * records: local particles without an extent, items with their b_max. */
+inline float hy_graft_extent(__global const float4 *node, const uint lo, const uint hi, const uint step,
+                             const float3 cm, __global const uint *ibefore, const int item_base) {
+  float m2 = 0.0f, m1 = 0.0f;
+  for (uint j = lo; j < hi; j += step) {
+    const uint ib = ibefore[j];
+    const int item = ibefore[j + 1] != ib;
+    const int rec = item ? item_base + (int)ib : (int)(j - ib);
+    const float3 d = node[2 * rec].xyz - cm;
+    const float b = item ? node[2 * rec + 1].y : 0.0f;
+    if (b > 0.0f)
+      m1 = fmax(m1, sqrt(dot(d, d)) + b);
+    else
+      m2 = fmax(m2, dot(d, d));
+  }
+  return fmax(sqrt(m2), m1);
+}
+
+/* hy_moments for the merged cells of one generation that are not taken
+ * whole: the same sums over the children in the same order. */
+__kernel void hy_graft_moments(const uint gen0, const uint n_gen, const uint nm, __global const uint *c_lo,
+                               __global const uint *c_hi, __global const int *nxt, __global const int *mor,
+                               __global const uint *ibefore, __global const uint *gl, const int l_npart,
+                               const int item_base, const int u_base, __global const float *l_b2,
+                               __global const float *item_b2, __global float *u_b2, const float a_err,
+                               __global float4 *node, __global uint *big, __global uint *n_big, const uint gi) {
+  const uint g = (uint)get_global_id(0);
+  if (g >= n_gen) return;
+  const uint c = gen0 + g;
+  if (gl[c] != UINT_MAX) return;
+  const int self = u_base + (int)c;
+  const int after = hy_gu(nxt[nm + c], nm, ibefore, gl, l_npart, item_base, u_base);
+  const int first = hy_gu(mor[nm + c], nm, ibefore, gl, l_npart, item_base, u_base);
+  const uint lo = c_lo[c], hi = c_hi[c];
+  float m = 0.0f;
+  float3 s = (float3)(0.0f);
+  for (int x = first; x != after; x = as_int(node[2 * x + 1].z)) {
+    const float4 p = node[2 * x];
+    m += p.w;
+    s += p.w * p.xyz;
+  }
+  const float3 cm = m > 0.0f ? s / m : (float3)(0.0f);
+  float b2 = 0.0f, bound = 0.0f;
+  for (int x = first; x != after; x = as_int(node[2 * x + 1].z)) {
+    const float4 p = node[2 * x];
+    const float3 d = p.xyz - cm;
+    const float r2 = dot(d, d);
+    float2 gg = (float2)(0.0f);
+    if (x >= l_npart) {
+      const float gb = x < item_base ? l_b2[x - l_npart] : x < u_base ? item_b2[x - item_base] : u_b2[x - u_base];
+      gg = (float2)(gb, node[2 * x + 1].y);
+    }
+    b2 += gg.x + p.w * r2;
+    bound = fmax(bound, gg.y + sqrt(r2));
+  }
+  float bmax = bound;
+  if (hi - lo <= (uint)HY_BMAX_SERIAL) {
+    bmax = hy_bmax_safe(hy_graft_extent(node, lo, hi, 1u, cm, ibefore, item_base));
+  } else if (hi - lo <= (uint)HY_BMAX_EXACT) {
+    big[atomic_inc(&n_big[gi])] = c; /* exact b_max by hy_graft_bmax_big */
+  }
+  u_b2[c] = b2;
+  node[2 * self] = (float4)(cm, m);
+  node[2 * self + 1] = (float4)(hy_mac_rb2(bmax, b2, a_err), bmax, as_float(after), as_float(first));
+}
+
+/* hy_bmax_big for the cells that hy_graft_moments listed. */
+__kernel void hy_graft_bmax_big(__global const uint *c_lo, __global const uint *c_hi, __global const float *u_b2,
+                                __global const uint *big, __global const uint *n_big, const uint gi, const float a_err,
+                                __global float4 *node, __global const uint *ibefore, const int item_base,
+                                const int u_base) {
+  __local float red[HY_WG];
+  const uint lid = (uint)get_local_id(0);
+  const uint nb = n_big[gi];
+  for (uint b = (uint)get_group_id(0); b < nb; b += (uint)get_num_groups(0)) {
+    const uint c = big[b];
+    const int self = u_base + (int)c;
+    const float3 cm = node[2 * self].xyz;
+    red[lid] = hy_graft_extent(node, c_lo[c] + lid, c_hi[c], HY_WG, cm, ibefore, item_base);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
+      if (lid < off) red[lid] = fmax(red[lid], red[lid + off]);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+      const float bmax = hy_bmax_safe(red[0]);
+      float4 q = node[2 * self + 1];
+      q.x = hy_mac_rb2(bmax, u_b2[c], a_err);
+      q.y = bmax;
+      node[2 * self + 1] = q;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
 /* Exact b_max (and r_b) of the cells listed by hy_moments, a work-group per
  * cell: each work-item takes every HY_WG-th particle, then a local max. The
  * list's order (atomic appends) does not matter: a maximum is exact. Runs
@@ -682,43 +887,18 @@ __kernel void hy_block_mark(__global const float4 *node, const int n_part, const
                             __global const float4 *sink, const uint n_sink, const float r2,
                             __global uchar *block_on, const uint sink_stride, const float4 box_lo,
                             const float4 box_hi, const int use_box) {
-  /* W work-items per block (HY_WG / W blocks per work-group): the block's
-   * box and radius reduced in local memory (min, max and max are exact in
-   * any order), then its first work-item decides */
-  __local float4 lmin[HY_WG], lmax[HY_WG];
-  const uint W = HY_WG < HY_SINK_BLOCK ? HY_WG : HY_SINK_BLOCK;
-  const uint lid = (uint)get_local_id(0), lane = lid % W, sub0 = lid - lane;
-  const uint b = (uint)get_group_id(0) * (HY_WG / W) + lid / W;
+  const uint b = (uint)get_global_id(0);
   const uint s0 = b * HY_SINK_BLOCK;
-  const uint s1 = s0 < n_sink ? min(n_sink, s0 + HY_SINK_BLOCK) : s0;
-  float3 lo = (float3)(INFINITY), hi = (float3)(-INFINITY);
-  for (uint j = s0 + lane; j < s1; j += W) {
-    const float3 x = sink[j * sink_stride].xyz;
-    lo = fmin(lo, x);
-    hi = fmax(hi, x);
+  if (s0 >= n_sink) return;
+  const uint s1 = min(n_sink, s0 + HY_SINK_BLOCK);
+  float3 lo = sink[s0 * sink_stride].xyz, hi = lo;
+  for (uint j = s0 + 1u; j < s1; j++) {
+    lo = fmin(lo, sink[j * sink_stride].xyz);
+    hi = fmax(hi, sink[j * sink_stride].xyz);
   }
-  lmin[lid] = (float4)(lo, 0.0f);
-  lmax[lid] = (float4)(hi, 0.0f);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint h = W / 2; h > 0; h >>= 1) {
-    if (lane < h) {
-      lmin[lid] = fmin(lmin[lid], lmin[lid + h]);
-      lmax[lid] = fmax(lmax[lid], lmax[lid + h]);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float3 c = 0.5f * (lmin[sub0].xyz + lmax[sub0].xyz);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float r = 0.0f;
-  for (uint j = s0 + lane; j < s1; j += W) r = fmax(r, length(sink[j * sink_stride].xyz - c));
-  lmin[lid].x = r;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint h = W / 2; h > 0; h >>= 1) {
-    if (lane < h) lmin[lid].x = fmax(lmin[lid].x, lmin[lid + h].x);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (s0 >= n_sink || lane != 0) return;
-  const float rho = lmin[lid].x;
+  const float3 c = 0.5f * (lo + hi);
+  float rho = 0.0f;
+  for (uint j = s0; j < s1; j++) rho = fmax(rho, length(sink[j * sink_stride].xyz - c));
   const float c_mag = fmax(fmax(fabs(c.x), fabs(c.y)), fabs(c.z)) + rho;
   if (use_box) {
     const float3 out = fmax(fmax(box_lo.xyz - c, c - box_hi.xyz), (float3)(0.0f));

@@ -18,7 +18,8 @@
  * sink[j * sink_stride]: stride 2 reads the particle records of another
  * tree's node buffer (its particles in key order) as the sinks.
  *
- * Tree layout: see hy_shared.h. Particles are nodes 0 .. n_part-1. A node is
+ * Tree layout: see hy_shared.h. Particles are nodes 0 .. n_part-1, and the
+ * nodes with r_b^2 < 0 (the LET items of a grafted merged tree, build.cl). A node is
  * opened when r_b^2 > min_k |sink_k - COM|^2; accepted cells and particles
  * interact as softened point masses. In HY_WALK_HARD a node is skipped when
  * min_k |sink_k - COM| >= R2 + b_max (K = 0 for everything inside it). */
@@ -113,7 +114,7 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
       d2[k] = dot(dx[k], dx[k]);
       d2min = fmin(d2min, d2[k]);
     }
-    const int is_part = cur < n_part;
+    const int is_part = cur < n_part || q.x < 0.0f; /* r_b^2 < 0: a LET item's record in a grafted merged tree */
 #if HY_WALK_MODE == HY_WALK_HARD
     {
       const float lim = r2 + q.y; /* b_max is 0 for particles */

@@ -99,11 +99,15 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_tile_sort", &cl->k_tile_sort, err) || make_kernel(cl, "hy_merge_pass", &cl->k_merge_pass, err) ||
       make_kernel(cl, "hy_block_mark", &cl->k_block_mark, err) ||
       make_kernel(cl, "hy_item_blocks", &cl->k_item_blocks, err) ||
-      make_kernel(cl, "hy_first_cells", &cl->k_first_cells, err))
+      make_kernel(cl, "hy_first_cells", &cl->k_first_cells, err) ||
+      make_kernel(cl, "hy_graft_links", &cl->k_graft_links, err) ||
+      make_kernel(cl, "hy_graft_stubs", &cl->k_graft_stubs, err) ||
+      make_kernel(cl, "hy_graft_moments", &cl->k_graft_moments, err) ||
+      make_kernel(cl, "hy_graft_bmax_big", &cl->k_graft_bmax_big, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
   cl_kernel need[] = {cl->k_scan_block, cl->k_count,    cl->k_scatter,  cl->k_bmax_big,
-                      cl->k_gen_count,  cl->k_gen_scan, cl->k_gen_emit, cl->k_tile_sort};
+                      cl->k_gen_count,  cl->k_gen_scan, cl->k_gen_emit, cl->k_tile_sort, cl->k_graft_bmax_big};
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
     size_t kwg = 0;
     CL_CHECK(clGetKernelWorkGroupInfo(need[i], cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
@@ -119,13 +123,14 @@ void hy_cl_build_free(struct hy_cl *cl) {
   cl_kernel ks[] = {cl->k_keys,      cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
                     cl->k_unsort, cl->k_open_cells, cl->k_add_unsort, cl->k_merge_keys,
-                    cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark, cl->k_first_cells, cl->k_item_blocks};
+                    cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark, cl->k_first_cells, cl->k_item_blocks,
+                    cl->k_graft_links, cl->k_graft_stubs, cl->k_graft_moments, cl->k_graft_bmax_big};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
   struct cl_buf *bs[] = {&cl->key[0], &cl->key[1], &cl->idx_tmp, &cl->n_child, &cl->hist,   &cl->uout0,
                          &cl->uout1,  &cl->big,    &cl->n_big,   &cl->gen,     &cl->gen_sums, &cl->blocks,
-                         &cl->ibefore, &cl->first_at, &cl->n_graft};
+                         &cl->ibefore, &cl->first_at, &cl->n_graft, &cl->graft_gl, &cl->item_b2};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int t = 0; t < 2; t++) {
     struct cl_tree *T = &cl->tree[t];
@@ -364,6 +369,8 @@ static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, s
  * slot-0 tree's same cells (hy_moments) */
 static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d, int graft,
                            struct evlist *ev, struct hy_err *err);
+static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t nl, cl_uint total, double a_err_d,
+                         struct evlist *ev, struct hy_err *err);
 
 static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct evlist *ev, struct hy_err *err) {
@@ -374,6 +381,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   const size_t n_tiles = (n + tile - 1) / tile;
   if (ensure_build_buffers(cl, T, slot, n, n_tiles, err) != 0) return -1;
   cl->node_id[slot] = 0;
+  cl->graft_id = 0; /* a build of either slot ends a grafted merged tree */
   T->sorted_n = 0;
   T->n_gen = 0;
   cl_int e;
@@ -407,8 +415,17 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   const struct cl_tree *L = &cl->tree[0];
   const size_t nl = a->merge_local;
   int graft = 0;
-  if (slot == 1 && nl > 0 && nl < n && L->skey_n == nl && L->skey_id == a->merge_id && L->skey_side == a->side &&
-      L->skey_lo[0] == a->lo[0] && L->skey_lo[1] == a->lo[1] && L->skey_lo[2] == a->lo[2]) {
+  const int merge = slot == 1 && nl > 0 && nl < n && L->skey_n == nl && L->skey_id == a->merge_id &&
+                    L->skey_side == a->side && L->skey_lo[0] == a->lo[0] && L->skey_lo[1] == a->lo[1] &&
+                    L->skey_lo[2] == a->lo[2];
+  /* grafted onto the slot-0 tree (its records are walked, not copied):
+   * its records unchanged since build merge_id, the positions the state's */
+  const int lend = merge && cl->node_id[0] == a->merge_id && L->sorted_n == nl && L->n_cell > 0;
+  const int whole = lend && a->graft && !a->pos && cl->state_n == nl;
+  /* a plain merged build from the state reads the state's positions in
+   * front of the items */
+  if (!a->pos && slot == 1 && !whole && hy_cl_state_append_copy(cl, err) != 0) return -1;
+  if (merge) {
     /* the local particles' keys and order from the slot-0 build; the other
      * m positions' keys sorted into (key[1], idx_tmp), then both merged
      * into (key[0], T->idx) */
@@ -428,7 +445,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     /* the slot-0 tree's cells, while its records are still those of that
      * build (no refit since), lend their moments to the merged tree's cells
      * without items */
-    if (cl->node_id[0] == a->merge_id && L->sorted_n == nl && L->n_cell > 0) {
+    if (lend) {
       const cl_uint none = UINT32_MAX, nc = (cl_uint)L->n_cell;
       if (hy_cl_ensure_buf(cl, &cl->first_at, hy_size_mul_or_die(nl, 4, "first cells"), "first cells", err) != 0)
         return -1;
@@ -480,6 +497,20 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
       (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->nxt.mem, CL_FALSE, n * sizeof(cl_int), sizeof(cl_int), &root_next, 0,
                                 NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: writing the root cell failed on %s: %s", cl->name, hy_cl_errname(e));
+  /* grafted: the merged positions' links stay unset (INT_MIN) unless a
+   * merged cell sets them (hy_graft_links), and each cell's slot-0 cell */
+  const cl_int use_whole = whole ? 1 : 0, l_np = whole ? (cl_int)nl : 0;
+  const struct cl_buf *w_ib = whole ? &cl->ibefore : &T->c_lo, *w_first = whole ? &cl->first_at : &T->c_lo,
+                      *w_hi = whole ? &L->c_hi : &T->c_hi, *w_mor = whole ? &L->mor : &T->mor,
+                      *w_gl = whole ? &cl->graft_gl : &T->c_lo;
+  if (whole) {
+    const cl_int unset = INT_MIN;
+    if (hy_cl_ensure_buf(cl, &cl->graft_gl, hy_size_mul_or_die(n, 4, "cells"), "merged cells taken whole", err) != 0)
+      return -1;
+    if ((e = clEnqueueFillBuffer(hy_cl_queue(cl), T->nxt.mem, &unset, sizeof unset, 0, n * sizeof(cl_int), 0, NULL,
+                                 ev_new(ev, PH_CELLS))) != CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
   const cl_uint crit = (cl_uint)(a->n_crit < 1 ? 1 : a->n_crit);
   const cl_uint max_cells = un - 1u;
   const size_t max_groups = 4 * cl->build_wg; /* hy_gen_scan's reach */
@@ -497,14 +528,15 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
       if (groups > max_groups) groups = max_groups;
       const cl_uint ng = (cl_uint)groups;
       if (hy_cl_set_args(cl, cl->k_gen_count, "hy_gen_count", err, M(cl->key[0]), M(cl->gen), V(g), M(T->c_lo),
-                         M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), END) ||
+                         M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), V(use_whole), M(*w_ib), M(*w_first),
+                         M(*w_hi), M(*w_mor), V(l_np), M(*w_gl), END) ||
           hy_cl_launch(cl, cl->k_gen_count, "hy_gen_count", groups * cl->build_wg, ev_new(ev, PH_CELLS), err) ||
           hy_cl_set_args(cl, cl->k_gen_scan, "hy_gen_scan", err, M(cl->gen), V(g), M(cl->gen_sums), V(ng),
                          V(max_cells), END) ||
           hy_cl_launch(cl, cl->k_gen_scan, "hy_gen_scan", cl->build_wg, ev_new(ev, PH_CELLS), err) ||
           hy_cl_set_args(cl, cl->k_gen_emit, "hy_gen_emit", err, M(cl->key[0]), M(cl->gen), V(g), M(T->c_lo),
                          M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), V(n_part), M(T->nxt), M(T->mor),
-                         END) ||
+                         V(use_whole), M(*w_gl), END) ||
           hy_cl_launch(cl, cl->k_gen_emit, "hy_gen_emit", groups * cl->build_wg, ev_new(ev, PH_CELLS), err))
         return -1;
       bound = 8 * bound < n / 2 + 1 ? 8 * bound : n / 2 + 1;
@@ -531,7 +563,8 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   const cl_uint total = table[2 * used];
   T->n_gen = n_gen;
   T->gen_hint = n_gen;
-  if (enqueue_moments(cl, T, slot, n, a->a_err, graft, ev, err) != 0) return -1;
+  if (whole ? enqueue_graft(cl, T, n, nl, total, a->a_err, ev, err) : enqueue_moments(cl, T, slot, n, a->a_err, graft, ev, err))
+    return -1;
   if (a->open_all && total > 0) { /* every cell opened by every sink: r_b^2 = FLT_MAX */
     cl_uint nc = total;
     if (hy_cl_set_args(cl, cl->k_open_cells, "hy_open_cells", err, M(cl->node[slot]), V(n_part), V(nc), END) ||
@@ -544,7 +577,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     return hy_err_set(err, "OpenCL: the device tree build failed on %s: %s (a kernel fault or too little device "
                            "memory)", cl->name, hy_cl_errname(e));
   cl_uint grafted = 0; /* the queue is idle: this read waits for nothing */
-  if (graft && (e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->n_graft.mem, CL_TRUE, 0, sizeof grafted, &grafted, 0, NULL,
+  if ((graft || whole) && (e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->n_graft.mem, CL_TRUE, 0, sizeof grafted, &grafted, 0, NULL,
                                         NULL)) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: reading the copied cell count failed on %s: %s", cl->name, hy_cl_errname(e));
   res->root = n_part;
@@ -554,6 +587,66 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   cl->node_id[slot] = a->tree_id;
   T->sorted_n = n;
   T->n_cell = total;
+  if (whole) { /* its records are in node[0], after the slot-0 tree's, whose links it changed */
+    res->whole = 1;
+    res->root = (int32_t)(nl + L->n_cell + (n - nl));
+    cl->node_id[1] = 0;
+    cl->node_id[0] = 0;
+    cl->graft_id = a->tree_id;
+    cl->sink_id = a->tree_id;
+  }
+  return 0;
+}
+
+/* A grafted merged build after its cells (build.cl, "grafted merge"): the
+ * items' records and the links, the subtrees taken whole, the moments of
+ * the other cells from the deepest generation up; the sinks in the sink
+ * buffer. n: merged positions, nl of them local; total: merged cells. */
+static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t nl, cl_uint total, double a_err_d,
+                         struct evlist *ev, struct hy_err *err) {
+  const struct cl_tree *L = &cl->tree[0];
+  const size_t m = n - nl, nodes = nl + L->n_cell + m + total;
+  if (hy_cl_check_int(hy_size_mul_or_die(nodes, 2, "tree nodes"), "grafted tree node records", err) ||
+      hy_cl_ensure_buf_keep(cl, &cl->node[0], hy_size_mul_or_die(nodes, 32, "tree nodes"),
+                            hy_size_mul_or_die(nl + L->n_cell, 32, "tree nodes"), "tree nodes", err) ||
+      hy_cl_ensure_buf(cl, &cl->item_b2, hy_size_mul_or_die(m, 4, "LET items"), "LET item B2", err) ||
+      hy_cl_ensure_buf(cl, &cl->sink, hy_size_mul_or_die(n, 16, "sinks"), "sinks", err))
+    return -1;
+  cl->sink_id = 0;
+  const cl_uint nm = (cl_uint)n, nc = total;
+  const cl_int l_npart = (cl_int)nl, item_base = (cl_int)(nl + L->n_cell), u_base = (cl_int)(nl + L->n_cell + m);
+  const cl_float a_err = (cl_float)a_err_d;
+  const cl_uint zero = 0;
+  cl_int e;
+  if ((e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->n_graft.mem, &zero, sizeof zero, 0, sizeof zero, 0, NULL,
+                               ev_new(ev, PH_MOMENTS))) != CL_SUCCESS ||
+      (T->n_gen > 0 && (e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->n_big.mem, &zero, sizeof zero, 0,
+                                                (size_t)T->n_gen * sizeof zero, 0, NULL, ev_new(ev, PH_MOMENTS))) !=
+                           CL_SUCCESS))
+    return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
+  if (hy_cl_set_args(cl, cl->k_graft_links, "hy_graft_links", err, V(nm), V(l_npart), V(item_base), V(u_base),
+                     M(cl->ibefore), M(cl->graft_gl), M(T->nxt), M(T->idx), M(T->pos), M(T->grp), M(cl->node[0]),
+                     M(cl->item_b2), M(cl->sink), END) ||
+      hy_cl_launch(cl, cl->k_graft_links, "hy_graft_links", n, ev_new(ev, PH_MOMENTS), err) ||
+      hy_cl_set_args(cl, cl->k_graft_stubs, "hy_graft_stubs", err, V(nc), V(nm), V(l_npart), V(item_base), V(u_base),
+                     M(cl->ibefore), M(cl->graft_gl), M(T->nxt), M(L->nxt), M(L->mor), M(cl->node[0]),
+                     M(cl->n_graft), END) ||
+      hy_cl_launch(cl, cl->k_graft_stubs, "hy_graft_stubs", total, ev_new(ev, PH_MOMENTS), err))
+    return -1;
+  for (int g = T->n_gen - 1; g >= 0; g--) {
+    const cl_uint gi = (cl_uint)g;
+    if (hy_cl_set_args(cl, cl->k_graft_moments, "hy_graft_moments", err, V(T->gen_first[g]), V(T->gen_count[g]), V(nm),
+                       M(T->c_lo), M(T->c_hi), M(T->nxt), M(T->mor), M(cl->ibefore), M(cl->graft_gl), V(l_npart),
+                       V(item_base), V(u_base), M(L->c_b2), M(cl->item_b2), M(T->c_b2), V(a_err), M(cl->node[0]),
+                       M(cl->big), M(cl->n_big), V(gi), END) ||
+        hy_cl_launch(cl, cl->k_graft_moments, "hy_graft_moments", T->gen_count[g], ev_new(ev, PH_MOMENTS), err) ||
+        hy_cl_set_args(cl, cl->k_graft_bmax_big, "hy_graft_bmax_big", err, M(T->c_lo), M(T->c_hi), M(T->c_b2),
+                       M(cl->big), M(cl->n_big), V(gi), V(a_err), M(cl->node[0]), M(cl->ibefore), V(item_base),
+                       V(u_base), END) ||
+        hy_cl_launch(cl, cl->k_graft_bmax_big, "hy_graft_bmax_big", BMAX_GROUPS * cl->build_wg, ev_new(ev, PH_MOMENTS),
+                     err))
+      return -1;
+  }
   return 0;
 }
 
@@ -664,6 +757,7 @@ int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err,
   struct evlist ev = {.q = hy_cl_queue(cl)};
   cl_int e = CL_SUCCESS;
   cl->node_id[0] = 0;
+  cl->graft_id = 0; /* the slot-0 records are rewritten: a grafted merged tree on them ends */
   int rc = 0;
   if (pos) {
     e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->pos.mem, CL_FALSE, 0, n * 16, pos, 0, NULL, ev_new(&ev, PH_UPLOAD));
@@ -746,9 +840,7 @@ int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, cl_mem si
   if (hy_cl_set_args(cl, cl->k_block_mark, "hy_block_mark", err, M(cl->node[slot]), V(np), V(rt), sizeof(cl_mem),
                      (const void *)&sink, V(ns), V(fr2), M(cl->blocks), V(stride), V(blo), V(bhi), V(use_box), END))
     return -1;
-  /* min(build_wg, HY_SINK_BLOCK) work-items per block (hy_block_mark) */
-  const size_t w = cl->build_wg < HY_SINK_BLOCK ? cl->build_wg : HY_SINK_BLOCK, per = cl->build_wg / w;
-  return hy_cl_launch(cl, cl->k_block_mark, "hy_block_mark", (nb + per - 1) / per * cl->build_wg, ev, err);
+  return hy_cl_launch(cl, cl->k_block_mark, "hy_block_mark", nb, ev, err);
 }
 
 int hy_cl_item_blocks(struct hy_cl *cl, int slot, size_t n_sink, size_t n_local, cl_event *ev, struct hy_err *err) {

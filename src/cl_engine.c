@@ -487,14 +487,20 @@ int hy_cl_ensure_buf_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size
   return 0;
 }
 
-/* From a command's enqueue to its start on the device (its own clock):
- * the launch latency, and any wait for the commands before it. */
-static double event_wait_seconds(cl_event ev) {
-  cl_ulong t0 = 0, t1 = 0;
-  if (!ev) return 0.0;
-  if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_QUEUED, sizeof t0, &t0, NULL) != CL_SUCCESS) return 0.0;
-  if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t1, &t1, NULL) != CL_SUCCESS) return 0.0;
-  return t1 > t0 ? 1e-9 * (double)(t1 - t0) : 0.0;
+/* The device time from the first of the events' starts to the last one's end. */
+static double events_span(const cl_event *ev, int n) {
+  cl_ulong lo = 0, hi = 0;
+  int any = 0;
+  for (int i = 0; i < n; i++) {
+    cl_ulong t0 = 0, t1 = 0;
+    if (!ev[i] || clGetEventProfilingInfo(ev[i], CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) != CL_SUCCESS ||
+        clGetEventProfilingInfo(ev[i], CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) != CL_SUCCESS)
+      continue;
+    if (!any || t0 < lo) lo = t0;
+    if (!any || t1 > hi) hi = t1;
+    any = 1;
+  }
+  return any && hi > lo ? 1e-9 * (double)(hi - lo) : 0.0;
 }
 
 double hy_cl_event_seconds(cl_event ev) {
@@ -524,18 +530,25 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if (cfg->nvec != cl->nvec) return hy_err_set(err, "walk: nvec %d differs from the engine's %d", cfg->nvec, cl->nvec);
   if (a->slot < 0 || a->slot > 1) return hy_err_set(err, "walk: bad tree slot %d", a->slot);
   if (hy_cl_check_int(a->n_nodes, "tree nodes", err) || hy_cl_check_int(a->n_sink, "sinks", err)) return -1;
+  const double t_call = hy_wtime();
+  double t_enq = 0.0;
   if (times) memset(times, 0, sizeof *times);
   if (counts) counts[0] = counts[1] = 0;
   if (a->n_sink == 0) return 0;
-  if (a->unsort && (a->self_base != 0 || a->n_sink != cl->tree[a->slot].sorted_n || a->tree_id == 0 ||
-                    cl->node_id[a->slot] != a->tree_id))
+  if (a->graft && (a->slot != 1 || !a->unsort || a->self_base != HY_SELF_IN_SINK || a->sinks_resident ||
+                   a->tree_id == 0 || cl->graft_id != a->tree_id || a->sink_id != a->tree_id ||
+                   cl->sink_id != a->tree_id || a->n_sink != cl->tree[1].sorted_n))
+    return hy_err_set(err, "internal error: walk of a grafted merged tree that is not resident");
+  if (a->unsort && !a->graft &&
+      (a->self_base != 0 || a->n_sink != cl->tree[a->slot].sorted_n || a->tree_id == 0 ||
+       cl->node_id[a->slot] != a->tree_id))
     return hy_err_set(err, "internal error: walk of a device-built tree that is not resident");
   if (!a->out0 && !a->unsort && !a->add_unsorted) return hy_err_set(err, "internal error: walk results with nowhere to go");
   if (a->skip_far && (cfg->mode != HY_WALK_HARD || a->self_base >= 0 || a->self_base == HY_SELF_IN_SINK))
     return hy_err_set(err, "internal error: a walk that skips far sink blocks is a hard walk of sinks in the sink buffer");
-  if (a->skip_items && (a->skip_far || a->self_base != 0 || a->sinks_resident || a->add_unsorted ||
-                        a->tree_id == 0 || cl->node_id[a->slot] != a->tree_id ||
-                        a->n_sink != cl->tree[a->slot].sorted_n))
+  if (a->skip_items && (a->skip_far || (a->graft ? a->self_base != HY_SELF_IN_SINK : a->self_base != 0) ||
+                        a->sinks_resident || a->add_unsorted || a->tree_id == 0 ||
+                        (!a->graft && cl->node_id[a->slot] != a->tree_id) || a->n_sink != cl->tree[a->slot].sorted_n))
     return hy_err_set(err, "internal error: a walk that skips the LET items' blocks is a walk of a resident "
                            "device-built tree's own particles");
   if ((a->sinks_resident || a->add_unsorted) &&
@@ -555,7 +568,10 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if (local > cl->max_wg) local = cl->max_wg;
   const size_t n_wg = (n_groups + local - 1) / local;
   size_t count_bytes = hy_size_mul_or_die(n_wg, HY_COUNT_N * sizeof(uint64_t), "counters");
-  if (hy_cl_ensure_buf(cl, &cl->node[a->slot], node_bytes, "tree nodes", err) ||
+  /* a grafted merged tree's records follow the slot-0 tree's (its build made the room) */
+  struct cl_buf *nodes = &cl->node[a->graft ? 0 : a->slot];
+  if (a->graft && nodes->size < node_bytes) return hy_err_set(err, "internal error: grafted tree beyond its buffer");
+  if (hy_cl_ensure_buf(cl, nodes, node_bytes, "tree nodes", err) ||
       (!a->sinks_resident && hy_cl_ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err)) ||
       hy_cl_ensure_buf(cl, &cl->out0, sink_bytes, "forces", err) ||
       (split && hy_cl_ensure_buf(cl, &cl->out1, sink_bytes, "soft forces", err)) ||
@@ -569,7 +585,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   }
   cl_event ev[EV_N] = {0};
   cl_int e = CL_SUCCESS;
-  if (a->tree_id == 0 || cl->node_id[a->slot] != a->tree_id) {
+  if (!a->graft && (a->tree_id == 0 || cl->node_id[a->slot] != a->tree_id)) {
     cl->node_id[a->slot] = 0;
     e = clEnqueueWriteBuffer(cl->q, cl->node[a->slot].mem, CL_FALSE, 0, node_bytes, a->node, 0, NULL, &ev[EV_NODE]);
     if (e != CL_SUCCESS) goto fail_write;
@@ -606,7 +622,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     }
     cl_mem blocks = use_blocks ? cl->blocks.mem : cl->counts.mem; /* not read without use_blocks */
     cl_uint i = 0;
-    if ((e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->node[a->slot].mem)) ||
+    if ((e = clSetKernelArg(k, i++, sizeof(cl_mem), &nodes->mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_part, &n_part)) || (e = clSetKernelArg(k, i++, sizeof root, &root)) ||
         (e = clSetKernelArg(k, i++, sizeof(cl_mem), &sink_mem)) ||
         (e = clSetKernelArg(k, i++, sizeof n_sink, &n_sink)) ||
@@ -626,6 +642,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     }
     size_t global = n_wg * local;
     e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, &ev[EV_KERNEL]);
+    t_enq = hy_wtime() - t_call;
     if (e != CL_SUCCESS) {
       hy_cl_release_events(ev, EV_N);
       return hy_err_set(err, "OpenCL: launching hy_walk (%zu work-items) failed on %s: %s", global, cl->name,
@@ -679,7 +696,8 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     times->download = hy_cl_event_seconds(ev[EV_OUT0]) + hy_cl_event_seconds(ev[EV_OUT1]) + hy_cl_event_seconds(ev[EV_COUNTS]);
     times->mark = hy_cl_event_seconds(ev[EV_MARK]);
     times->unsort = hy_cl_event_seconds(ev[EV_UNSORT0]) + hy_cl_event_seconds(ev[EV_UNSORT1]);
-    times->launch = event_wait_seconds(ev[EV_MARK] ? ev[EV_MARK] : ev[EV_KERNEL]);
+    times->enqueue = t_enq;
+    times->span = events_span(ev, EV_N);
   }
   hy_cl_release_events(ev, EV_N);
   if (counts) {

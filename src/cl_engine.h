@@ -37,7 +37,8 @@ struct hy_cl_times {
   double download; /**< device-to-host transfers */
   double mark;     /**< of kernel: hy_block_mark (walks that skip far sink blocks) */
   double unsort;   /**< of kernel: results into (or added to) the host's order */
-  double launch;   /**< from the first kernel's enqueue to its start (device clock; not in kernel) */
+  double enqueue;  /**< host time from the walk's call to its kernel's enqueue returning */
+  double span;     /**< device time from the first command's start to the last one's end */
 };
 
 /** A tree and its sinks for one walk. Node records as in hy_shared.h. */
@@ -85,6 +86,10 @@ struct hy_cl_walk_args {
                             without a walk (hy_item_blocks); the local particles' results are those of
                             the full walk, bit for bit (a work-item with a sink in a block that holds
                             a local particle walks as always) */
+  int graft;           /**< the grafted merged tree of the last slot-1 build (whole): its records in the
+                            slot-0 buffer, its sinks (merged key order, each one's own node in .w:
+                            self_base HY_SELF_IN_SINK) in the sink buffer under sink_id = tree_id, its
+                            results unsorted into the order of the set it was built from (unsort) */
 };
 
 /** Read the results an unsort walk left on the device (out0 NULL) into
@@ -139,6 +144,13 @@ struct hy_cl_build_args {
                            order of a full sort); ignored when that build's keys are not kept or its cube
                            differs */
   uint64_t merge_id;
+  int graft;          /**< slot 1 with merge_local, from the state (pos NULL): grafted onto the slot-0 tree
+                           (its records unchanged since build merge_id) when it can be: the merged cells
+                           without items that are slot-0 cells are not made again but taken whole, the
+                           others' records follow the slot-0 tree's in its node buffer (opencl/build.cl,
+                           "grafted merge"); the walk (hy_cl_walk_args.graft) meets the same nodes in the
+                           same order as in the plain merged tree. hy_cl_build_result.whole says whether
+                           it was; the slot-0 tree needs a refit or build before its next walk */
 };
 
 /** What a device build made and what it cost (profiling events) [s]. */
@@ -153,7 +165,9 @@ struct hy_cl_build_result {
   double moments;     /**< particle records and cell moments */
   int merged;         /**< slot 1: the key order came from the slot-0 build's (merge_local) */
   size_t grafted;     /**< merged builds: cells without LET items whose moments were copied from the
-                           slot-0 tree's same cells (its records unchanged since that build) */
+                           slot-0 tree's same cells (its records unchanged since that build), or with
+                           whole, the slot-0 subtrees taken whole */
+  int whole;          /**< the build was grafted (hy_cl_build_args.graft): root is a node of node[0] */
 };
 
 /** The device's sorts (tree keys, the LET selection's nodes) of up to this

@@ -86,7 +86,8 @@ struct hy_cl {
   cl_kernel k_keys, k_scan_block, k_scan_add, k_count, k_scatter, k_gen_count, k_gen_scan, k_gen_emit,
       k_gather,
       k_moments, k_bmax_big, k_unsort, k_open_cells, k_add_unsort, k_merge_keys, k_tile_sort,
-      k_merge_pass, k_block_mark, k_first_cells, k_item_blocks;
+      k_merge_pass, k_block_mark, k_first_cells, k_item_blocks, k_graft_links, k_graft_stubs, k_graft_moments,
+      k_graft_bmax_big;
   size_t merge_sort_max;           /* sorts of up to this many pairs merge (hy_cl_set_merge_sort_max) */
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_tree tree[2];
@@ -94,6 +95,9 @@ struct hy_cl {
   struct cl_buf n_child, hist, uout0, uout1, big, n_big, gen, gen_sums, blocks;
   struct cl_buf ibefore, first_at, n_graft; /* merged builds: items before each position, the slot-0 tree's
                                                outermost cell at each position, cells copied from it */
+  struct cl_buf graft_gl, item_b2; /* grafted merged builds: each merged cell's slot-0 cell taken whole (or
+                                      UINT32_MAX), the items' B2 */
+  uint64_t graft_id; /* the grafted merged tree whose records follow the slot-0 tree's in node[0] (0: none) */
   struct cl_buf scan[HY_CL_SCAN_LEVELS];
   struct cl_pinned host[HY_CL_HOST_N];
   /* LET selection on the device (cl_let.c) */
@@ -111,6 +115,8 @@ struct hy_cl {
   size_t gather_m;    /* its particles */
   size_t appended; /* LET items packed behind the state's positions in slot 1 (hy_cl_state_append; 0 after a
                       pack) */
+  int appended_copy; /* the state's positions still to be copied in front of them (a merged build that is
+                        not grafted does it: a grafted one reads the slot-0 tree's records instead) */
   int unsorted_slot;  /* the tree slot of the last unsort walk, whose results are in uout0 / uout1 */
   size_t unsorted_n;  /* its particles (0: none) */
   int has_fp64;    /* 0 not asked yet, 1 no, 2 yes */
@@ -196,5 +202,9 @@ int hy_cl_unsort(struct hy_cl *cl, int slot, cl_mem src, cl_mem dst, size_t n, c
  * use_blocks only for the sinks of the blocks that hy_block_mark marked last. */
 int hy_cl_add_unsort(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, int use_blocks, cl_event *ev,
                      struct hy_err *err);
+
+/** cl_state.c: the state's positions (and zero groups) in front of the LET
+ *  items hy_cl_state_append put in slot 1, if not done yet (on cl->q). */
+int hy_cl_state_append_copy(struct hy_cl *cl, struct hy_err *err);
 
 #endif

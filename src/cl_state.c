@@ -114,6 +114,7 @@ int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, c
     return -1;
   cl->state_n = 0;
   cl->appended = 0;
+  cl->appended_copy = 0;
   cl_int e;
   if ((e = clEnqueueWriteBuffer(cl->q, cl->s_pos.mem, CL_FALSE, 0, b3, pos, 0, NULL, NULL)) != CL_SUCCESS ||
       (e = clEnqueueWriteBuffer(cl->q, cl->s_vel.mem, CL_FALSE, 0, b3, vel, 0, NULL, NULL)) != CL_SUCCESS ||
@@ -170,6 +171,7 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
   if (need_state(cl, "pack", err)) return -1;
   size_t n = cl->state_n;
   cl->appended = 0;
+  cl->appended_copy = 0;
   if (s > n || s > HY_TREE_SAMPLE)
     return hy_err_set(err, "internal error: a sample of %zu of %zu positions", s, n);
   cl_uint us = (cl_uint)s;
@@ -253,10 +255,10 @@ int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, s
       hy_cl_ensure_buf(cl, &M->pos, hy_size_mul_or_die(nm, 16, "positions"), "merged positions", err) ||
       hy_cl_ensure_buf(cl, &M->grp, hy_size_mul_or_die(nm, 8, "particle groups"), "LET item moments", err))
     return -1;
-  const cl_float zero = 0.0f;
-  cl_int e = clEnqueueCopyBuffer(cl->q, cl->tree[0].pos.mem, M->pos.mem, 0, 0, n * 16, 0, NULL, NULL);
-  if (e == CL_SUCCESS) e = clEnqueueFillBuffer(cl->q, M->grp.mem, &zero, sizeof zero, 0, n * 8, 0, NULL, NULL);
-  if (e == CL_SUCCESS && m) e = clEnqueueWriteBuffer(cl->q, M->pos.mem, CL_FALSE, n * 16, m * 16, items, 0, NULL, NULL);
+  /* the state's positions in front of them: copied by the merged build
+   * when it needs them (hy_cl_state_append_copy) */
+  cl_int e = CL_SUCCESS;
+  if (m) e = clEnqueueWriteBuffer(cl->q, M->pos.mem, CL_FALSE, n * 16, m * 16, items, 0, NULL, NULL);
   if (e == CL_SUCCESS && m) e = clEnqueueWriteBuffer(cl->q, M->grp.mem, CL_FALSE, n * 8, m * 8, grp, 0, NULL, NULL);
   if (e == CL_SUCCESS) e = clFinish(cl->q);
   if (e != CL_SUCCESS) {
@@ -264,7 +266,24 @@ int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, s
     return hy_err_set(err, "OpenCL: uploading %zu LET items failed on %s: %s", m, cl->name, hy_cl_errname(e));
   }
   cl->appended = m;
+  cl->appended_copy = 1;
   if (seconds) *seconds += hy_wtime() - t0;
+  return 0;
+}
+
+int hy_cl_state_append_copy(struct hy_cl *cl, struct hy_err *err) {
+  if (!cl->appended_copy) return 0;
+  struct cl_tree *M = &cl->tree[1];
+  const size_t n = cl->state_n;
+  const cl_float zero = 0.0f;
+  cl_int e = clEnqueueCopyBuffer(cl->q, cl->tree[0].pos.mem, M->pos.mem, 0, 0, n * 16, 0, NULL, NULL);
+  if (e == CL_SUCCESS) e = clEnqueueFillBuffer(cl->q, M->grp.mem, &zero, sizeof zero, 0, n * 8, 0, NULL, NULL);
+  if (e != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: copying %zu positions in front of the LET items failed on %s: %s", n, cl->name,
+                      hy_cl_errname(e));
+  }
+  cl->appended_copy = 0;
   return 0;
 }
 
@@ -307,6 +326,7 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
     return -1;
   cl->state_n = 0;
   cl->appended = 0;
+  cl->appended_copy = 0;
   if (nt) {
     if ((e = clEnqueueWriteBuffer(cl->q, cl->s_pos.mem, CL_FALSE, n_keep * 24, nt * 24, tail_pos, 0, NULL, NULL)) ==
             CL_SUCCESS &&

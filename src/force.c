@@ -7,6 +7,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -76,6 +77,8 @@ struct hy_force {
   size_t m_n, m_n_cell;
   size_t m_n_local; /* the merged tree's local particles (the first m_n_local of its m_n) */
   int32_t m_root;
+  int m_whole;      /* it was grafted onto the local tree (hy_cl_build_args.graft): m_root is a node of the
+                       local tree's buffer, which holds m_root + m_n_cell nodes */
   double origin[3];         /* device build: this build's centre of mass (its records' frame) */
   size_t packed_n;          /* distributed: the staging buffer holds the last local build's n particles,
                                packed relative to origin (0: not known to) */
@@ -450,6 +453,19 @@ static void take_build(struct hy_force *f, const struct hy_cl_build_result *res,
  * first n_local positions are the local build's, whose key order it reuses
  * (hy_cl_build_args.merge_local: the local build keeps its keys on several
  * ranks, all of whose trees share one key cube, cube_for). */
+/* Merged builds from the device state grafted onto the local tree
+ * (HYTREE_GRAFT=0: beside it, as a tree of their own). */
+static int graft_wanted(void) {
+  static atomic_int v = -1;
+  int w = atomic_load(&v);
+  if (w < 0) {
+    const char *e = getenv("HYTREE_GRAFT");
+    w = !(e && strcmp(e, "0") == 0);
+    atomic_store(&v, w);
+  }
+  return w;
+}
+
 static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, const float *pos4, const float *grp,
                         const double centre[3], double half, double t_host, int refit, struct hy_err *err) {
   double t1 = hy_wtime();
@@ -463,6 +479,7 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
   if (slot == 1) {
     a.merge_local = n_local;
     a.merge_id = f->tree_id;
+    a.graft = !pos4 && graft_wanted();
   }
   struct hy_cl_build_result res;
   if (refit ? hy_cl_tree_refit(f->cl, pos4, n, a.a_err, id, &res, err) : hy_cl_tree_build(f->cl, &a, &res, err))
@@ -480,6 +497,9 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
     f->m_n_local = n_local;
     f->m_n_cell = res.n_cell;
     f->m_root = res.root;
+    f->m_whole = res.whole;
+    f->st.merged_builds++;
+    f->st.merged_whole += res.whole ? 1 : 0;
     return 0;
   }
   struct hy_tree *t = &f->tree;
@@ -603,7 +623,19 @@ static void resident_walk_job(struct hy_force *f, struct walk_job *j, const stru
   j->wc = *wc;
   j->fetch = 0;
   j->what = slot ? "walk_merged" : "walk_local";
-  if (slot)
+  if (slot && f->m_whole) /* grafted: the local tree's particles, the items (r_b^2 < 0) and the merged cells */
+    j->a = (struct hy_cl_walk_args){.n_nodes = (size_t)f->m_root + f->m_n_cell,
+                                    .n_part = f->m_n_local,
+                                    .root = f->m_root,
+                                    .tree_id = f->m_tree_id,
+                                    .slot = 1,
+                                    .graft = 1,
+                                    .n_sink = f->m_n,
+                                    .sink_id = f->m_tree_id,
+                                    .self_base = HY_SELF_IN_SINK,
+                                    .unsort = 1,
+                                    .skip_items = f->m_n_local < f->m_n ? f->m_n_local : 0};
+  else if (slot)
     j->a = (struct hy_cl_walk_args){.n_nodes = f->m_n + f->m_n_cell,
                                     .n_part = f->m_n,
                                     .root = f->m_root,
@@ -1164,11 +1196,18 @@ static int walk_job_run(void *arg) {
   }
   hy_trace(HY_TRACE_DEVICE, j->fetch ? "fetch" : j->what ? j->what : "walk", t0);
   if (rc == 0 && !j->fetch && hy_trace_on()) { /* the walk's parts: remote (rw_) or other (w_) */
-    static const char *const rw[] = {"rw_launch", "rw_upload", "rw_mark", "rw_kernel", "rw_unsort", "rw_read"};
-    static const char *const lw[] = {"w_launch", "w_upload", "w_mark", "w_kernel", "w_unsort", "w_read"};
+    static const char *const rw[] = {"rw_upload", "rw_mark", "rw_kernel", "rw_unsort", "rw_read"};
+    static const char *const lw[] = {"w_upload", "w_mark", "w_kernel", "w_unsort", "w_read"};
+    const int remote = j->what && strcmp(j->what, "walk_remote") == 0;
     const struct hy_cl_times *m = &j->tm;
-    const double d[] = {m->launch, m->upload, m->mark, m->kernel - m->mark - m->unsort, m->unsort, m->download};
-    trace_parts(HY_TRACE_DEVICE, j->what && strcmp(j->what, "walk_remote") == 0 ? rw : lw, d, 6, hy_wtime());
+    const double d[] = {m->upload, m->mark, m->kernel - m->mark - m->unsort, m->unsort, m->download};
+    const double t_end = hy_wtime();
+    trace_parts(HY_TRACE_DEVICE, remote ? rw : lw, d, 5, t_end);
+    /* the host's part: from the job's start to the kernel's enqueue, and the
+     * rest of the wall time beyond the device's span (submission, wake-up) */
+    hy_trace_span(HY_TRACE_DEVICE, remote ? "rw_enqueue" : "w_enqueue", t0, t0 + m->enqueue);
+    const double extra = (t_end - t0) - m->enqueue - m->span;
+    hy_trace_span(HY_TRACE_DEVICE, remote ? "rw_unseen" : "w_unseen", t_end - (extra > 0 ? extra : 0), t_end);
   }
   return rc;
 }

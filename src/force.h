@@ -74,6 +74,8 @@ struct hy_force_stats {
   double device_busy;  /**< device thread: time spent in walks */
   double direct_comm;  /**< direct scheme: MPI_Allgatherv of the sources */
   uint64_t n_walks;        /**< local walks done */
+  uint64_t merged_builds;  /**< merged trees built (distributed walks of local particles and LET items) */
+  uint64_t merged_whole;   /**< of them, grafted onto the local tree (HYTREE_GRAFT) */
   uint64_t let_recv;       /**< LET items received */
   uint64_t let_recv_hard;  /**< full LETs: items a hard LET would have delivered */
   uint64_t let_sent;       /**< LET items sent */

@@ -713,7 +713,7 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   int have_energy = 0;
   struct {
     long steps, n_hard;
-    double wall, soft, hard, kernel, inter, max_de;
+    double wall, soft, hard, kernel, inter, max_de, merged, whole;
     double part[SP_N]; /* rank 0's costs, enum sum_part */
   } sum;
   memset(&sum, 0, sizeof sum);
@@ -776,6 +776,8 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
       sum.part[SP_LET] += q->let_boxes + q->let_select + q->let_comm;
       sum.part[SP_BOXES] += q->let_boxes;
       sum.part[SP_WALK] += q->walk_wall;
+      sum.merged += (double)q->merged_builds;
+      sum.whole += (double)q->merged_whole;
     }
     sum.part[SP_DD] += tm.dd;
     /* progress: every step when stdout is not a terminal (a log file), at
@@ -847,6 +849,8 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
              100.0 * (r->dd_sent - dd_sent0) / (r->dd_before - dd_before0),
              100.0 * (r->dd_recv - dd_recv0) / (r->dd_before - dd_before0));
     }
+    if (sum.merged > 0)
+      hy_msg("summary: rank 0 grafted %.0f of its %.0f merged trees onto its local tree", sum.whole, sum.merged);
     hy_msg("summary: %.3e interactions, %.3e per second of kernel time; max |dE/E| %.3e; %d snapshots, %d "
            "restart sets written",
            sum.inter, sum.kernel > 0 ? sum.inter / sum.kernel : 0.0, sum.max_de, r->snap_count,

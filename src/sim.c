@@ -271,6 +271,8 @@ static void add_stats(struct hy_force_stats *a, const struct hy_force_stats *b) 
   a->device_busy += b->device_busy;
   a->direct_comm += b->direct_comm;
   a->n_walks += b->n_walks;
+  a->merged_builds += b->merged_builds;
+  a->merged_whole += b->merged_whole;
   a->let_recv += b->let_recv;
   a->let_recv_hard += b->let_recv_hard;
   a->let_sent += b->let_sent;

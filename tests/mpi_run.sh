@@ -146,13 +146,24 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
   # anew whenever an exchange brings more items than the last
   nw=$(grep -c "^0,let_window," "$tmp/trace.0.csv" 2>/dev/null)
   [ "${nw:-0}" -ge 2 ] || { echo "FAIL: 3 ranks: the LET window was allocated ${nw:-0} times, not grown"; fail=1; }
-  # the same items by MPI messages (HYTREE_LET_SHM=0): the same run, bit for bit
+  # the soft steps' merged trees grafted onto the local trees (every one)
+  # with the state on the device, never from the host's state
+  g=$(sed -n 's/.*summary: rank 0 grafted \([0-9]*\) of its \([0-9]*\) merged trees.*/\1 \2/p' "$tmp/mpi3s.log")
+  set -- $g
+  [ -n "${1:-}" ] && [ "$1" -gt 0 ] && [ "$1" = "$2" ] ||
+    { echo "FAIL: 3 ranks, ParticleState device: merged trees grafted: '${g}'"; fail=1; }
+  grep -q "summary: rank 0 grafted 0 of its" "$tmp/mpi3d.log" ||
+    { echo "FAIL: 3 ranks, ParticleState host: a merged tree was grafted"; fail=1; }
+  # the same items by MPI messages (HYTREE_LET_SHM=0), and the merged trees
+  # built beside the local ones (HYTREE_GRAFT=0): the same run, bit for bit
   # shellcheck disable=SC2086
-  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_LET_SHM=0 HYTREE_TEST_LET_SMALL=1 "$HYTREE" run "$tmp/p.txt" \
+  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_LET_SHM=0 HYTREE_GRAFT=0 HYTREE_TEST_LET_SMALL=1 "$HYTREE" run "$tmp/p.txt" \
        -P "OutputDir=$tmp/mpi3m" -P TreeBuild=device -P SnapshotFields=Acceleration -P ParticleState=device \
        >"$tmp/mpi3m.log" 2>&1; then
     grep -q "LET items through MPI messages" "$tmp/mpi3m.log" ||
       { echo "FAIL: HYTREE_LET_SHM=0 run does not say that its LET goes through MPI messages"; fail=1; }
+    grep -q "summary: rank 0 grafted 0 of its" "$tmp/mpi3m.log" ||
+      { echo "FAIL: HYTREE_GRAFT=0 run grafted a merged tree"; fail=1; }
     cmp "$tmp/mpi3s/energy.csv" "$tmp/mpi3m/energy.csv" ||
       { echo "FAIL: 3 ranks: energy.csv differs between the LET through shared memory and through messages"; fail=1; }
     if command -v h5diff >/dev/null 2>&1; then
