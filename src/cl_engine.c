@@ -8,6 +8,7 @@
 #include <CL/cl.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -267,7 +268,6 @@ void hy_cl_free(struct hy_cl *cl) {
   if (cl->q) clReleaseCommandQueue(cl->q);
   if (cl->ctx) clReleaseContext(cl->ctx);
   if (cl->mem_lock_ok) pthread_mutex_destroy(&cl->mem_lock);
-  hy_free(cl->counts_host);
   hy_free(cl);
 }
 
@@ -523,6 +523,28 @@ int hy_cl_check_int(size_t v, const char *what, struct hy_err *err) {
 
 /* -------------------------------------------------------------- walks */
 
+/* HYTREE_SPIN_WAIT=1 on a GPU: the walk's thread polls its last command
+ * instead of sleeping in clFinish (the device thread has nothing else to
+ * do meanwhile). Returns CL_SUCCESS or the command's error. */
+static cl_int spin_wait(struct hy_cl *cl, cl_event last) {
+  static atomic_int on = -1;
+  int w = atomic_load(&on);
+  if (w < 0) {
+    const char *e = getenv("HYTREE_SPIN_WAIT");
+    w = e && strcmp(e, "1") == 0;
+    atomic_store(&on, w);
+  }
+  if (!w || !last || !hy_cl_is_gpu(cl)) return CL_SUCCESS;
+  cl_int e = clFlush(cl->q);
+  for (;;) {
+    cl_int st = CL_QUEUED;
+    if (e == CL_SUCCESS) e = clGetEventInfo(last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+    if (e != CL_SUCCESS) return e;
+    if (st < 0) return st;
+    if (st == CL_COMPLETE) return CL_SUCCESS;
+  }
+}
+
 enum { EV_NODE, EV_SINK, EV_MARK, EV_KERNEL, EV_UNSORT0, EV_UNSORT1, EV_OUT0, EV_OUT1, EV_COUNTS, EV_N };
 
 int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg, uint64_t counts[2],
@@ -579,10 +601,10 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
       (a->unsort && split && hy_cl_ensure_buf(cl, &cl->uout1, sink_bytes, "soft forces in particle order", err)) ||
       hy_cl_ensure_buf(cl, &cl->counts, count_bytes, "interaction counters", err))
     return -1;
-  if (cl->counts_host_n < n_wg * HY_COUNT_N) {
-    cl->counts_host = hy_realloc("interaction counters", cl->counts_host, n_wg * HY_COUNT_N, sizeof(uint64_t));
-    cl->counts_host_n = n_wg * HY_COUNT_N;
-  }
+  /* page-locked: a read into pageable memory ends with a copy on the host
+   * after the device's part */
+  uint64_t *counts_host = hy_cl_host_buffer(cl, HY_CL_HOST_COUNTS, count_bytes, err);
+  if (!counts_host) return -1;
   cl_event ev[EV_N] = {0};
   cl_int e = CL_SUCCESS;
   if (!a->graft && (a->tree_id == 0 || cl->node_id[a->slot] != a->tree_id)) {
@@ -672,13 +694,14 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if ((a->out0 && (e = clEnqueueReadBuffer(cl->q, res0, CL_FALSE, 0, sink_bytes, a->out0, 0, NULL, &ev[EV_OUT0]))) ||
       (split && a->out0 &&
        (e = clEnqueueReadBuffer(cl->q, res1, CL_FALSE, 0, sink_bytes, a->out1, 0, NULL, &ev[EV_OUT1]))) ||
-      (e = clEnqueueReadBuffer(cl->q, cl->counts.mem, CL_FALSE, 0, count_bytes, cl->counts_host, 0, NULL,
+      (e = clEnqueueReadBuffer(cl->q, cl->counts.mem, CL_FALSE, 0, count_bytes, counts_host, 0, NULL,
                                &ev[EV_COUNTS]))) {
     clFinish(cl->q);
     hy_cl_release_events(ev, EV_N);
     return hy_err_set(err, "OpenCL: reading walk results failed on %s: %s", cl->name, hy_cl_errname(e));
   }
-  e = clFinish(cl->q);
+  e = spin_wait(cl, ev[EV_COUNTS]);
+  if (e == CL_SUCCESS) e = clFinish(cl->q);
   if (e != CL_SUCCESS) {
     hy_cl_release_events(ev, EV_N);
     return hy_err_set(err, "OpenCL: tree walk failed on %s: %s (a kernel fault or too little device memory)",
@@ -703,8 +726,8 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if (counts) {
     uint64_t pp = 0, pc = 0;
     for (size_t g = 0; g < n_wg; g++) {
-      pp += cl->counts_host[HY_COUNT_N * g + HY_COUNT_PP];
-      pc += cl->counts_host[HY_COUNT_N * g + HY_COUNT_PC];
+      pp += counts_host[HY_COUNT_N * g + HY_COUNT_PP];
+      pc += counts_host[HY_COUNT_N * g + HY_COUNT_PC];
     }
     counts[HY_COUNT_PP] = pp;
     counts[HY_COUNT_PC] = pc;

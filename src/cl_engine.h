@@ -112,7 +112,8 @@ enum {
   HY_CL_HOST_DD1 = 9,   /* hy_cl_state_list mode 1: the stayers beyond the kept count */
   HY_CL_HOST_RTREE = 10, /* the node records of a remote tree built on the host (hard walks) */
   HY_CL_HOST_GATHER = 11, /* hy_cl_state_gather_begin: the gathered positions */
-  HY_CL_HOST_N = 12
+  HY_CL_HOST_COUNTS = 12, /* a walk's interaction counts per work-group */
+  HY_CL_HOST_N = 13
 };
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its

@@ -77,8 +77,6 @@ struct hy_cl {
   uint64_t node_id[2];
   uint64_t sink_id; /* id of the sinks resident in the sink buffer (0: none) */
   struct cl_buf sink, out0, out1, counts, dsrc;
-  uint64_t *counts_host; /* per work-group interaction counts of the last walk */
-  size_t counts_host_n;
   /* device tree build (cl_build.c): one tree per walk slot (0: the local
    * or merged tree, 1: the remote tree of received LET items), sharing the
    * sort's and the cell generations' scratch buffers */

@@ -182,10 +182,14 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
   # its timelines (HYTREE_TRACE): one file per rank with the sub-steps and
   # the device thread's walks, which tools/trace_report.py summarises
   for r in 0 1 2; do
-    for ph in 0,hard_step 0,soft_step 0,decompose 1,walk_local 1,walk_merged 1,w_kernel 1,b_sort 1,rw_upload 1,rw_kernel 0,remote_build; do
+    for ph in 0,hard_step 0,soft_step 0,decompose 1,walk_local 1,walk_merged 1,w_kernel 1,b_sort 1,rw_upload 1,rw_kernel; do
       grep -q "^$ph," "$tmp/trace.$r.csv" 2>/dev/null ||
         { echo "FAIL: 3 ranks: the trace of rank $r has no $ph phase"; fail=1; }
     done
+    # the hard steps' remote tree: built on the host (CPU devices) or the
+    # device (GPUs, HardRemoteTree auto)
+    grep -Eq "^0,remote_build(_side)?," "$tmp/trace.$r.csv" 2>/dev/null ||
+      { echo "FAIL: 3 ranks: the trace of rank $r has no remote tree build"; fail=1; }
   done
   if command -v python3 >/dev/null 2>&1; then
     python3 "$top_srcdir/tools/trace_report.py" "$tmp/trace" --timeline 2 >"$tmp/trace.txt" 2>&1 &&
