@@ -937,7 +937,8 @@ static int state_select(struct hy_force *f, int mode, struct hy_err *err) {
   return rc;
 }
 
-static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err);
+static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_let_floats *fl,
+                        struct hy_err *err);
 
 /* The merged tree's frame and key cube, alike for both particle-state
  * paths (their merged trees must be the same): the m LET items packed
@@ -961,18 +962,28 @@ static void merged_cube(struct hy_force *f, float *items, float *grp, double cen
  * each particle and item a sink skipping its own node, and the particles'
  * results turned into the state's accelerations on the device; as
  * merged_walk_device with the host's copy. */
+/* Room for the m LET items of a merged walk of the device state, in the
+ * host buffers the device takes them from (hy_let_floats.alloc). */
+static float *items_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  const size_t k = m ? m : 1;
+  float *items = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(k, 16, "LET items"), err);
+  *grp = items ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(k, 8, "LET items"), err) : NULL;
+  return *grp ? items : NULL;
+}
+
 static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err) {
-  if (exchange_let(f, p, mode, 1, err) != 0) return -1;
+  /* the items received straight into floats relative to the local build's
+   * frame, as merged_cube packs them on the host's path */
+  struct hy_let_floats fl = {.origin = f->origin, .alloc = items_room, .ctx = f};
+  if (exchange_let(f, p, mode, 1, &fl, err) != 0) return -1;
   double t0 = hy_wtime();
-  const size_t n = p->n, m = f->remote.n, nm = n + m;
+  const size_t n = p->n, m = fl.n, nm = n + m;
   double frame[3];
   memcpy(frame, f->frame, sizeof frame);
-  float *items = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(m, 16, "LET items"), err);
-  float *grp = items ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(m, 8, "LET items"), err) : NULL;
-  if (!grp) return -1;
-  double centre[3], half;
-  merged_cube(f, items, grp, centre, &half);
-  hy_trace(HY_TRACE_MAIN, "pack_items", t0);
+  float *grp = NULL, *items = items_room(f, m, &grp, err); /* the same buffers, their contents kept */
+  if (!items) return -1;
+  const double *centre = f->cube_c, half = f->cube_h; /* merged_cube's */
   double tu = 0.0;
   const double ta = hy_trace_t();
   if (hy_cl_state_append(f->cl, items, grp, m, &tu, err) != 0) return -1;
@@ -1231,7 +1242,8 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
 /* Exchange the LET for this walk into f->remote; selected: the items were
  * selected already (state_select), else the tight boxes are exchanged and
  * the host walks the local tree for them. Returns 0 or -1. */
-static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
+static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_let_floats *fl,
+                        struct hy_err *err) {
   struct hy_let_stats ls = {0};
   f->rdev = 0; /* until remote_tree has the remote tree built on the device */
   f->pnode = NULL;
@@ -1239,7 +1251,12 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
   int rc = selected ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, f->frame, &ls, err);
   if (rc == 0) {
     if (!selected) hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
-    rc = hy_let_exchange(f->let, &f->remote, &ls, err);
+    if (fl) {
+      rc = hy_let_exchange_floats(f->let, fl, &ls, err);
+      hy_part_resize(&f->remote, 0); /* the items are in fl's floats only */
+    } else {
+      rc = hy_let_exchange(f->let, &f->remote, &ls, err);
+    }
   }
   f->st.let_boxes += ls.t_boxes;
   f->st.let_select += ls.t_select;
@@ -1364,7 +1381,7 @@ static int remote_points(struct hy_force *f, struct hy_err *err) {
  * hard walk's too with HardRemoteTree device, the default on GPUs: every
  * cell opened). */
 static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
-  if (exchange_let(f, p, mode, selected, err) != 0) return -1;
+  if (exchange_let(f, p, mode, selected, NULL, err) != 0) return -1;
   if (f->remote.n == 0 || p->n == 0) return 0;
   const int on_device = f->dev_build && f->remote.n >= 2;
   if (mode == HY_WALK_HARD && !(on_device && f->cfg.hard_remote == HY_TREE_BUILD_DEVICE)) return remote_points(f, err);
@@ -1540,7 +1557,7 @@ static int merged_walk_device(struct hy_force *f, const struct hy_part *p, const
 
 static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc, double *acc0,
                        double *acc1, double *pot, struct hy_err *err) {
-  if (exchange_let(f, p, wc->mode, 0, err) != 0) return -1;
+  if (exchange_let(f, p, wc->mode, 0, NULL, err) != 0) return -1;
   const size_t n = p->n, m = f->remote.n;
   if (n == 0) return 0;
   if (f->dev_build) return merged_walk_device(f, p, wc, acc0, acc1, pot, err);

@@ -528,6 +528,8 @@ struct runs_job {
   const size_t *first; /* nrun + 1 */
   const double *F;
   struct hy_part *q;
+  const double *origin; /* with pos4: floats relative to it instead of q */
+  float *pos4, *grp;
 };
 
 static void runs_body(void *arg, size_t b, size_t e, int tid) {
@@ -540,6 +542,14 @@ static void runs_body(void *arg, size_t b, size_t e, int tid) {
     const float *it = j->src[k] + ITEM * i0;
     if (j->dst) {
       memcpy(j->dst[k] + ITEM * i0, it, m * ITEM * sizeof(float));
+    } else if (j->pos4) { /* as the remote particles packed relative to origin (force.c, pack_run) */
+      const double *F = j->F, *o = j->origin;
+      for (size_t i = g; i < g + m; i++, it += ITEM) {
+        for (int d = 0; d < 3; d++) j->pos4[4 * i + d] = (float)((F[d] + (double)it[d]) - o[d]);
+        j->pos4[4 * i + 3] = it[3];
+        j->grp[2 * i] = it[4];
+        j->grp[2 * i + 1] = it[5];
+      }
     } else {
       struct hy_part *q = j->q;
       for (size_t i = g; i < g + m; i++, it += ITEM) {
@@ -566,7 +576,19 @@ int hy_let_test_small(void) {
 /* Whether rank r's items travel through the node's shared memory. */
 static int via_shm(const struct hy_let *L, int r) { return hy_shm_peer(L->shm, r); }
 
+static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floats *fl, struct hy_let_stats *st,
+                    struct hy_err *err);
+
 int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err) {
+  return exchange(L, remote, NULL, st, err);
+}
+
+int hy_let_exchange_floats(struct hy_let *L, struct hy_let_floats *out, struct hy_let_stats *st, struct hy_err *err) {
+  return exchange(L, NULL, out, st, err);
+}
+
+static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floats *fl, struct hy_let_stats *st,
+                    struct hy_err *err) {
   double t0 = hy_wtime();
   const int P = L->size;
   const int bad_dest = test_fail_now() ? P + 7 : -1;
@@ -593,8 +615,15 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
   }
   if (total > (uint64_t)SIZE_MAX / ITEM)
     return hy_err_set(err, "LET: %llu items received", (unsigned long long)total);
-  hy_part_use_groups(remote);
-  hy_part_resize(remote, (size_t)total);
+  float *pos4 = NULL, *grp4 = NULL;
+  if (fl) {
+    pos4 = fl->alloc(fl->ctx, (size_t)total, &grp4, err);
+    if (!pos4 || !grp4) return -1;
+    fl->n = (size_t)total;
+  } else {
+    hy_part_use_groups(remote);
+    hy_part_resize(remote, (size_t)total);
+  }
   if (by_msg > L->recv_cap) {
     const size_t cap = (size_t)by_msg + (size_t)by_msg / 4 + 1024;
     hy_free(L->recv);
@@ -665,7 +694,8 @@ int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stat
     nrun++;
   }
   {
-    struct runs_job rj = {.src = src, .first = first, .F = L->frame + 3 * L->rank, .q = remote};
+    struct runs_job rj = {.src = src, .first = first, .F = L->frame + 3 * L->rank, .q = remote,
+                          .origin = fl ? fl->origin : NULL, .pos4 = pos4, .grp = grp4};
     if (nrun) hy_pool_for(L->pool, (size_t)total, 16384, runs_body, &rj);
   }
   st->n_sent += sent;

@@ -119,6 +119,22 @@ void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const flo
  *  items' float offsets), masses and group moments (remote->grp). */
 int hy_let_exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_stats *st, struct hy_err *err);
 
+/** Where hy_let_exchange_floats puts the items: alloc returns room for m of
+ *  them (4 floats each: position relative to origin, mass) and sets *grp to
+ *  room for their B2 and b_max (2 floats each), or NULL with err set. */
+struct hy_let_floats {
+  const double *origin;
+  float *(*alloc)(void *ctx, size_t m, float **grp, struct hy_err *err);
+  void *ctx;
+  size_t n; /**< out: the items received */
+};
+
+/** hy_let_exchange straight into floats (out->alloc) relative to
+ *  out->origin, the same floats as hy_let_exchange followed by packing the
+ *  remote particles relative to that origin: (float)((frame + (double)x) -
+ *  origin) for each coordinate x; remote is not touched. */
+int hy_let_exchange_floats(struct hy_let *L, struct hy_let_floats *out, struct hy_let_stats *st, struct hy_err *err);
+
 
 
 #endif
