@@ -18,8 +18,8 @@
  *
  *  1. hy_let_vis, one launch per cell generation from the root down: a cell
  *     that is reached passes to its children the destinations (bits of a
- *     mask, up to 32 per launch) for which it opens; every node is written
- *     by its parent, so nothing of an earlier selection is left.
+ *     mask, up to 32 per launch) for which it opens; the host clears every
+ *     mask first, so only the reached cells that open write.
  *     vis.x: reached by the selected walk; vis.y (full walks with the hard
  *     count): reached by the hard walk, whose opened cells are a subset.
  *  2. hy_let_emit: every node reached and sent appends (destination << 32 |
@@ -73,9 +73,10 @@ __kernel void hy_let_vis(const uint gen0, const uint n_gen, const int n_part, __
   if (g >= n_gen) return;
   const int self = n_part + (int)(gen0 + g);
   const uint2 v = vis[self];
+  if (!(v.x | v.y)) return; /* not reached: its children keep the zeros the host filled in */
   const float4 p = node[2 * self], q = node[2 * self + 1];
   uint2 cv = (uint2)(0u, 0u);
-  if (v.x | v.y) {
+  {
     const double cx = (double)p.x + fx, cy = (double)p.y + fy, cz = (double)p.z + fz;
     const double rb = sqrt((double)q.x), lim = r2 + (double)q.y;
     for (uint j = 0; j < nb; j++) {
@@ -87,6 +88,7 @@ __kernel void hy_let_vis(const uint gen0, const uint n_gen, const int n_part, __
       if ((v.y & bit) && open && near) cv.y |= bit;
     }
   }
+  if (!(cv.x | cv.y)) return;
   const int after = as_int(q.z);
   for (int x = as_int(q.w); x != after; x = as_int(node[2 * x + 1].z)) vis[x] = cv;
 }

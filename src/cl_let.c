@@ -71,7 +71,9 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
   const cl_uint all = nb == LET_MAXB ? 0xffffffffu : ((cl_uint)1 << nb) - 1u;
   const cl_uint root[2] = {all, count_hard && !hard ? all : 0u};
   double tt = hy_trace_t(); /* the parts in the trace (the host waits for each) */
-  if ((e = clEnqueueWriteBuffer(cl->q, cl->l_vis.mem, CL_FALSE, n * 8, 8, root, 0, NULL, NULL)) != CL_SUCCESS)
+  const cl_uint zero2[2] = {0u, 0u};
+  if ((e = clEnqueueFillBuffer(cl->q, cl->l_vis.mem, zero2, sizeof zero2, 0, nn * 8, 0, NULL, NULL)) != CL_SUCCESS ||
+      (e = clEnqueueWriteBuffer(cl->q, cl->l_vis.mem, CL_FALSE, n * 8, 8, root, 0, NULL, NULL)) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: LET selection: writing the root mask failed on %s: %s", cl->name,
                       hy_cl_errname(e));
   for (int g = 0; g < T->n_gen; g++) {
