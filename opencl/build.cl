@@ -896,9 +896,11 @@ __kernel void hy_block_mark(__global const float4 *node, const int n_part, const
     lo = fmin(lo, sink[j * sink_stride].xyz);
     hi = fmax(hi, sink[j * sink_stride].xyz);
   }
+  /* the block's sphere: the centre of its box and half the box's diagonal
+   * (at least the farthest sink's distance: one pass over the sinks, not
+   * two; a wider sphere only walks where it finds nothing) */
   const float3 c = 0.5f * (lo + hi);
-  float rho = 0.0f;
-  for (uint j = s0; j < s1; j++) rho = fmax(rho, length(sink[j * sink_stride].xyz - c));
+  const float rho = 0.5f * length(hi - lo) * 1.000001f;
   const float c_mag = fmax(fmax(fabs(c.x), fabs(c.y)), fabs(c.z)) + rho;
   if (use_box) {
     const float3 out = fmax(fmax(box_lo.xyz - c, c - box_hi.xyz), (float3)(0.0f));
