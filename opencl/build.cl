@@ -810,6 +810,25 @@ __kernel void hy_graft_moments(const uint gen0, const uint n_gen, const uint nm,
   node[2 * self + 1] = (float4)(hy_mac_rb2(bmax, b2, a_err), bmax, as_float(after), as_float(first));
 }
 
+/* The work-group's maximum of red (each work-item's extent) as cell
+ * self's exact b_max, and its r_b^2 with B2 b2; every work-item calls it. */
+inline void hy_bmax_reduce(__local float *red, const uint lid, __global float4 *node, const int self, const float b2,
+                           const float a_err) {
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
+    if (lid < off) red[lid] = fmax(red[lid], red[lid + off]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) {
+    const float bmax = hy_bmax_safe(red[0]);
+    float4 q = node[2 * self + 1];
+    q.x = hy_mac_rb2(bmax, b2, a_err);
+    q.y = bmax;
+    node[2 * self + 1] = q;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 /* hy_bmax_big for the cells that hy_graft_moments listed. */
 __kernel void hy_graft_bmax_big(__global const uint *c_lo, __global const uint *c_hi, __global const float *u_b2,
                                 __global const uint *big, __global const uint *n_big, const uint gi, const float a_err,
@@ -823,19 +842,7 @@ __kernel void hy_graft_bmax_big(__global const uint *c_lo, __global const uint *
     const int self = u_base + (int)c;
     const float3 cm = node[2 * self].xyz;
     red[lid] = hy_graft_extent(node, c_lo[c] + lid, c_hi[c], HY_WG, cm, ibefore, item_base);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
-      if (lid < off) red[lid] = fmax(red[lid], red[lid + off]);
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) {
-      const float bmax = hy_bmax_safe(red[0]);
-      float4 q = node[2 * self + 1];
-      q.x = hy_mac_rb2(bmax, u_b2[c], a_err);
-      q.y = bmax;
-      node[2 * self + 1] = q;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    hy_bmax_reduce(red, lid, node, self, u_b2[c], a_err);
   }
 }
 
@@ -855,19 +862,7 @@ __kernel void hy_bmax_big(const int n_part, __global const uint *c_lo, __global 
     const int self = n_part + (int)c;
     const float3 cm = node[2 * self].xyz;
     red[lid] = hy_extent(node, c_lo[c] + lid, c_hi[c], HY_WG, cm, idx, grp, has_grp);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
-      if (lid < off) red[lid] = fmax(red[lid], red[lid + off]);
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) {
-      const float bmax = hy_bmax_safe(red[0]);
-      float4 q = node[2 * self + 1];
-      q.x = hy_mac_rb2(bmax, c_b2[c], a_err);
-      q.y = bmax;
-      node[2 * self + 1] = q;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    hy_bmax_reduce(red, lid, node, self, c_b2[c], a_err);
   }
 }
 
