@@ -8,7 +8,6 @@
 #include <CL/cl.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -523,28 +522,6 @@ int hy_cl_check_int(size_t v, const char *what, struct hy_err *err) {
 
 /* -------------------------------------------------------------- walks */
 
-/* HYTREE_SPIN_WAIT=1 on a GPU: the walk's thread polls its last command
- * instead of sleeping in clFinish (the device thread has nothing else to
- * do meanwhile). Returns CL_SUCCESS or the command's error. */
-static cl_int spin_wait(struct hy_cl *cl, cl_event last) {
-  static atomic_int on = -1;
-  int w = atomic_load(&on);
-  if (w < 0) {
-    const char *e = getenv("HYTREE_SPIN_WAIT");
-    w = e && strcmp(e, "1") == 0;
-    atomic_store(&on, w);
-  }
-  if (!w || !last || !hy_cl_is_gpu(cl)) return CL_SUCCESS;
-  cl_int e = clFlush(cl->q);
-  for (;;) {
-    cl_int st = CL_QUEUED;
-    if (e == CL_SUCCESS) e = clGetEventInfo(last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
-    if (e != CL_SUCCESS) return e;
-    if (st < 0) return st;
-    if (st == CL_COMPLETE) return CL_SUCCESS;
-  }
-}
-
 enum { EV_NODE, EV_SINK, EV_MARK, EV_KERNEL, EV_UNSORT0, EV_UNSORT1, EV_OUT0, EV_OUT1, EV_COUNTS, EV_N };
 
 int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg, uint64_t counts[2],
@@ -700,8 +677,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     hy_cl_release_events(ev, EV_N);
     return hy_err_set(err, "OpenCL: reading walk results failed on %s: %s", cl->name, hy_cl_errname(e));
   }
-  e = spin_wait(cl, ev[EV_COUNTS]);
-  if (e == CL_SUCCESS) e = clFinish(cl->q);
+  e = clFinish(cl->q);
   if (e != CL_SUCCESS) {
     hy_cl_release_events(ev, EV_N);
     return hy_err_set(err, "OpenCL: tree walk failed on %s: %s (a kernel fault or too little device memory)",
