@@ -114,7 +114,12 @@ int hy_shm_reserve(struct hy_shm *S, uint64_t need, uint64_t want, struct hy_err
     if (check(S, rc, "freeing the shared-memory window", err)) return -1;
     S->win = MPI_WIN_NULL;
   }
+  /* a whole number of 64-byte lines, so that the second half is aligned
+   * for any element type */
   uint64_t cap = mx[1] > 0 ? mx[1] : 1;
+  if (cap > UINT64_MAX - 63) return hy_err_set(err, "%s: %llu bytes do not fit a shared-memory window", S->what,
+                                               (unsigned long long)cap);
+  cap = (cap + 63) / 64 * 64;
   if (cap > (uint64_t)(SIZE_MAX / 2) || 2 * cap > (uint64_t)PTRDIFF_MAX)
     return hy_err_set(err, "%s: %llu bytes do not fit a shared-memory window", S->what, (unsigned long long)cap);
   MPI_Info info;

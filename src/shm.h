@@ -41,7 +41,8 @@ int hy_shm_all(const struct hy_shm *S);
  *  address the current exchange's half. Returns 0 or -1. */
 int hy_shm_reserve(struct hy_shm *S, uint64_t need, uint64_t want, struct hy_err *err);
 
-/** This rank's half for the current exchange (after hy_shm_reserve). */
+/** This rank's half for the current exchange (after hy_shm_reserve),
+ *  aligned to 64 bytes (as the window's segments are, to a page). */
 unsigned char *hy_shm_mine(const struct hy_shm *S);
 
 /** Peer r's half for the current exchange: read it after hy_shm_sync. */
