@@ -613,6 +613,7 @@ static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t n
       hy_cl_ensure_buf(cl, &cl->sink, hy_size_mul_or_die(n, 16, "sinks"), "sinks", err))
     return -1;
   cl->sink_id = 0;
+  cl->node_id[0] = 0; /* from here on the slot-0 records hold this tree's links */
   const cl_uint nm = (cl_uint)n, nc = total;
   const cl_int l_npart = (cl_int)nl, item_base = (cl_int)(nl + L->n_cell), u_base = (cl_int)(nl + L->n_cell + m);
   const cl_float a_err = (cl_float)a_err_d;
