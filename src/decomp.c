@@ -258,11 +258,8 @@ struct hy_decomp *hy_decomp_create(MPI_Comm comm, const int grid[3], double samp
   MPI_TRY(MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   MPI_TRY(MPI_Comm_rank(d->comm, &d->rank), "MPI_Comm_rank");
   MPI_TRY(MPI_Comm_size(d->comm, &d->size), "MPI_Comm_size");
-  {
-    /* HYTREE_LET_SHM=0 on any rank: every record in MPI messages */
-    const char *env = getenv("HYTREE_LET_SHM");
-    d->shm = hy_shm_create(d->comm, !(env && strcmp(env, "0") == 0), "domain decomposition", "dd_window");
-  }
+  /* HYTREE_LET_SHM=0 on any rank: every record in MPI messages */
+  d->shm = hy_shm_create(d->comm, hy_shm_env(), "domain decomposition", "dd_window");
   if (grid) {
     if (grid[0] < 1 || grid[1] < 1 || grid[2] < 1 || (long long)grid[0] * grid[1] * grid[2] != d->size) {
       hy_err_set(err, "DomainGrid %dx%dx%d needs %lld MPI ranks, the run has %d", grid[0], grid[1], grid[2],

@@ -445,14 +445,6 @@ static void take_build(struct hy_force *f, const struct hy_cl_build_result *res,
   }
 }
 
-/* The device build from positions packed relative to f->origin (pos4, or
- * the device state's when NULL) in the key cube (centre, half); t_host is
- * the host time spent so far. slot 0: the local tree (f->tree's counts and
- * frame); slot 1: the merged tree of local particles and LET items (f->m_*),
- * which leaves the local tree on the device for the hard steps' refits; its
- * first n_local positions are the local build's, whose key order it reuses
- * (hy_cl_build_args.merge_local: the local build keeps its keys on several
- * ranks, all of whose trees share one key cube, cube_for). */
 /* Merged builds from the device state grafted onto the local tree
  * (HYTREE_GRAFT=0: beside it, as a tree of their own). */
 static int graft_wanted(void) {
@@ -466,6 +458,14 @@ static int graft_wanted(void) {
   return w;
 }
 
+/* The device build from positions packed relative to f->origin (pos4, or
+ * the device state's when NULL) in the key cube (centre, half); t_host is
+ * the host time spent so far. slot 0: the local tree (f->tree's counts and
+ * frame); slot 1: the merged tree of local particles and LET items (f->m_*),
+ * which leaves the local tree on the device for the hard steps' refits; its
+ * first n_local positions are the local build's, whose key order it reuses
+ * (hy_cl_build_args.merge_local: the local build keeps its keys on several
+ * ranks, all of whose trees share one key cube, cube_for). */
 static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, const float *pos4, const float *grp,
                         const double centre[3], double half, double t_host, int refit, struct hy_err *err) {
   double t1 = hy_wtime();
@@ -954,14 +954,6 @@ static void merged_cube(struct hy_force *f, float *items, float *grp, double cen
   *half = f->cube_h;
 }
 
-/* The merged walk of the device state (soft steps on several ranks, hard
- * ones with LETWalk merged; p's positions are the device's): the LET
- * exchanged after the local build,
- * the items packed in its frame (with their B2, b_max) behind the state's
- * packed positions on the device, the merged tree built and walked there,
- * each particle and item a sink skipping its own node, and the particles'
- * results turned into the state's accelerations on the device; as
- * merged_walk_device with the host's copy. */
 /* Room for the m LET items of a merged walk of the device state, in the
  * host buffers the device takes them from (hy_let_floats.alloc). */
 static float *items_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
@@ -972,6 +964,14 @@ static float *items_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
   return *grp ? items : NULL;
 }
 
+/* The merged walk of the device state (soft steps on several ranks, hard
+ * ones with LETWalk merged; p's positions are the device's): the LET
+ * exchanged after the local build,
+ * the items packed in its frame (with their B2, b_max) behind the state's
+ * packed positions on the device, the merged tree built and walked there,
+ * each particle and item a sink skipping its own node, and the particles'
+ * results turned into the state's accelerations on the device; as
+ * merged_walk_device with the host's copy. */
 static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err) {
   /* the items received straight into floats relative to the local build's
    * frame, as merged_cube packs them on the host's path */
@@ -981,8 +981,7 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   const size_t n = p->n, m = fl.n, nm = n + m;
   double frame[3];
   memcpy(frame, f->frame, sizeof frame);
-  float *grp = NULL, *items = items_room(f, m, &grp, err); /* the same buffers, their contents kept */
-  if (!items) return -1;
+  float *items = fl.pos4, *grp = fl.grp;
   const double *centre = f->cube_c, half = f->cube_h; /* merged_cube's */
   double tu = 0.0;
   const double ta = hy_trace_t();

@@ -97,8 +97,7 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
   L->run_first = hy_calloc("LET runs", P + 1, sizeof(size_t));
   /* the ranks of this node (collective); HYTREE_LET_SHM=0 on any rank
    * sends every rank's items in messages */
-  const char *env = getenv("HYTREE_LET_SHM");
-  L->shm = hy_shm_create(comm, !(env && strcmp(env, "0") == 0), "LET", "let_window");
+  L->shm = hy_shm_create(comm, hy_shm_env(), "LET", "let_window");
   return L;
 }
 
@@ -521,7 +520,8 @@ static int test_fail_now(void) {
  * copied to dst[k] (dst not NULL), or turned into the remote particles of
  * the same indices: positions back in the absolute frame (this rank's
  * frame plus the float offset, which a pack relative to that frame turns
- * into the same float again). */
+ * into the same float again), or (pos4 not NULL) straight into the floats
+ * that packing those particles relative to origin would give. */
 struct runs_job {
   const float **src;
   float **dst;
@@ -620,6 +620,8 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
     pos4 = fl->alloc(fl->ctx, (size_t)total, &grp4, err);
     if (!pos4 || !grp4) return -1;
     fl->n = (size_t)total;
+    fl->pos4 = pos4;
+    fl->grp = grp4;
   } else {
     hy_part_use_groups(remote);
     hy_part_resize(remote, (size_t)total);

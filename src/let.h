@@ -126,7 +126,9 @@ struct hy_let_floats {
   const double *origin;
   float *(*alloc)(void *ctx, size_t m, float **grp, struct hy_err *err);
   void *ctx;
-  size_t n; /**< out: the items received */
+  size_t n;   /**< out: the items received */
+  float *pos4; /**< out: where alloc put them */
+  float *grp;
 };
 
 /** hy_let_exchange straight into floats (out->alloc) relative to

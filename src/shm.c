@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "trace.h"
@@ -30,6 +31,11 @@ static int check(const struct hy_shm *S, int rc, const char *call, struct hy_err
   char m[256];
   snprintf(m, sizeof m, "%s: %s", S->what, call);
   return hy_mpi_check(rc, m, err);
+}
+
+int hy_shm_env(void) {
+  const char *e = getenv("HYTREE_LET_SHM");
+  return !(e && strcmp(e, "0") == 0);
 }
 
 struct hy_shm *hy_shm_create(MPI_Comm comm, int want, const char *what, const char *phase) {

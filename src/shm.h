@@ -17,6 +17,10 @@
 
 struct hy_shm;
 
+/** Whether this rank's environment allows the windows: not
+ *  HYTREE_LET_SHM=0 (the switch for the LET and the decomposition alike). */
+int hy_shm_env(void);
+
 /** Collective on comm: the ranks of this node (none when alone on it, or
  *  when any rank passes want = 0: then every rank uses messages). `what`
  *  names the user in messages ("LET"), `phase` the trace phase of a window

@@ -73,7 +73,7 @@ EXTRA_DIST += tests/galaxy_snapshot.sh
 TESTS += tests/bad_input_corpus.sh
 EXTRA_DIST += tests/bad_input_corpus.sh tests/bad-input
 TESTS += tests/mpi_run.sh
-EXTRA_DIST += tests/mpi_run.sh
+EXTRA_DIST += tests/mpi_run.sh tests/same_run.sh
 
 check_PROGRAMS += tests/test_decomp
 tests_test_decomp_LDADD = $(HY_TESTLIBS)

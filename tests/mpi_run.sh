@@ -42,6 +42,7 @@ set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
+. "$top_srcdir/tests/same_run.sh"
 if [ -z "${MPIEXEC:-}" ]; then echo "SKIP: no MPI launcher"; exit 77; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp="$top_builddir/tests/tmp-mpi-run-$$"
@@ -164,21 +165,11 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
       { echo "FAIL: HYTREE_LET_SHM=0 run does not say that its LET goes through MPI messages"; fail=1; }
     grep -q "summary: rank 0 grafted 0 of its" "$tmp/mpi3m.log" ||
       { echo "FAIL: HYTREE_GRAFT=0 run grafted a merged tree"; fail=1; }
-    cmp "$tmp/mpi3s/energy.csv" "$tmp/mpi3m/energy.csv" ||
-      { echo "FAIL: 3 ranks: energy.csv differs between the LET through shared memory and through messages"; fail=1; }
-    if command -v h5diff >/dev/null 2>&1; then
-      h5diff "$tmp/mpi3s/snapshot_001.hdf5" "$tmp/mpi3m/snapshot_001.hdf5" /PartType1 /PartType1 ||
-        { echo "FAIL: 3 ranks: the final snapshot differs between shared memory and messages"; fail=1; }
-    fi
+    same_run "$tmp/mpi3s" "$tmp/mpi3m" "3 ranks, shared memory and grafted trees against messages and plain ones"
   else
     echo "FAIL: 3-rank run with HYTREE_LET_SHM=0:"; cat "$tmp/mpi3m.log"; fail=1
   fi
-  cmp "$tmp/mpi3d/energy.csv" "$tmp/mpi3s/energy.csv" ||
-    { echo "FAIL: 3 ranks: energy.csv differs with the state on the device"; fail=1; }
-  if command -v h5diff >/dev/null 2>&1; then
-    h5diff "$tmp/mpi3d/snapshot_001.hdf5" "$tmp/mpi3s/snapshot_001.hdf5" /PartType1 /PartType1 ||
-      { echo "FAIL: 3 ranks: the final snapshot differs with the state on the device"; fail=1; }
-  fi
+  same_run "$tmp/mpi3d" "$tmp/mpi3s" "3 ranks, the state on the host against the state on the device"
   # its timelines (HYTREE_TRACE): one file per rank with the sub-steps and
   # the device thread's walks, which tools/trace_report.py summarises
   for r in 0 1 2; do

@@ -30,14 +30,7 @@ OutputDir     $tmp/unused
 TimeEnd       0.3
 SnapshotFields Acceleration,Potential
 EOP
-same() { # dir1 dir2 what: particle data and header bitwise (RunParameters names other directories)
-  for obj in /PartType1 /Header; do
-    if ! h5diff "$1/snapshot_001.hdf5" "$2/snapshot_001.hdf5" "$obj" "$obj" >"$tmp/h5diff.log" 2>&1; then
-      echo "FAIL: $3: final snapshots differ in $obj"; head -n 20 "$tmp/h5diff.log"; fail=1
-    fi
-  done
-  cmp -s "$1/energy.csv" "$2/energy.csv" || { echo "FAIL: $3: energy.csv differs"; fail=1; }
-}
+. "${top_srcdir:-.}/tests/same_run.sh"
 for run in 1 1dev 2 2dev 2state; do
   np=${run%%[a-z]*}
   case $run in
@@ -59,25 +52,25 @@ for run in 1 1dev 2 2dev 2state; do
   grep -q "stopped by SIGTERM" "$d.log" || { echo "FAIL: no stop message ($np)"; cat "$d.log"; fail=1; }
   [ ! -e "$d.stopped/snapshot_001.hdf5" ] || { echo "FAIL: the stopped run wrote the final snapshot"; fail=1; }
   $launch "$HYTREE" run --restart "$d.stopped" --quiet || { echo "FAIL: resumed run ($np)"; fail=1; }
-  same "$d.straight" "$d.stopped" "$np rank(s), SIGTERM after step 1 and resume"
+  same_run "$d.straight" "$d.stopped" "$np rank(s), SIGTERM after step 1 and resume"
   # SIGKILL while the second restart set is written: the first one stays loadable
   HYTREE_TEST_KILL_IN_RESTART=2 $launch "$HYTREE" run "$tmp/p.txt" $dev -P "OutputDir=$d.killed" \
     -P RestartEverySoftSteps=1 >/dev/null 2>&1 && { echo "FAIL: the killed run exited 0 ($np)"; fail=1; }
   grep -q "^A $np 1\$" "$d.killed/restart/current" ||
     { echo "FAIL: after the kill the restart pointer is not the first set:"; cat "$d.killed/restart/current"; fail=1; }
   $launch "$HYTREE" run --restart "$d.killed" --quiet || { echo "FAIL: resume after SIGKILL ($np)"; fail=1; }
-  same "$d.straight" "$d.killed" "$np rank(s), SIGKILL while writing a restart set and resume"
+  same_run "$d.straight" "$d.killed" "$np rank(s), SIGKILL while writing a restart set and resume"
   if [ "$run" = 1dev ]; then
     grep -q "tree built on the device, particle state kept on the device" "$d.log" ||
       { echo "FAIL: ParticleState device did not keep the state on the device"; cat "$d.log"; fail=1; }
     "$HYTREE" run "$tmp/p.txt" -P TreeBuild=device -P ParticleState=host -P "OutputDir=$d.hoststate" --quiet ||
       { echo "FAIL: device-built tree, state on the host"; fail=1; }
-    same "$d.straight" "$d.hoststate" "the state on the device against the state on the host"
+    same_run "$d.straight" "$d.hoststate" "the state on the device against the state on the host"
   fi
   if [ "$run" = 2state ]; then
     grep -q "tree built on the device, particle state kept on the device (decomposed there)" "$d.log" ||
       { echo "FAIL: 2 ranks, ParticleState device did not keep the state on the device"; cat "$d.log"; fail=1; }
-    same "$d.straight" "$tmp/np2dev.straight" "2 ranks: the state on the device against the host"
+    same_run "$d.straight" "$tmp/np2dev.straight" "2 ranks: the state on the device against the host"
   fi
 done
 
