@@ -641,6 +641,9 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     }
     size_t global = n_wg * local;
     e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, &ev[EV_KERNEL]);
+    /* submitted now, not when the results are asked for (an implementation
+     * may hold commands back until a flush) */
+    if (e == CL_SUCCESS) e = clFlush(cl->q);
     t_enq = hy_wtime() - t_call;
     if (e != CL_SUCCESS) {
       hy_cl_release_events(ev, EV_N);
@@ -697,6 +700,14 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     times->unsort = hy_cl_event_seconds(ev[EV_UNSORT0]) + hy_cl_event_seconds(ev[EV_UNSORT1]);
     times->enqueue = t_enq;
     times->span = events_span(ev, EV_N);
+    cl_ulong tq = 0, ts = 0, t0 = 0;
+    if (clGetEventProfilingInfo(ev[EV_KERNEL], CL_PROFILING_COMMAND_QUEUED, sizeof tq, &tq, NULL) == CL_SUCCESS &&
+        clGetEventProfilingInfo(ev[EV_KERNEL], CL_PROFILING_COMMAND_SUBMIT, sizeof ts, &ts, NULL) == CL_SUCCESS &&
+        clGetEventProfilingInfo(ev[EV_KERNEL], CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+        tq <= ts && ts <= t0) {
+      times->submit = 1e-9 * (double)(ts - tq);
+      times->start = 1e-9 * (double)(t0 - ts);
+    }
   }
   hy_cl_release_events(ev, EV_N);
   if (counts) {

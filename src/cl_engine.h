@@ -39,6 +39,8 @@ struct hy_cl_times {
   double unsort;   /**< of kernel: results into (or added to) the host's order */
   double enqueue;  /**< host time from the walk's call to its kernel's enqueue returning */
   double span;     /**< device time from the first command's start to the last one's end */
+  double submit;   /**< the walk kernel's wait from its enqueue to its submission to the device (profiling) */
+  double start;    /**< and from its submission to its start */
 };
 
 /** A tree and its sinks for one walk. Node records as in hy_shared.h. */

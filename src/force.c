@@ -51,7 +51,8 @@ struct hy_force {
   MPI_Comm comm;
   int nranks;
   struct hy_let *let;
-  struct hy_part remote;    /* LET items received (positions, masses) */
+  struct hy_part remote;    /* LET items received (positions, masses), but not a hard walk's (n_items) */
+  size_t n_items;           /* the items of the last exchange (hard ones only in floats: hard_items_room) */
   struct hy_tree rtree;     /* remote tree */
   float *rnode;             /* its node records, in the local tree's frame */
   size_t rnode_cap;
@@ -1065,7 +1066,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   if (rc == 0) rc = remote_build_side(f, err);
   if (wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
   if (rc == 0 && ov) rc = ov(f->ov_ctx, 2, err);
-  if (rc == 0 && f->let && f->remote.n > 0) { /* its results added to the local walk's, on the device */
+  if (rc == 0 && f->let && f->n_items > 0) { /* its results added to the local walk's, on the device */
     struct walk_job *rj = &f->job[1];
     second_tree_job(f, rj, &lj->wc, p->n, 0, -1, NULL, NULL);
     rj->a.sinks_resident = 1;
@@ -1218,6 +1219,10 @@ static int walk_job_run(void *arg) {
     hy_trace_span(HY_TRACE_DEVICE, remote ? "rw_enqueue" : "w_enqueue", t0, t0 + m->enqueue);
     const double extra = (t_end - t0) - m->enqueue - m->span;
     hy_trace_span(HY_TRACE_DEVICE, remote ? "rw_unseen" : "w_unseen", t_end - (extra > 0 ? extra : 0), t_end);
+    /* the kernel's waits before it ran (profiling: queued, submitted, started) */
+    const double t_k = t0 + m->enqueue;
+    hy_trace_span(HY_TRACE_DEVICE, remote ? "rw_submit" : "w_submit", t_k, t_k + m->submit);
+    hy_trace_span(HY_TRACE_DEVICE, remote ? "rw_start" : "w_start", t_k + m->submit, t_k + m->submit + m->start);
   }
   return rc;
 }
@@ -1246,6 +1251,7 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
   struct hy_let_stats ls = {0};
   f->rdev = 0; /* until remote_tree has the remote tree built on the device */
   f->pnode = NULL;
+  f->n_items = 0;
   const int hard = mode == HY_WALK_HARD;
   int rc = selected ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, f->frame, &ls, err);
   if (rc == 0) {
@@ -1266,6 +1272,7 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
   f->st.let_bytes_sent += ls.bytes_sent;
   f->st.let_bytes_recv += ls.bytes_recv;
   if (rc != 0) return -1;
+  f->n_items = fl ? fl->n : f->remote.n;
   f->last_hard = hard ? ls.n_recv : ls.n_recv_hard;
   return 0;
 }
@@ -1299,31 +1306,41 @@ static void set_rbox(struct hy_force *f, const double red[6]) {
 }
 
 /* With a device-built local tree the remote tree is built on the device as
- * well: here its items are packed in the local records' frame (with their
- * B2 and b_max) and its key cube is chosen as for a local build; then
- * remote_build_side builds it on the engine's second queue while the device
- * thread's local walk runs on the first (hy_cl_tree_build_side: slot 1 and
- * the build's buffers, none of the walk's), so that the remote walk can
- * start right after the local one (before, the device thread built it then:
- * 2.2-2.7 ms per hard step at 2^26 on two or four GPUs, in the critical
- * path). */
-static int remote_device_args(struct hy_force *f, int mode, struct hy_err *err) {
+ * well: here the key cube of its m items (packed in the local records' frame
+ * with their B2 and b_max: pos4, grp in the pinned HY_CL_HOST_ITEMS buffer;
+ * red: lo[3], hi[3] of their positions relative to that frame; sample:
+ * hy_tree_sample of the items' positions) is chosen as for a local build;
+ * then remote_build_side builds it on the engine's second queue while the
+ * device thread's local walk runs on the first (hy_cl_tree_build_side: slot
+ * 1 and the build's buffers, none of the walk's), so that the remote walk
+ * can start right after the local one (before, the device thread built it
+ * then: 2.2-2.7 ms per hard step at 2^26 on two or four GPUs, in the
+ * critical path). */
+static void remote_device_args(struct hy_force *f, int mode, const float *pos4, const float *grp, size_t m,
+                               const double red[6], const double *sample, size_t s) {
+  double centre[3], half;
+  key_cube(m, red, f->frame, sample, s, centre, &half);
+  f->rbuild = build_args(f, f->frame, pos4, grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
+  f->rbuild.open_all = mode == HY_WALK_HARD; /* every cell opened, as in remote_points */
+  set_rbox(f, red);
+  f->rdev = 1; /* to be built by remote_build_side */
+}
+
+/* remote_device_args of the items in f->remote (soft walks with LETWalk
+ * separate), packed here. */
+static int remote_device_pack(struct hy_force *f, int mode, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t m = f->remote.n;
   float *buf = hy_cl_host_buffer(f->cl, HY_CL_HOST_ITEMS, hy_size_mul_or_die(m, 24, "LET items"), err);
   if (!buf) return -1;
   float *pos4 = buf, *grp = buf + 4 * m;
-  double red[10], sample[3 * HY_TREE_SAMPLE], centre[3], half;
+  double red[10], sample[3 * HY_TREE_SAMPLE];
   uint64_t bad = UINT64_MAX; /* items are checked where they are sent from */
   pack_run(f, &f->remote, f->frame, pos4, grp, red, &bad);
   const size_t s = hy_tree_sample(f->remote.pos, m, sample);
-  key_cube(m, red, f->frame, sample, s, centre, &half);
-  f->rbuild = build_args(f, f->frame, pos4, grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
-  f->rbuild.open_all = mode == HY_WALK_HARD; /* every cell opened, as in remote_points */
-  set_rbox(f, red);
+  remote_device_args(f, mode, pos4, grp, m, red, sample, s);
   f->st.remote_build += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "remote_pack", t0);
-  f->rdev = 1; /* to be built by remote_build_side */
   return 0;
 }
 
@@ -1355,17 +1372,10 @@ static int remote_build_side(struct hy_force *f, struct hy_err *err) {
  * build it (hy_tree_point_records) while the device walks the local tree,
  * in the pinned buffer that the remote walk uploads, where a device build
  * of its ~100 small kernels would follow the local walk. */
-static int remote_points(struct hy_force *f, struct hy_err *err) {
+static int remote_points(struct hy_force *f, const float *pos4, size_t m, const double red[6], struct hy_err *err) {
   double t0 = hy_wtime();
-  const size_t m = f->remote.n;
-  float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_ITEMS, hy_size_mul_or_die(m, 16, "LET items"), err);
-  float *node = pos4 ? hy_cl_host_buffer(f->cl, HY_CL_HOST_RTREE, hy_size_mul_or_die(m, 64, "remote tree records"),
-                                         err)
-                     : NULL;
+  float *node = hy_cl_host_buffer(f->cl, HY_CL_HOST_RTREE, hy_size_mul_or_die(m, 64, "remote tree records"), err);
   if (!node) return -1;
-  double red[10];
-  uint64_t bad = UINT64_MAX; /* items are checked where they are sent from */
-  pack_run(f, &f->remote, f->frame, pos4, NULL, red, &bad);
   set_rbox(f, red);
   f->p_cells = hy_tree_point_records(&f->rtree, pos4, m, f->rbox, f->cfg.n_crit, node, f->pool);
   f->pnode = node;
@@ -1374,17 +1384,45 @@ static int remote_points(struct hy_force *f, struct hy_err *err) {
   return 0;
 }
 
+/* Room for the m items of a hard walk's exchange (hy_let_floats.alloc): in
+ * the pinned buffer that the remote build or walk uploads, positions and
+ * masses (4 floats each), then their B2 and b_max (2 each). */
+static float *hard_items_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  const size_t k = m ? m : 1;
+  float *buf = hy_cl_host_buffer(f->cl, HY_CL_HOST_ITEMS, hy_size_mul_or_die(k, 24, "LET items"), err);
+  *grp = buf ? buf + 4 * k : NULL;
+  return buf;
+}
+
+/* A hard walk's exchange, its items straight into the floats of the remote
+ * tree (relative to the local records' frame, as packing the received
+ * particles would make them, with their range and sample from the same
+ * pass), and its remote tree: of points (remote_points), or on the device
+ * (remote_device_args). */
+static int remote_hard(struct hy_force *f, const struct hy_part *p, int selected, struct hy_err *err) {
+  double range[6], sample[3 * HY_TREE_SAMPLE];
+  struct hy_let_floats fl = {.origin = f->frame, .alloc = hard_items_room, .ctx = f, .range = range, .sample = sample};
+  if (exchange_let(f, p, HY_WALK_HARD, selected, &fl, err) != 0) return -1;
+  const size_t m = fl.n;
+  if (m == 0 || p->n == 0) return 0;
+  if (f->dev_build && m >= 2 && f->cfg.hard_remote == HY_TREE_BUILD_DEVICE) {
+    remote_device_args(f, HY_WALK_HARD, fl.pos4, fl.grp, m, range, sample, fl.n_sample);
+    return 0;
+  }
+  return remote_points(f, fl.pos4, m, range, err);
+}
+
 /* Exchange the LET and build the remote tree of the received items: for a
  * hard walk a tree of points (remote_points), else an octree with the
  * moments of the MAC; with a device-built local tree, on the device (a
  * hard walk's too with HardRemoteTree device, the default on GPUs: every
  * cell opened). */
 static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
+  if (mode == HY_WALK_HARD) return remote_hard(f, p, selected, err);
   if (exchange_let(f, p, mode, selected, NULL, err) != 0) return -1;
   if (f->remote.n == 0 || p->n == 0) return 0;
-  const int on_device = f->dev_build && f->remote.n >= 2;
-  if (mode == HY_WALK_HARD && !(on_device && f->cfg.hard_remote == HY_TREE_BUILD_DEVICE)) return remote_points(f, err);
-  if (on_device) return remote_device_args(f, mode, err);
+  if (f->dev_build && f->remote.n >= 2) return remote_device_pack(f, mode, err);
   return build_second_tree(f, &f->remote, 0, err);
 }
 
@@ -1422,9 +1460,9 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
     j->a.root = f->rbres.root;
   } else if (f->pnode) { /* a tree of points, uploaded with the walk */
     j->a.node = f->pnode;
-    j->a.n_nodes = f->remote.n + f->p_cells;
-    j->a.n_part = f->remote.n;
-    j->a.root = (int32_t)f->remote.n;
+    j->a.n_nodes = f->n_items + f->p_cells;
+    j->a.n_part = f->n_items;
+    j->a.root = (int32_t)f->n_items;
   } else {
     j->a.node = f->rnode;
     j->a.n_nodes = hy_tree_n_nodes(&f->rtree);
@@ -1627,7 +1665,7 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   /* 3. join, then the device walks the remote tree with the same sinks */
   if (p->n && wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
   if (rc != 0) return -1;
-  int have_remote = f->let && f->remote.n > 0 && p->n > 0;
+  int have_remote = f->let && f->n_items > 0 && p->n > 0;
   if (have_remote && f->dev_build) {
     /* the sinks are the device build's particles, already there; the sums
      * of both walks come back in one transfer */

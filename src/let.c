@@ -25,6 +25,7 @@
 #include "hy_shared.h"
 #include "shm.h"
 #include "trace.h"
+#include "tree.h"
 
 /* Floats per item (HY_LET_ITEM): the position relative to the receiver's
  * frame, the mass, and the B2 and b_max of a sent cell (0 for a particle),
@@ -76,6 +77,8 @@ struct hy_let {
   const float **run_src;    /* per rank: the runs of items an exchange copies or turns into particles */
   float **run_dst;
   size_t *run_first;        /* P + 1 */
+  double *range;            /* 6 per pool thread: an exchange's item ranges (hy_let_floats.range) */
+  int range_n;
 };
 
 struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
@@ -127,6 +130,7 @@ void hy_let_free(struct hy_let *L) {
   hy_free(L->run_src);
   hy_free(L->run_dst);
   hy_free(L->run_first);
+  hy_free(L->range);
   hy_free(L);
 }
 
@@ -530,10 +534,10 @@ struct runs_job {
   struct hy_part *q;
   const double *origin; /* with pos4: floats relative to it instead of q */
   float *pos4, *grp;
+  double *range; /* with pos4, optional: 6 per thread, lo[3] and hi[3] of the finite positions relative to origin */
 };
 
 static void runs_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
   const struct runs_job *j = arg;
   int k = 0;
   for (size_t g = b; g < e;) {
@@ -544,11 +548,28 @@ static void runs_body(void *arg, size_t b, size_t e, int tid) {
       memcpy(j->dst[k] + ITEM * i0, it, m * ITEM * sizeof(float));
     } else if (j->pos4) { /* as the remote particles packed relative to origin (force.c, pack_run) */
       const double *F = j->F, *o = j->origin;
+      double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
       for (size_t i = g; i < g + m; i++, it += ITEM) {
-        for (int d = 0; d < 3; d++) j->pos4[4 * i + d] = (float)((F[d] + (double)it[d]) - o[d]);
+        double x[3];
+        for (int d = 0; d < 3; d++) {
+          x[d] = (F[d] + (double)it[d]) - o[d];
+          j->pos4[4 * i + d] = (float)x[d];
+        }
         j->pos4[4 * i + 3] = it[3];
         j->grp[2 * i] = it[4];
         j->grp[2 * i + 1] = it[5];
+        if (isfinite(x[0]) & isfinite(x[1]) & isfinite(x[2])) /* plain compares, as pack_run's */
+          for (int d = 0; d < 3; d++) {
+            lo[d] = x[d] < lo[d] ? x[d] : lo[d];
+            hi[d] = x[d] > hi[d] ? x[d] : hi[d];
+          }
+      }
+      if (j->range) {
+        double *r = j->range + 6 * (size_t)tid;
+        for (int d = 0; d < 3; d++) {
+          r[d] = fmin(r[d], lo[d]);
+          r[3 + d] = fmax(r[3 + d], hi[d]);
+        }
       }
     } else {
       struct hy_part *q = j->q;
@@ -571,6 +592,31 @@ int hy_let_test_small(void) {
     v = e && *e == '1';
   }
   return v;
+}
+
+/* Per-thread room for the exchange's ranges (runs_job.range), kept. */
+static double *scratch_range(struct hy_let *L, int nt) {
+  if (L->range_n < nt) {
+    hy_free(L->range);
+    L->range = hy_malloc("LET item ranges", (size_t)nt, 6 * sizeof(double));
+    L->range_n = nt;
+  }
+  return L->range;
+}
+
+/* hy_tree_sample of the remote particles that the nrun runs of items
+ * (first, src as in runs_job) would make, positions F + (double)x: item
+ * (j m) / s for j < s = min(m, HY_TREE_SAMPLE). Returns s. */
+static size_t sample_items(const float *const *src, const size_t *first, int nrun, const double *F, double *sample) {
+  const size_t m = nrun ? first[nrun] : 0, s = m < HY_TREE_SAMPLE ? m : HY_TREE_SAMPLE;
+  int k = 0;
+  for (size_t j = 0; j < s; j++) {
+    const size_t i = (size_t)(((uint64_t)j * m) / s); /* ascending */
+    while (first[k + 1] <= i) k++;
+    const float *it = src[k] + ITEM * (i - first[k]);
+    for (int d = 0; d < 3; d++) sample[3 * j + d] = F[d] + (double)it[d];
+  }
+  return s;
 }
 
 /* Whether rank r's items travel through the node's shared memory. */
@@ -675,10 +721,14 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
       }
     struct runs_job cj = {.src = src, .dst = dst, .first = first};
     if (nrun) hy_pool_for(L->pool, first[nrun], 16384, runs_body, &cj);
-    if (hy_shm_sync(L->shm, err) != 0) return -1;
+    hy_trace(HY_TRACE_MAIN, "li_put", t1);
   }
+  const double tw = hy_trace_t();
+  if (hy_let_node_ranks(L) > 0 && hy_shm_sync(L->shm, err) != 0) return -1;
   rc = nreq > 0 ? MPI_Waitall(nreq, L->req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
   if (hy_mpi_check(rc, "LET: exchange of the items", err)) return -1;
+  hy_trace(HY_TRACE_MAIN, "li_wait", tw);
+  const double tt = hy_trace_t();
   /* every source's items, in rank order, into the remote particles */
   nrun = 0;
   first[0] = 0;
@@ -696,10 +746,33 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
     nrun++;
   }
   {
+    const int nt = hy_pool_size(L->pool);
+    double *range = NULL;
+    if (fl && fl->range) {
+      range = scratch_range(L, nt);
+      for (int t = 0; t < nt; t++)
+        for (int d = 0; d < 3; d++) {
+          range[6 * t + d] = INFINITY;
+          range[6 * t + 3 + d] = -INFINITY;
+        }
+    }
     struct runs_job rj = {.src = src, .first = first, .F = L->frame + 3 * L->rank, .q = remote,
-                          .origin = fl ? fl->origin : NULL, .pos4 = pos4, .grp = grp4};
+                          .origin = fl ? fl->origin : NULL, .pos4 = pos4, .grp = grp4, .range = range};
     if (nrun) hy_pool_for(L->pool, (size_t)total, 16384, runs_body, &rj);
+    if (range) {
+      for (int d = 0; d < 3; d++) {
+        fl->range[d] = INFINITY;
+        fl->range[3 + d] = -INFINITY;
+      }
+      for (int t = 0; t < nt; t++)
+        for (int d = 0; d < 3; d++) {
+          fl->range[d] = fmin(fl->range[d], range[6 * t + d]);
+          fl->range[3 + d] = fmax(fl->range[3 + d], range[6 * t + 3 + d]);
+        }
+    }
+    if (fl && fl->sample) fl->n_sample = sample_items(src, first, nrun, L->frame + 3 * L->rank, fl->sample);
   }
+  hy_trace(HY_TRACE_MAIN, "li_take", tt);
   st->n_sent += sent;
   st->n_recv += total;
   st->n_recv_hard += hard;

@@ -126,8 +126,12 @@ struct hy_let_floats {
   const double *origin;
   float *(*alloc)(void *ctx, size_t m, float **grp, struct hy_err *err);
   void *ctx;
-  size_t n;   /**< out: the items received */
-  float *pos4; /**< out: where alloc put them */
+  double *range;  /**< optional (else NULL): lo[3], hi[3] of the finite positions relative to origin, in double
+                       before rounding to float (as a pack of the remote particles finds them) */
+  double *sample; /**< optional: room for HY_TREE_SAMPLE positions, hy_tree_sample of the remote particles' */
+  size_t n;       /**< out: the items received */
+  size_t n_sample; /**< out: the positions in sample */
+  float *pos4;    /**< out: where alloc put them */
   float *grp;
 };
 
