@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "tree.h"
+#include "trace.h"
 
 #include <float.h>
 #include <math.h>
@@ -1378,6 +1379,7 @@ size_t hy_tree_point_records(struct hy_tree *t, const float *pos4, size_t m, con
                      .m = m, .n_crit = n_crit < 1 ? 1 : n_crit};
   for (int d = 0; d < 3; d++) j.lo[d] = isfinite(box[d]) ? box[d] : 0.0;
   j.scale = side > 0.0 && isfinite(side) ? (double)(1u << HY_KEY_BITS) / side : 0.0;
+  double tt = hy_trace_t();
   for (int c = 0; c < nt; c++) {
     w->red_key[2 * c] = ~(uint64_t)0;
     w->red_key[2 * c + 1] = 0;
@@ -1392,6 +1394,8 @@ size_t hy_tree_point_records(struct hy_tree *t, const float *pos4, size_t m, con
   j.key = t->key;
   j.idx = w->idx;
   hy_pool_for(pool, m, 16384, pt_gather_body, &j);
+  hy_trace(HY_TRACE_MAIN, "pt_sort", tt);
+  tt = hy_trace_t();
   /* the cells, one generation at a time from the root (node m) */
   struct pt_cell *cell = w->pt;
   cell[0] = (struct pt_cell){.b = 0, .e = (uint32_t)m, .node = (int32_t)m, .next = HY_NONE};
@@ -1421,9 +1425,12 @@ size_t hy_tree_point_records(struct hy_tree *t, const float *pos4, size_t m, con
     gs[n_gen + 2] = gs[n_gen + 1] + n_new;
     n_gen++;
   }
+  hy_trace(HY_TRACE_MAIN, "pt_cells", tt);
+  tt = hy_trace_t();
   for (int g = n_gen - 1; g >= 0; g--) {
     j.gen = cell + gs[g];
     hy_pool_for(pool, gs[g + 1] - gs[g], 1024, pt_moments_body, &j);
   }
+  hy_trace(HY_TRACE_MAIN, "pt_moments", tt);
   return gs[n_gen];
 }
