@@ -727,20 +727,24 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
   return rc;
 }
 
+int hy_cl_side_queue(struct hy_cl *cl, struct hy_err *err) {
+  if (cl->q2) return 0; /* made here, once: only distributed runs on a device need it */
+  cl_int e;
+  cl->q2 = clCreateCommandQueue(cl->ctx, cl->device, CL_QUEUE_PROFILING_ENABLE, &e);
+  if (e != CL_SUCCESS) {
+    cl->q2 = NULL;
+    return hy_err_set(err, "OpenCL: clCreateCommandQueue (second queue) failed on %s: %s", cl->name,
+                      hy_cl_errname(e));
+  }
+  return 0;
+}
+
 int hy_cl_tree_build_side(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct hy_err *err) {
   memset(res, 0, sizeof *res);
   if (a->slot != 1 || !a->pos)
     return hy_err_set(err, "internal error: a side build must build slot 1 from uploaded positions");
-  if (!cl->q2) { /* made here, once: only distributed runs with device-built remote trees need it */
-    cl_int e;
-    cl->q2 = clCreateCommandQueue(cl->ctx, cl->device, CL_QUEUE_PROFILING_ENABLE, &e);
-    if (e != CL_SUCCESS) {
-      cl->q2 = NULL;
-      return hy_err_set(err, "OpenCL: clCreateCommandQueue (second queue) failed on %s: %s", cl->name,
-                        hy_cl_errname(e));
-    }
-  }
+  if (hy_cl_side_queue(cl, err) != 0) return -1;
   hy_cl_on_side = 1;
   const int rc = hy_cl_tree_build(cl, a, res, err);
   hy_cl_on_side = 0;

@@ -246,6 +246,7 @@ void hy_cl_free(struct hy_cl *cl) {
   if (!cl) return;
   if (cl->q2) clFinish(cl->q2);
   if (cl->q) clFinish(cl->q);
+  if (cl->l_read) clReleaseEvent(cl->l_read);
   for (int m = 0; m < HY_WALK_NMODES; m++)
     for (int p = 0; p < 2; p++) {
       if (cl->walk_k[m][p]) clReleaseKernel(cl->walk_k[m][p]);

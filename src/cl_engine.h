@@ -338,8 +338,13 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
  *  of destination j and hcount[j] hard-LET items counted. seconds: wall
  *  time. Needs the state kernels (double precision). */
 int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames, size_t nb, const double frame[3],
-                     double r2, double fopen, int hard, int count_hard, float **items, size_t *count, uint64_t *hcount,
-                     double *seconds, struct hy_err *err);
+                     double r2, double fopen, int hard, int count_hard, int async, float **items, size_t *count,
+                     uint64_t *hcount, double *seconds, struct hy_err *err);
+/** With async set, hy_cl_let_select returns before *items holds the items:
+ *  their read runs on the engine's second queue (a copy engine, beside the
+ *  kernels that the first queue runs next), and hy_cl_let_wait waits for it
+ *  (nothing when no read is pending). Returns 0 or -1 with err set. */
+int hy_cl_let_wait(struct hy_cl *cl, struct hy_err *err);
 /** Particles with a non-finite position, velocity or kick acceleration
  *  (pos_only: position): their number and the lowest index (-1: none). */
 int hy_cl_state_finite(struct hy_cl *cl, int pos_only, size_t *n_bad, long *first, struct hy_err *err);

@@ -102,6 +102,7 @@ struct hy_cl {
   cl_program let_prog;
   cl_kernel k_let_vis, k_let_emit, k_let_gather;
   struct cl_buf l_vis, l_boxes, l_frames, l_cnt, l_key[2], l_val[2], l_items;
+  cl_event l_read; /* hy_cl_let_select's read of the items on the second queue, until hy_cl_let_wait */
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
   cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_owner, k_flag, k_list, k_gather_state, k_move;
@@ -126,6 +127,8 @@ extern _Thread_local int hy_cl_on_side;
 
 /* The queue of the calling thread's commands (cl_build.c). */
 static inline cl_command_queue hy_cl_queue(const struct hy_cl *cl) { return hy_cl_on_side ? cl->q2 : cl->q; }
+/* The second queue (cl->q2), made on first use. Returns 0 or -1 with err set. */
+int hy_cl_side_queue(struct hy_cl *cl, struct hy_err *err);
 
 static inline const char *hy_cl_dev_label(const struct hy_cl *cl) {
   return cl && cl->name[0] ? cl->name : "the OpenCL device";

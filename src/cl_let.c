@@ -148,9 +148,10 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
 
 
 int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames, size_t nb, const double frame[3],
-                     double r2, double fopen, int hard, int count_hard, float **items, size_t *count, uint64_t *hcount,
-                     double *seconds, struct hy_err *err) {
+                     double r2, double fopen, int hard, int count_hard, int async, float **items, size_t *count,
+                     uint64_t *hcount, double *seconds, struct hy_err *err) {
   double t0 = hy_wtime();
+  if (hy_cl_let_wait(cl, err) != 0) return -1; /* the last selection's items are read before l_items changes */
   const size_t per_pass = hy_let_test_small() ? 1 : LET_MAXB;
   struct cl_tree *T = &cl->tree[0];
   *items = NULL;
@@ -201,7 +202,15 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames
   }
   float *host = hy_cl_host_buffer(cl, HY_CL_HOST_LET, hy_size_mul_or_die(at ? at : 1, ITEM_BYTES, "LET items"), err);
   if (!host) return -1;
-  if (at) {
+  if (at && async) { /* the gather is done (select_pass ends with clFinish) */
+    if (hy_cl_side_queue(cl, err) != 0) return -1;
+    cl_int e = clEnqueueReadBuffer(cl->q2, cl->l_items.mem, CL_FALSE, 0, at * ITEM_BYTES, host, 0, NULL, &cl->l_read);
+    if (e == CL_SUCCESS) e = clFlush(cl->q2);
+    if (e != CL_SUCCESS) {
+      if (cl->l_read) clFinish(cl->q2);
+      return hy_err_set(err, "OpenCL: reading the LET items failed on %s: %s", cl->name, hy_cl_errname(e));
+    }
+  } else if (at) {
     const double tt = hy_trace_t();
     cl_int e = clEnqueueReadBuffer(cl->q, cl->l_items.mem, CL_TRUE, 0, at * ITEM_BYTES, host, 0, NULL, NULL);
     if (e != CL_SUCCESS)
@@ -210,5 +219,21 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames
   }
   *items = host;
   if (seconds) *seconds += hy_wtime() - t0;
+  return 0;
+}
+
+int hy_cl_let_wait(struct hy_cl *cl, struct hy_err *err) {
+  if (!cl->l_read) return 0;
+  const double tt = hy_trace_t();
+  cl_event ev = cl->l_read;
+  cl->l_read = NULL;
+  cl_int st = CL_COMPLETE;
+  cl_int e = clWaitForEvents(1, &ev);
+  if (e == CL_SUCCESS) e = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+  clReleaseEvent(ev);
+  hy_trace(HY_TRACE_MAIN, "ls_read_wait", tt);
+  if (e != CL_SUCCESS || st < 0)
+    return hy_err_set(err, "OpenCL: reading the LET items failed on %s: %s", cl->name,
+                      hy_cl_errname(e != CL_SUCCESS ? e : st));
   return 0;
 }

@@ -901,7 +901,7 @@ int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err)
  * walk's tight boxes exchanged (the pack's reductions give this rank's) and
  * its LET items selected on the device (hy_cl_let_select: the items, in the
  * order, of the host's selection walks), for exchange_let. */
-static int state_select(struct hy_force *f, int mode, struct hy_err *err) {
+static int state_select(struct hy_force *f, int mode, int async, struct hy_err *err) {
   struct hy_let_stats ls = {0};
   int rc = hy_let_boxes(f->let, NULL, &f->box, f->frame, &ls, err);
   f->st.let_boxes += ls.t_boxes;
@@ -925,8 +925,8 @@ static int state_select(struct hy_force *f, int mode, struct hy_err *err) {
     rank[nb++] = r;
   }
   float *items = NULL;
-  rc = hy_cl_let_select(f->cl, boxes, frames, nb, f->frame, f->cfg.r2, hy_let_full_open(f->let), hard, !hard, &items, count,
-                        hcount, NULL, err);
+  rc = hy_cl_let_select(f->cl, boxes, frames, nb, f->frame, f->cfg.r2, hy_let_full_open(f->let), hard, !hard, async,
+                        &items, count, hcount, NULL, err);
   if (rc == 0) hy_let_set_selected(f->let, rank, nb, items, count, hcount);
   hy_free(boxes);
   hy_free(frames);
@@ -1044,12 +1044,13 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
   if (merged) {
-    if (state_select(f, mode, err) != 0 || state_merged_walk(f, p, mode, want_pot, err) != 0) return -1;
+    if (state_select(f, mode, 0, err) != 0 || state_merged_walk(f, p, mode, want_pot, err) != 0) return -1;
     f->st.n_walks++;
     f->st.walk_wall += hy_wtime() - t1;
     return 0;
   }
-  if (f->let && state_select(f, mode, err) != 0) return -1;
+  /* the items' read beside the local walk (hy_cl_let_wait in exchange_let) */
+  if (f->let && state_select(f, mode, 1, err) != 0) return -1;
   /* distributed: the caller's work in the waits (hy_force_set_overlap),
    * first what the device must do ahead of the walk */
   const hy_force_overlap_fn ov = f->let ? f->ov : NULL;
@@ -1253,6 +1254,7 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
   f->pnode = NULL;
   f->n_items = 0;
   const int hard = mode == HY_WALK_HARD;
+  if (selected && hy_cl_let_wait(f->cl, err) != 0) return -1; /* the device selection's items are read */
   int rc = selected ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, f->frame, &ls, err);
   if (rc == 0) {
     if (!selected) hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
