@@ -80,6 +80,11 @@ tests_test_decomp_LDADD = $(HY_TESTLIBS)
 TESTS += tests/decomp_mpi.sh
 EXTRA_DIST += tests/decomp_mpi.sh
 
+check_PROGRAMS += tests/test_let
+tests_test_let_LDADD = $(HY_TESTLIBS)
+TESTS += tests/let_mpi.sh
+EXTRA_DIST += tests/let_mpi.sh
+
 check_PROGRAMS += tests/test_mpi_forces
 tests_test_mpi_forces_LDADD = $(HY_TESTLIBS)
 TESTS += tests/mpi_forces.sh
