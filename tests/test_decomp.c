@@ -25,6 +25,7 @@
 #include "alloc.h"
 #include "decomp.h"
 #include "hy_test.h"
+#include "hy_test_mpi.h"
 #include "log.h"
 #include "lsan.h"
 #include "part.h"
@@ -1012,13 +1013,7 @@ static void test_sample_draw(void) {
 }
 
 int main(int argc, char **argv) {
-  HY_LSAN_DISABLE();
-  MPI_Init(&argc, &argv);
-  HY_LSAN_ENABLE();
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  hy_log_init(rank, nranks);
-  if (rank == 0) printf("test_decomp: %d rank(s)\n", nranks);
+  hy_test_mpi_begin(&argc, &argv, "test_decomp", &rank, &nranks);
   test_factor();
   test_parse();
   test_local_errors();
@@ -1035,10 +1030,5 @@ int main(int argc, char **argv) {
   scenario_device_source(N_MAIN, "positions on a device");
   scenario_device_source(5, "5 particles on a device");
   scenario_ahead();
-  int failures = hy_test_failures, total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) printf("test_decomp: %d rank(s): %s\n", nranks, total ? "FAILED" : "all passed");
-  HY_LSAN_CHECK();
-  MPI_Finalize();
-  return total ? 1 : 0;
+  return hy_test_mpi_end("test_decomp", rank, nranks);
 }

@@ -24,9 +24,8 @@
 
 #include "alloc.h"
 #include "hy_test.h"
+#include "hy_test_mpi.h"
 #include "let.h"
-#include "log.h"
-#include "lsan.h"
 #include "part.h"
 #include "threads.h"
 #include "tree.h"
@@ -134,14 +133,8 @@ static void check_exchange(struct hy_let *L, struct hy_tree *t, struct hy_part *
 }
 
 int main(int argc, char **argv) {
-  HY_LSAN_DISABLE();
-  MPI_Init(&argc, &argv);
-  HY_LSAN_ENABLE();
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  hy_test_mpi_begin(&argc, &argv, "test_let", &rank, &nranks);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  hy_log_init(rank, nranks);
-  if (rank == 0) printf("test_let: %d rank(s)\n", nranks);
   gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
   gsl_rng_set(rng, 4242u + (unsigned long)rank);
   struct hy_pool *pool = hy_pool_create(3);
@@ -175,10 +168,5 @@ int main(int argc, char **argv) {
   hy_let_free(L);
   hy_pool_free(pool);
   gsl_rng_free(rng);
-  int failures = hy_test_failures, total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) printf("test_let: %d rank(s): %s\n", nranks, total ? "FAILED" : "all passed");
-  HY_LSAN_CHECK();
-  MPI_Finalize();
-  return total ? 1 : 0;
+  return hy_test_mpi_end("test_let", rank, nranks);
 }
