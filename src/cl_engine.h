@@ -285,6 +285,15 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
  *  NULL) receives the wall time. */
 int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
                        struct hy_err *err);
+/** hy_cl_state_append in parts, so that the uploads overlap the host's
+ *  work on the next items: begin makes room for m items, each part queues
+ *  the upload of items first .. first + count - 1 (items and grp point at
+ *  item 0; what they hold must stay until end), end waits for the uploads
+ *  and makes the m items the appended ones. */
+int hy_cl_state_append_begin(struct hy_cl *cl, size_t m, struct hy_err *err);
+int hy_cl_state_append_part(struct hy_cl *cl, const float *items, const float *grp, size_t first, size_t count,
+                            struct hy_err *err);
+int hy_cl_state_append_end(struct hy_cl *cl, size_t m, double *seconds, struct hy_err *err);
 /** The state after a domain decomposition (hy_decomp_exchange_dev) that
  *  kept its first n_keep particles in place except m of them, the holes
  *  hole[h], which the particle from src[h] (>= n_keep) fills, and appended

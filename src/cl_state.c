@@ -245,28 +245,55 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
   return run_grid(cl, cl->k_unpack, "unpacking the walk results on the device", seconds, err);
 }
 
-int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
-                       struct hy_err *err) {
+int hy_cl_state_append_begin(struct hy_cl *cl, size_t m, struct hy_err *err) {
   if (need_state(cl, "append", err)) return -1;
-  double t0 = hy_wtime();
-  const size_t n = cl->state_n, nm = n + m;
+  const size_t nm = cl->state_n + m;
   struct cl_tree *M = &cl->tree[1]; /* the merged tree's slot; the state's packing stays in slot 0 */
+  cl->appended = 0; /* until hy_cl_state_append_end */
   if (hy_cl_check_int(nm, "particles and LET items", err) ||
       hy_cl_ensure_buf(cl, &M->pos, hy_size_mul_or_die(nm, 16, "positions"), "merged positions", err) ||
       hy_cl_ensure_buf(cl, &M->grp, hy_size_mul_or_die(nm, 8, "particle groups"), "LET item moments", err))
     return -1;
+  return 0;
+}
+
+int hy_cl_state_append_part(struct hy_cl *cl, const float *items, const float *grp, size_t first, size_t count,
+                            struct hy_err *err) {
+  if (count == 0) return 0;
+  const size_t at = cl->state_n + first;
+  struct cl_tree *M = &cl->tree[1];
+  if (hy_size_mul_or_die(at + count, 16, "positions") > M->pos.size)
+    return hy_err_set(err, "internal error: LET items %zu .. %zu beyond the room made for them", first, first + count);
   /* the state's positions in front of them: copied by the merged build
    * when it needs them (hy_cl_state_append_copy) */
-  cl_int e = CL_SUCCESS;
-  if (m) e = clEnqueueWriteBuffer(cl->q, M->pos.mem, CL_FALSE, n * 16, m * 16, items, 0, NULL, NULL);
-  if (e == CL_SUCCESS && m) e = clEnqueueWriteBuffer(cl->q, M->grp.mem, CL_FALSE, n * 8, m * 8, grp, 0, NULL, NULL);
-  if (e == CL_SUCCESS) e = clFinish(cl->q);
+  cl_int e = clEnqueueWriteBuffer(cl->q, M->pos.mem, CL_FALSE, at * 16, count * 16, items + 4 * first, 0, NULL, NULL);
+  if (e == CL_SUCCESS)
+    e = clEnqueueWriteBuffer(cl->q, M->grp.mem, CL_FALSE, at * 8, count * 8, grp + 2 * first, 0, NULL, NULL);
+  if (e == CL_SUCCESS) e = clFlush(cl->q);
   if (e != CL_SUCCESS) {
     clFinish(cl->q);
-    return hy_err_set(err, "OpenCL: uploading %zu LET items failed on %s: %s", m, cl->name, hy_cl_errname(e));
+    return hy_err_set(err, "OpenCL: uploading %zu LET items failed on %s: %s", count, cl->name, hy_cl_errname(e));
   }
+  return 0;
+}
+
+int hy_cl_state_append_end(struct hy_cl *cl, size_t m, double *seconds, struct hy_err *err) {
+  double t0 = hy_wtime();
+  cl_int e = clFinish(cl->q);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: uploading %zu LET items failed on %s: %s", m, cl->name, hy_cl_errname(e));
   cl->appended = m;
   cl->appended_copy = 1;
+  if (seconds) *seconds += hy_wtime() - t0;
+  return 0;
+}
+
+int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
+                       struct hy_err *err) {
+  double t0 = hy_wtime();
+  if (hy_cl_state_append_begin(cl, m, err) != 0 || hy_cl_state_append_part(cl, items, grp, 0, m, err) != 0 ||
+      hy_cl_state_append_end(cl, m, NULL, err) != 0)
+    return -1;
   if (seconds) *seconds += hy_wtime() - t0;
   return 0;
 }

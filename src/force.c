@@ -53,6 +53,7 @@ struct hy_force {
   struct hy_let *let;
   struct hy_part remote;    /* LET items received (positions, masses), but not a hard walk's (n_items) */
   size_t n_items;           /* the items of the last exchange (hard ones only in floats: hard_items_room) */
+  float *room_items, *room_grp; /* items_room's buffers of a merged walk's exchange */
   struct hy_tree rtree;     /* remote tree */
   float *rnode;             /* its node records, in the local tree's frame */
   size_t rnode_cap;
@@ -962,7 +963,17 @@ static float *items_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
   const size_t k = m ? m : 1;
   float *items = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(k, 16, "LET items"), err);
   *grp = items ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(k, 8, "LET items"), err) : NULL;
-  return *grp ? items : NULL;
+  if (!*grp || hy_cl_state_append_begin(f->cl, m, err) != 0) return NULL;
+  f->room_items = items;
+  f->room_grp = *grp;
+  return items;
+}
+
+/* A source rank's items in items_room's buffers: their upload queued
+ * (hy_cl_state_append_part) while the exchange converts the next. */
+static int items_ready(void *ctx, size_t first, size_t count, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  return hy_cl_state_append_part(f->cl, f->room_items, f->room_grp, first, count, err);
 }
 
 /* The merged walk of the device state (soft steps on several ranks, hard
@@ -976,17 +987,16 @@ static float *items_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
 static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err) {
   /* the items received straight into floats relative to the local build's
    * frame, as merged_cube packs them on the host's path */
-  struct hy_let_floats fl = {.origin = f->origin, .alloc = items_room, .ctx = f};
+  struct hy_let_floats fl = {.origin = f->origin, .alloc = items_room, .ready = items_ready, .ctx = f};
   if (exchange_let(f, p, mode, 1, &fl, err) != 0) return -1;
   double t0 = hy_wtime();
   const size_t n = p->n, m = fl.n, nm = n + m;
   double frame[3];
   memcpy(frame, f->frame, sizeof frame);
-  float *items = fl.pos4, *grp = fl.grp;
   const double *centre = f->cube_c, half = f->cube_h; /* merged_cube's */
   double tu = 0.0;
   const double ta = hy_trace_t();
-  if (hy_cl_state_append(f->cl, items, grp, m, &tu, err) != 0) return -1;
+  if (hy_cl_state_append_end(f->cl, m, &tu, err) != 0) return -1; /* uploads queued run by run (items_ready) */
   hy_trace(HY_TRACE_MAIN, "append_items", ta);
   f->st.upload += tu;
   int rc = build_packed(f, 1, nm, n, NULL, NULL, centre, half, hy_wtime() - t0 - tu, 0, err);

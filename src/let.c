@@ -535,10 +535,13 @@ struct runs_job {
   const double *origin; /* with pos4: floats relative to it instead of q */
   float *pos4, *grp;
   double *range; /* with pos4, optional: 6 per thread, lo[3] and hi[3] of the finite positions relative to origin */
+  size_t base;   /* the pool's indices are items base, base + 1, ... of the whole */
 };
 
 static void runs_body(void *arg, size_t b, size_t e, int tid) {
   const struct runs_job *j = arg;
+  b += j->base;
+  e += j->base;
   int k = 0;
   for (size_t g = b; g < e;) {
     while (j->first[k + 1] <= g) k++;
@@ -758,7 +761,16 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
     }
     struct runs_job rj = {.src = src, .first = first, .F = L->frame + 3 * L->rank, .q = remote,
                           .origin = fl ? fl->origin : NULL, .pos4 = pos4, .grp = grp4, .range = range};
-    if (nrun) hy_pool_for(L->pool, (size_t)total, 16384, runs_body, &rj);
+    if (nrun && fl && fl->ready) { /* run by run, each handed on when done */
+      for (int k = 0; k < nrun; k++) {
+        const size_t nk = first[k + 1] - first[k];
+        rj.base = first[k];
+        hy_pool_for(L->pool, nk, 16384, runs_body, &rj);
+        if (fl->ready(fl->ctx, first[k], nk, err) != 0) return -1;
+      }
+    } else if (nrun) {
+      hy_pool_for(L->pool, (size_t)total, 16384, runs_body, &rj);
+    }
     if (range) {
       for (int d = 0; d < 3; d++) {
         fl->range[d] = INFINITY;

@@ -129,6 +129,11 @@ struct hy_let_floats {
   double *range;  /**< optional (else NULL): lo[3], hi[3] of the finite positions relative to origin, in double
                        before rounding to float (as a pack of the remote particles finds them) */
   double *sample; /**< optional: room for HY_TREE_SAMPLE positions, hy_tree_sample of the remote particles' */
+  /** optional: called as soon as items first .. first + count - 1 are in
+   *  place (one source rank's run at a time, in order), so that the caller
+   *  can move them on while the next are converted; returns 0, or -1 with
+   *  err set (the exchange then fails) */
+  int (*ready)(void *ctx, size_t first, size_t count, struct hy_err *err);
   size_t n;       /**< out: the items received */
   size_t n_sample; /**< out: the positions in sample */
   float *pos4;    /**< out: where alloc put them */

@@ -9,8 +9,10 @@
  * bit for bit the reference particles packed relative to the same origin,
  * (float)(pos - origin), with their masses and group moments; the range
  * the extremes of pos - origin in double; the sample hy_tree_sample of the
- * reference positions. Both exchanges must deliver the same count, and
- * with several ranks some items of the large set must arrive. */
+ * reference positions; with a ready callback (as the soft step's merged
+ * walk uploads them) each source's run must be handed on in order and
+ * already converted. Both exchanges must deliver the same count, and with
+ * several ranks some items of the large set must arrive. */
 #include "config.h"
 
 #include <gsl/gsl_randist.h>
@@ -36,10 +38,15 @@ static int rank, nranks;
 #define SHIFT_Y (-2.0e9)
 #define SHIFT_Z 3.0e9
 
-/* Rank-local rooms of the float exchange (hy_let_floats.alloc). */
+/* Rank-local rooms of the float exchange (hy_let_floats.alloc), and what
+ * its ready calls must find there: the reference particles packed. */
 struct room {
   float *pos4, *grp;
   size_t cap;
+  const struct hy_part *ref; /* NULL: no ready callback */
+  const double *origin;
+  size_t next;  /* the first item the next ready call must start at */
+  size_t wrong; /* items not yet in place when handed on */
 };
 
 static float *alloc_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
@@ -58,6 +65,18 @@ static float *alloc_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
 }
 
 static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* hy_let_floats.ready: the runs come in order, back to back, each already
+ * converted (checked against the reference particles here). */
+static int ready_run(void *ctx, size_t first, size_t count, struct hy_err *err) {
+  (void)err;
+  struct room *r = ctx;
+  HY_CHECK_MSG(first == r->next && count > 0, "ready(%zu, %zu) after %zu items", first, count, r->next);
+  for (size_t i = first; i < first + count && i < r->ref->n; i++)
+    for (int d = 0; d < 3; d++) r->wrong += !same_bits(r->pos4[4 * i + d], (float)(r->ref->pos[3 * i + d] - r->origin[d]));
+  r->next = first + count;
+  return 0;
+}
 static int same_bits_d(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
 
 /* n particles in this rank's slab of x (width 1, the slabs touching), a
@@ -84,7 +103,7 @@ static void make_set(struct hy_part *p, size_t n, gsl_rng *rng) {
 
 /* One selection (hard or full) exchanged both ways and compared. */
 static void check_exchange(struct hy_let *L, struct hy_tree *t, struct hy_part *p, int hard, const double frame[3],
-                           const double origin[3], int want_items, struct room *room) {
+                           const double origin[3], int want_items, int with_ready, struct room *room) {
   struct hy_err err = {0};
   struct hy_let_stats st = {0};
   HY_CHECK(hy_let_boxes(L, p, NULL, frame, &st, &err) == 0);
@@ -95,8 +114,18 @@ static void check_exchange(struct hy_let *L, struct hy_tree *t, struct hy_part *
   HY_CHECK_MSG(hy_let_exchange(L, &remote, &st, &err) == 0, "%s", err.msg);
   double range[6], sample[3 * HY_TREE_SAMPLE];
   struct hy_let_floats fl = {.origin = origin, .alloc = alloc_room, .ctx = room, .range = range, .sample = sample};
+  if (with_ready) { /* as the merged walk takes them: each source's run handed on when converted */
+    fl.ready = ready_run;
+    room->ref = &remote;
+    room->origin = origin;
+    room->next = room->wrong = 0;
+  }
   HY_CHECK_MSG(hy_let_exchange_floats(L, &fl, &st, &err) == 0, "%s", err.msg);
   const size_t m = remote.n;
+  if (with_ready) {
+    HY_CHECK_MSG(room->next == m, "ready calls covered %zu of %zu items", room->next, m);
+    HY_CHECK_MSG(room->wrong == 0, "%zu coordinates not in place when their run was handed on", room->wrong);
+  }
   HY_CHECK_INT(fl.n, m);
   uint64_t total = m, all = 0;
   MPI_Allreduce(&total, &all, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
@@ -157,8 +186,8 @@ int main(int argc, char **argv) {
     const double away[3] = {frame[0] + 0.375, frame[1] - 1.0 / 3.0, frame[2] + 7.0};
     for (int hard = 0; hard < 2; hard++) {
       /* the large set's slabs overlap: items must cross (the small ones may lie too far apart) */
-      check_exchange(L, &t, &p, hard, frame, frame, sizes[k] >= 1000, &room);
-      check_exchange(L, &t, &p, hard, frame, away, sizes[k] >= 1000, &room);
+      check_exchange(L, &t, &p, hard, frame, frame, sizes[k] >= 1000, 0, &room);
+      check_exchange(L, &t, &p, hard, frame, away, sizes[k] >= 1000, 1, &room);
     }
   }
   hy_free(room.pos4);
