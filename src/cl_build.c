@@ -395,7 +395,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
                            "not %zu", cl->state_n, slot == 1 ? cl->appended : 0, n);
   }
   /* slot 1 from the state: its positions with LET items behind them, whose
-   * moments are on the device (hy_cl_state_append) */
+   * moments are on the device (hy_cl_state_append_*) */
   T->has_grp = a->grp != NULL || (!a->pos && slot == 1 && cl->appended > 0);
   if (a->grp) {
     if (hy_cl_ensure_buf(cl, &T->grp, hy_size_mul_or_die(n, 8, "particle groups"), "LET item moments", err) != 0)

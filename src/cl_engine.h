@@ -185,7 +185,7 @@ void hy_cl_set_merge_sort_max(struct hy_cl *cl, size_t max);
 /** Build the tree on the device; it stays resident for hy_cl_walk of its
  *  slot with its tree_id (node NULL; unsort for the results in the order of
  *  the set it was built from). pos NULL: the positions hy_cl_state_pack
- *  packed (slot 0), and in slot 1 the items hy_cl_state_append put behind
+ *  packed (slot 0), and in slot 1 the items hy_cl_state_append_* put behind
  *  them (grp must then be NULL). A build in one slot leaves the other's
  *  tree as it was. Returns 0 or -1 with err set. */
 int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
@@ -281,15 +281,12 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
  *  m in the frame of the last hy_cl_state_pack; grp: B2, b_max) in slot 1,
  *  for a merged tree (hy_cl_tree_build in slot 1 with pos NULL and n =
  *  state + m; its particles' B2 and b_max are zero); slot 0's tree and
- *  packing stay. The next hy_cl_state_pack drops them. seconds (may be
- *  NULL) receives the wall time. */
-int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
-                       struct hy_err *err);
-/** hy_cl_state_append in parts, so that the uploads overlap the host's
- *  work on the next items: begin makes room for m items, each part queues
- *  the upload of items first .. first + count - 1 (items and grp point at
- *  item 0; what they hold must stay until end), end waits for the uploads
- *  and makes the m items the appended ones. */
+ *  packing stay. The next hy_cl_state_pack drops them. In parts, so that
+ *  the uploads overlap the host's work on the next items: begin makes room
+ *  for m items, each part queues the upload of items first .. first +
+ *  count - 1 (items and grp point at item 0; what they hold must stay until
+ *  end), end waits for the uploads and makes the m items the appended ones
+ *  (seconds, may be NULL: end's wall time). */
 int hy_cl_state_append_begin(struct hy_cl *cl, size_t m, struct hy_err *err);
 int hy_cl_state_append_part(struct hy_cl *cl, const float *items, const float *grp, size_t first, size_t count,
                             struct hy_err *err);

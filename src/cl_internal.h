@@ -112,7 +112,7 @@ struct hy_cl {
   size_t state_n;  /* particles in the state buffers (0: none) */
   cl_event gather_ev; /* hy_cl_state_gather_begin's read, until _end (NULL: none under way) */
   size_t gather_m;    /* its particles */
-  size_t appended; /* LET items packed behind the state's positions in slot 1 (hy_cl_state_append; 0 after a
+  size_t appended; /* LET items packed behind the state's positions in slot 1 (hy_cl_state_append_*; 0 after a
                       pack) */
   int appended_copy; /* the state's positions still to be copied in front of them (a merged build that is
                         not grafted does it: a grafted one reads the slot-0 tree's records instead) */
@@ -205,7 +205,7 @@ int hy_cl_add_unsort(struct hy_cl *cl, cl_mem acc, cl_mem x, size_t n, int use_b
                      struct hy_err *err);
 
 /** cl_state.c: the state's positions (and zero groups) in front of the LET
- *  items hy_cl_state_append put in slot 1, if not done yet (on cl->q). */
+ *  items hy_cl_state_append_* put in slot 1, if not done yet (on cl->q). */
 int hy_cl_state_append_copy(struct hy_cl *cl, struct hy_err *err);
 
 #endif

@@ -288,16 +288,6 @@ int hy_cl_state_append_end(struct hy_cl *cl, size_t m, double *seconds, struct h
   return 0;
 }
 
-int hy_cl_state_append(struct hy_cl *cl, const float *items, const float *grp, size_t m, double *seconds,
-                       struct hy_err *err) {
-  double t0 = hy_wtime();
-  if (hy_cl_state_append_begin(cl, m, err) != 0 || hy_cl_state_append_part(cl, items, grp, 0, m, err) != 0 ||
-      hy_cl_state_append_end(cl, m, NULL, err) != 0)
-    return -1;
-  if (seconds) *seconds += hy_wtime() - t0;
-  return 0;
-}
-
 int hy_cl_state_append_copy(struct hy_cl *cl, struct hy_err *err) {
   if (!cl->appended_copy) return 0;
   struct cl_tree *M = &cl->tree[1];

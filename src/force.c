@@ -53,7 +53,6 @@ struct hy_force {
   struct hy_let *let;
   struct hy_part remote;    /* LET items received (positions, masses), but not a hard walk's (n_items) */
   size_t n_items;           /* the items of the last exchange (hard ones only in floats: hard_items_room) */
-  float *room_items, *room_grp; /* items_room's buffers of a merged walk's exchange */
   struct hy_tree rtree;     /* remote tree */
   float *rnode;             /* its node records, in the local tree's frame */
   size_t rnode_cap;
@@ -963,17 +962,14 @@ static float *items_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
   const size_t k = m ? m : 1;
   float *items = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(k, 16, "LET items"), err);
   *grp = items ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(k, 8, "LET items"), err) : NULL;
-  if (!*grp || hy_cl_state_append_begin(f->cl, m, err) != 0) return NULL;
-  f->room_items = items;
-  f->room_grp = *grp;
-  return items;
+  return *grp && hy_cl_state_append_begin(f->cl, m, err) == 0 ? items : NULL;
 }
 
 /* A source rank's items in items_room's buffers: their upload queued
  * (hy_cl_state_append_part) while the exchange converts the next. */
-static int items_ready(void *ctx, size_t first, size_t count, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  return hy_cl_state_append_part(f->cl, f->room_items, f->room_grp, first, count, err);
+static int items_ready(const struct hy_let_floats *fl, size_t first, size_t count, struct hy_err *err) {
+  const struct hy_force *f = fl->ctx;
+  return hy_cl_state_append_part(f->cl, fl->pos4, fl->grp, first, count, err);
 }
 
 /* The merged walk of the device state (soft steps on several ranks, hard

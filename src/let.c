@@ -561,7 +561,7 @@ static void runs_body(void *arg, size_t b, size_t e, int tid) {
         j->pos4[4 * i + 3] = it[3];
         j->grp[2 * i] = it[4];
         j->grp[2 * i + 1] = it[5];
-        if (isfinite(x[0]) & isfinite(x[1]) & isfinite(x[2])) /* plain compares, as pack_run's */
+        if (j->range && (isfinite(x[0]) & isfinite(x[1]) & isfinite(x[2]))) /* plain compares, as pack_run's */
           for (int d = 0; d < 3; d++) {
             lo[d] = x[d] < lo[d] ? x[d] : lo[d];
             hi[d] = x[d] > hi[d] ? x[d] : hi[d];
@@ -614,7 +614,7 @@ static size_t sample_items(const float *const *src, const size_t *first, int nru
   const size_t m = nrun ? first[nrun] : 0, s = m < HY_TREE_SAMPLE ? m : HY_TREE_SAMPLE;
   int k = 0;
   for (size_t j = 0; j < s; j++) {
-    const size_t i = (size_t)(((uint64_t)j * m) / s); /* ascending */
+    const size_t i = hy_tree_sample_index(j, m, s);
     while (first[k + 1] <= i) k++;
     const float *it = src[k] + ITEM * (i - first[k]);
     for (int d = 0; d < 3; d++) sample[3 * j + d] = F[d] + (double)it[d];
@@ -766,7 +766,7 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
         const size_t nk = first[k + 1] - first[k];
         rj.base = first[k];
         hy_pool_for(L->pool, nk, 16384, runs_body, &rj);
-        if (fl->ready(fl->ctx, first[k], nk, err) != 0) return -1;
+        if (fl->ready(fl, first[k], nk, err) != 0) return -1;
       }
     } else if (nrun) {
       hy_pool_for(L->pool, (size_t)total, 16384, runs_body, &rj);

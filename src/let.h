@@ -133,7 +133,7 @@ struct hy_let_floats {
    *  place (one source rank's run at a time, in order), so that the caller
    *  can move them on while the next are converted; returns 0, or -1 with
    *  err set (the exchange then fails) */
-  int (*ready)(void *ctx, size_t first, size_t count, struct hy_err *err);
+  int (*ready)(const struct hy_let_floats *fl, size_t first, size_t count, struct hy_err *err);
   size_t n;       /**< out: the items received */
   size_t n_sample; /**< out: the positions in sample */
   float *pos4;    /**< out: where alloc put them */

@@ -126,7 +126,7 @@ static double select_kth(double *q, size_t m, size_t k) {
 size_t hy_tree_sample(const double *pos, size_t n, double *sample) {
   const size_t s = n < HY_TREE_SAMPLE ? n : HY_TREE_SAMPLE;
   for (size_t j = 0; j < s; j++) { /* every (n/s)-th particle: independent of threads and chunks */
-    const double *x = pos + 3 * (size_t)(((uint64_t)j * n) / s);
+    const double *x = pos + 3 * hy_tree_sample_index(j, n, s);
     for (int d = 0; d < 3; d++) sample[3 * j + d] = x[d];
   }
   return s;

@@ -104,8 +104,13 @@ void hy_tree_cube(size_t n, double lo[3], double hi[3], double centre[3], double
 int hy_tree_robust_cube(const double *pos, size_t n, double centre[3], double *half);
 
 /** The strided sample of hy_tree_robust_cube: s = min(n, HY_TREE_SAMPLE)
- *  positions (xyz), the j-th being particle floor(j n / s). Returns s. */
+ *  positions (xyz), the j-th being particle hy_tree_sample_index(j, n, s)
+ *  = floor(j n / s). Returns s. */
 size_t hy_tree_sample(const double *pos, size_t n, double *sample);
+/** The particle of sample j of s among n (hy_tree_sample), ascending in j. */
+static inline size_t hy_tree_sample_index(size_t j, size_t n, size_t s) {
+  return (size_t)(((uint64_t)j * n) / s);
+}
 
 /** hy_tree_robust_cube from a sample taken elsewhere (the device state):
  *  returns 1 if the cube was shrunk, else 0. */

@@ -68,9 +68,10 @@ static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
 /* hy_let_floats.ready: the runs come in order, back to back, each already
  * converted (checked against the reference particles here). */
-static int ready_run(void *ctx, size_t first, size_t count, struct hy_err *err) {
+static int ready_run(const struct hy_let_floats *fl, size_t first, size_t count, struct hy_err *err) {
   (void)err;
-  struct room *r = ctx;
+  struct room *r = fl->ctx;
+  HY_CHECK(fl->pos4 == r->pos4);
   HY_CHECK_MSG(first == r->next && count > 0, "ready(%zu, %zu) after %zu items", first, count, r->next);
   for (size_t i = first; i < first + count && i < r->ref->n; i++)
     for (int d = 0; d < 3; d++) r->wrong += !same_bits(r->pos4[4 * i + d], (float)(r->ref->pos[3 * i + d] - r->origin[d]));
