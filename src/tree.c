@@ -1434,3 +1434,133 @@ size_t hy_tree_point_records(struct hy_tree *t, const float *pos4, size_t m, con
   hy_trace(HY_TRACE_MAIN, "pt_moments", tt);
   return gs[n_gen];
 }
+
+/* ------------------------------------------------ trees of runs of points */
+
+/* Levels of a tree of runs: level 0 the m points, level l + 1 one cell per
+ * HY_RUN_WIDTH nodes of level l (the last one taking the remainder, so that
+ * no cell has a single child unless it is the root of one point), up to the
+ * root. Cells are numbered from the root (node m) down, level by level. */
+#define HY_RUN_MAX_LEVELS 64
+
+struct run_job {
+  const float *pos4;
+  float *node;
+  size_t m;
+  size_t count[HY_RUN_MAX_LEVELS]; /* nodes of each level (level 0: the points) */
+  size_t first[HY_RUN_MAX_LEVELS]; /* node of each level's first (level 0: 0) */
+  int level;                       /* the level whose cells a pass handles */
+};
+
+/* The children of cell k of level l: nodes [*b, *e) of level l - 1. */
+static void run_children(const struct run_job *j, int l, size_t k, size_t *b, size_t *e) {
+  *b = k * HY_RUN_WIDTH;
+  *e = k + 1 == j->count[l] ? j->count[l - 1] : *b + HY_RUN_WIDTH;
+}
+
+static void run_points_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct run_job *j = arg;
+  for (size_t i = b; i < e; i++) {
+    float *o = j->node + 8 * i;
+    memcpy(o, j->pos4 + 4 * i, 4 * sizeof(float));
+    o[4] = 0.0f;
+    o[5] = 0.0f;
+    o[7] = as_float_bits(HY_NONE);
+  }
+}
+
+/* A level's cells from their children (the deeper level done): centre of
+ * mass (massless cells: the children's mean), mass, r_b^2 = FLT_MAX and a
+ * b_max that bounds every point below, from the children's centres and
+ * b_max, rounded up as pt_moments_body rounds it. */
+static void run_moments_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct run_job *j = arg;
+  const int l = j->level;
+  for (size_t k = b; k < e; k++) {
+    size_t cb, ce;
+    run_children(j, l, k, &cb, &ce);
+    const size_t base = j->first[l - 1];
+    double mass = 0.0, mx[3] = {0.0, 0.0, 0.0}, gx[3] = {0.0, 0.0, 0.0};
+    for (size_t c = cb; c < ce; c++) {
+      const float *q = j->node + 8 * (base + c);
+      mass += q[3];
+      for (int d = 0; d < 3; d++) {
+        mx[d] += (double)q[3] * q[d];
+        gx[d] += q[d];
+      }
+    }
+    float cm[3];
+    for (int d = 0; d < 3; d++) cm[d] = (float)(mass > 0.0 ? mx[d] / mass : gx[d] / (double)(ce - cb));
+    double bmax = 0.0;
+    for (size_t c = cb; c < ce; c++) {
+      const float *q = j->node + 8 * (base + c);
+      const double dx = (double)q[0] - cm[0], dy = (double)q[1] - cm[1], dz = (double)q[2] - cm[2];
+      const double r = sqrt(dx * dx + dy * dy + dz * dz) + (double)q[5];
+      bmax = r > bmax ? r : bmax;
+    }
+    bmax *= 1.0 + 8.0 * FLT_EPSILON;
+    float bf = (float)bmax;
+    if ((double)bf < bmax) bf = nextafterf(bf, INFINITY);
+    float *o = j->node + 8 * (j->first[l] + k);
+    o[0] = cm[0];
+    o[1] = cm[1];
+    o[2] = cm[2];
+    o[3] = (float)mass;
+    o[4] = FLT_MAX;
+    o[5] = bf;
+  }
+}
+
+/* A level's cells (their own next set by the level above): more = the
+ * first child, each child's next its sibling's, the last child's the
+ * cell's. */
+static void run_links_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct run_job *j = arg;
+  const int l = j->level;
+  for (size_t k = b; k < e; k++) {
+    size_t cb, ce;
+    run_children(j, l, k, &cb, &ce);
+    float *o = j->node + 8 * (j->first[l] + k);
+    const size_t base = j->first[l - 1];
+    o[7] = as_float_bits((int32_t)(base + cb));
+    for (size_t c = cb; c + 1 < ce; c++) j->node[8 * (base + c) + 6] = as_float_bits((int32_t)(base + c + 1));
+    j->node[8 * (base + ce - 1) + 6] = o[6];
+  }
+}
+
+size_t hy_tree_run_records(const float *pos4, size_t m, float *node, struct hy_pool *pool) {
+  if (m == 0) return 0;
+  if (m > (size_t)INT32_MAX / 2) hy_die("tree: %zu points exceed the 32-bit node index range", m);
+  struct run_job j = {.pos4 = pos4, .node = node, .m = m};
+  int top = 0;
+  j.count[0] = m;
+  while (top == 0 || j.count[top] > 1) {
+    if (top + 1 >= HY_RUN_MAX_LEVELS) hy_die("internal error: a tree of runs of %zu points too deep", m);
+    const size_t c = j.count[top] / HY_RUN_WIDTH;
+    j.count[top + 1] = c > 0 ? c : 1;
+    top++;
+  }
+  /* the root first (node m), then each level below it */
+  j.first[0] = 0;
+  size_t at = m;
+  for (int l = top; l >= 1; l--) {
+    j.first[l] = at;
+    at += j.count[l];
+  }
+  double tt = hy_trace_t();
+  hy_pool_for(pool, m, 16384, run_points_body, &j);
+  for (int l = 1; l <= top; l++) {
+    j.level = l;
+    hy_pool_for(pool, j.count[l], 1024, run_moments_body, &j);
+  }
+  node[8 * m + 6] = as_float_bits(HY_NONE);
+  for (int l = top; l >= 1; l--) {
+    j.level = l;
+    hy_pool_for(pool, j.count[l], 1024, run_links_body, &j);
+  }
+  hy_trace(HY_TRACE_MAIN, "pt_runs", tt);
+  return at - m;
+}
