@@ -61,7 +61,6 @@ struct hy_force {
   float *pnode;             /* or its records as a tree of points or runs (hard walks), in pinned memory */
   size_t p_cells;           /* its cells */
   uint64_t p_tree_id;       /* nonzero: those records uploaded as this tree (remote_runs) */
-  double kcube_c[3], kcube_h; /* the key cube of the last local build (not refit; every rank's: cube_for) */
   struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
   struct hy_cl_build_result rbres; /* and its result */
   float rbox[6];                  /* the box of its items' packed positions (lo, hi), if rbox_ok */
@@ -506,10 +505,6 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
     return 0;
   }
   struct hy_tree *t = &f->tree;
-  if (!refit) { /* the cube of this tree's order (a refit keeps the order) */
-    memcpy(f->kcube_c, centre, sizeof f->kcube_c);
-    f->kcube_h = half;
-  }
   t->n_part = n;
   t->n_cell = res.n_cell;
   t->root = res.root;
@@ -1129,8 +1124,6 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   double t0 = hy_wtime();
   if (f->let && (shrunk = host_cube(f, p, centre, &half, err)) < 0) return -1; /* the whole set's (cube_for) */
   hy_tree_sort_in(&f->tree, p, f->pool, f->let ? centre : NULL, half, shrunk);
-  memcpy(f->kcube_c, f->tree.centre, sizeof f->kcube_c);
-  f->kcube_h = f->tree.half;
   if (f->first_bad == UINT64_MAX) f->first_bad = f->tree.nonfinite_id; /* the key pass checks positions */
   double t1 = hy_wtime();
   /* the tree's MAC radii are computed for G = 1 sums: a_err / G */
@@ -1401,22 +1394,18 @@ static int remote_points(struct hy_force *f, const float *pos4, size_t m, const 
   return 0;
 }
 
-/* A hard walk's remote tree of runs (HardRemoteTree runs): the items come
- * in each sender's tree order, the Morton order of the key cube that every
- * rank's last build shared (cube_for), so the runs of consecutive items
- * with common key prefixes in that cube are the octree's cells, without a
- * sort (hy_tree_run_records; the drift since that build only splits a few);
- * with a device-built local tree the records go to the device on the
- * second queue at once, beside the local walk (hy_cl_nodes_upload_side;
- * the remote walk waits for them). */
+/* A hard walk's remote tree of runs (HardRemoteTree runs): the items'
+ * order is each sender's tree order (Morton order of its key cube), so
+ * runs of consecutive items make compact cells without a sort
+ * (hy_tree_run_records); with a device-built local tree the records go to
+ * the device on the second queue at once, beside the local walk
+ * (hy_cl_nodes_upload_side; the remote walk waits for them). */
 static int remote_runs(struct hy_force *f, const float *pos4, size_t m, const double red[6], struct hy_err *err) {
   double t0 = hy_wtime();
   float *node = hy_cl_host_buffer(f->cl, HY_CL_HOST_RTREE, hy_size_mul_or_die(m, 64, "remote tree records"), err);
   if (!node) return -1;
   set_rbox(f, red);
-  double lo[3]; /* the cube in the items' frame (f->frame, hard_items_room's) */
-  for (int d = 0; d < 3; d++) lo[d] = f->kcube_c[d] - f->kcube_h - f->frame[d];
-  f->p_cells = hy_tree_run_records(&f->rtree, pos4, m, lo, 2.0 * f->kcube_h, f->cfg.n_crit, node, f->pool);
+  f->p_cells = hy_tree_run_records(pos4, m, node, f->pool);
   f->pnode = node;
   f->p_tree_id = 0;
   if (f->dev_build) {

@@ -216,10 +216,6 @@ struct hy_tree_work {
   size_t pt_cap;
   uint32_t *pt_cut;         /* point trees: per cell of a generation, its children (split_range) */
   size_t pt_cut_cap;        /* in cells */
-  struct rr_cell *rr_cell;  /* trees of runs: each chunk's cells (at most one per point) */
-  struct rr_child *rr_ch;   /* trees of runs: each chunk's child lists (at most two per point) */
-  int32_t *rr_next;         /* trees of runs: each point's next, encoded (rr_enc) */
-  size_t rr_cap;            /* points the three hold */
 };
 
 
@@ -1047,9 +1043,6 @@ static void work_free(struct hy_tree_work *w) {
   hy_free(w->top);
   hy_free(w->order);
   hy_free(w->pt);
-  hy_free(w->rr_cell);
-  hy_free(w->rr_ch);
-  hy_free(w->rr_next);
   hy_free(w->pt_cut);
   hy_free(w);
 }
@@ -1444,311 +1437,129 @@ size_t hy_tree_point_records(struct hy_tree *t, const float *pos4, size_t m, con
 
 /* ------------------------------------------------ trees of runs of points */
 
-/* A tree of runs is built per chunk of consecutive points (one pool task
- * each), from the common key prefix of each point with the next one: a cell
- * is a maximal run of consecutive points whose neighbours share at least d
- * octal digits (so all of its points lie in one octree cube of depth d),
- * the runs nested as the LCP intervals of a suffix array nest (Abouelhoda,
- * Kurtz & Ohlebusch 2004). For keys in Morton order that is the octree
- * with its single-child chains collapsed; out-of-order points only split
- * cells. Runs of up to n_crit points are not split further (their points
- * are the children of one bucket cell). Links are kept encoded until the
- * chunks' cells have their final numbers (rr_enc). */
-struct rr_cell {
-  float cm[3], mass, bmax;
-  int32_t more, next; /* encoded */
-  int32_t last;       /* its last child, encoded (takes the cell's next) */
-};
+/* Levels of a tree of runs: level 0 the m points, level l + 1 one cell per
+ * HY_RUN_WIDTH nodes of level l (the last one taking the remainder, so that
+ * no cell has a single child unless it is the root of one point), up to the
+ * root. Cells are numbered from the root (node m) down, level by level. */
+#define HY_RUN_MAX_LEVELS 64
 
-struct rr_child {
-  int32_t lo, hi; /* its points (contiguous) */
-  int32_t cell;   /* its cell (local number), or -1: the points lo .. hi not yet in a cell */
-};
-
-#define RR_END INT32_MIN /* encoded: the end of a chunk's tree */
-#define RR_CHUNKS 32     /* chunks built in parallel, at most */
-/* encoded link: a point x >= 0 as itself, a chunk's cell L as -2 - L */
-static int32_t rr_enc_cell(int32_t L) { return -2 - L; }
-
-struct rr_job {
+struct run_job {
   const float *pos4;
   float *node;
   size_t m;
-  int n_crit;
-  double lo[3], scale; /* key cube relative to the points' frame; scale 0: every key 0 */
-  int n_chunk;
-  struct hy_tree_work *w;
-  size_t *n_cells;  /* per chunk */
-  int32_t *root;    /* per chunk, encoded */
-  size_t *off;      /* per chunk: its first cell's node */
+  size_t count[HY_RUN_MAX_LEVELS]; /* nodes of each level (level 0: the points) */
+  size_t first[HY_RUN_MAX_LEVELS]; /* node of each level's first (level 0: 0) */
+  int level;                       /* the level whose cells a pass handles */
 };
 
-static size_t rr_chunk_start(const struct rr_job *j, int c) { return j->m * (size_t)c / (size_t)j->n_chunk; }
-
-static uint64_t rr_key(const struct rr_job *j, size_t i) {
-  const float *x = j->pos4 + 4 * i;
-  return (spread3(grid_coord(x[0], j->lo[0], j->scale)) << 2) | (spread3(grid_coord(x[1], j->lo[1], j->scale)) << 1) |
-         spread3(grid_coord(x[2], j->lo[2], j->scale));
+/* The children of cell k of level l: nodes [*b, *e) of level l - 1. */
+static void run_children(const struct run_job *j, int l, size_t k, size_t *b, size_t *e) {
+  *b = k * HY_RUN_WIDTH;
+  *e = k + 1 == j->count[l] ? j->count[l - 1] : *b + HY_RUN_WIDTH;
 }
 
-/* Octal digits (of HY_KEY_BITS) two keys share from the top. */
-static int rr_common(uint64_t a, uint64_t b) {
-  const uint64_t x = a ^ b;
-  if (!x) return HY_KEY_BITS;
-  return (__builtin_clzll(x) - (64 - 3 * HY_KEY_BITS)) / 3; /* leading zeros of the 3 HY_KEY_BITS-bit key */
-}
-
-/* The bound b_max >= |x - cm| + b for each child, rounded up as
- * pt_moments_body rounds it. */
-static float rr_round_up(double bmax) {
-  bmax *= 1.0 + 8.0 * FLT_EPSILON;
-  float bf = (float)bmax;
-  if ((double)bf < bmax) bf = nextafterf(bf, INFINITY);
-  return bf;
-}
-
-/* A new cell of chunk-local number *nc holding points lo .. hi as its
- * children (a bucket): moments from the points, b_max exact. */
-static int32_t rr_bucket(const struct rr_job *j, struct rr_cell *cell, size_t *nc, int32_t *next, int32_t lo,
-                         int32_t hi) {
-  double mass = 0.0, mx[3] = {0.0, 0.0, 0.0}, gx[3] = {0.0, 0.0, 0.0};
-  for (int32_t i = lo; i <= hi; i++) {
-    const float *q = j->pos4 + 4 * (size_t)i;
-    mass += q[3];
-    for (int d = 0; d < 3; d++) {
-      mx[d] += (double)q[3] * q[d];
-      gx[d] += q[d];
-    }
-    if (i < hi) next[i] = i + 1;
-  }
-  struct rr_cell *o = cell + *nc;
-  for (int d = 0; d < 3; d++) o->cm[d] = (float)(mass > 0.0 ? mx[d] / mass : gx[d] / (double)(hi - lo + 1));
-  double b2 = 0.0;
-  for (int32_t i = lo; i <= hi; i++) {
-    const float *q = j->pos4 + 4 * (size_t)i;
-    const double dx = (double)q[0] - o->cm[0], dy = (double)q[1] - o->cm[1], dz = (double)q[2] - o->cm[2];
-    const double r2 = dx * dx + dy * dy + dz * dz;
-    b2 = r2 > b2 ? r2 : b2;
-  }
-  o->mass = (float)mass;
-  o->bmax = rr_round_up(sqrt(b2));
-  o->more = lo;
-  o->last = hi;
-  return rr_enc_cell((int32_t)(*nc)++);
-}
-
-/* A child as a node: a point, a cell, or a run of points made a bucket. */
-static int32_t rr_node_of(const struct rr_job *j, struct rr_cell *cell, size_t *nc, int32_t *next,
-                          const struct rr_child *c) {
-  if (c->cell >= 0) return rr_enc_cell(c->cell);
-  return c->lo == c->hi ? c->lo : rr_bucket(j, cell, nc, next, c->lo, c->hi);
-}
-
-/* The children ch[0 .. k-1] (k >= 2, more than n_crit points) made a cell:
- * its number, links among the children, moments from theirs. */
-static int32_t rr_close(const struct rr_job *j, struct rr_cell *cell, size_t *nc, int32_t *next,
-                        const struct rr_child *ch, size_t k) {
-  int32_t first = 0, prev = 0;
-  double mass = 0.0, mx[3] = {0.0, 0.0, 0.0}, gx[3] = {0.0, 0.0, 0.0};
-  for (size_t a = 0; a < k; a++) {
-    const int32_t x = rr_node_of(j, cell, nc, next, ch + a);
-    if (a == 0) first = x;
-    else if (prev >= 0) next[prev] = x;
-    else cell[-2 - prev].next = x;
-    prev = x;
-    const float *p = x >= 0 ? j->pos4 + 4 * (size_t)x : cell[-2 - x].cm;
-    const double mk = x >= 0 ? (double)j->pos4[4 * (size_t)x + 3] : (double)cell[-2 - x].mass;
-    mass += mk;
-    for (int d = 0; d < 3; d++) {
-      mx[d] += mk * p[d];
-      gx[d] += p[d];
-    }
-  }
-  struct rr_cell *o = cell + *nc;
-  float cm[3];
-  for (int d = 0; d < 3; d++) cm[d] = (float)(mass > 0.0 ? mx[d] / mass : gx[d] / (double)k);
-  double bmax = 0.0;
-  for (int32_t x = first, a = 0; a < (int32_t)k; a++) {
-    const float *p = x >= 0 ? j->pos4 + 4 * (size_t)x : cell[-2 - x].cm;
-    const double b = x >= 0 ? 0.0 : (double)cell[-2 - x].bmax;
-    const double dx = (double)p[0] - cm[0], dy = (double)p[1] - cm[1], dz = (double)p[2] - cm[2];
-    const double r = sqrt(dx * dx + dy * dy + dz * dz) + b;
-    bmax = r > bmax ? r : bmax;
-    if (a + 1 < (int32_t)k) x = x >= 0 ? next[x] : cell[-2 - x].next;
-  }
-  memcpy(o->cm, cm, sizeof cm);
-  o->mass = (float)mass;
-  o->bmax = rr_round_up(bmax);
-  o->more = first;
-  o->last = prev;
-  return rr_enc_cell((int32_t)(*nc)++);
-}
-
-/* A finished child (its points lo .. hi, and its cell or -1) appended to
- * the open run on top of the stack. */
-static void rr_append(struct rr_child *ch, size_t *n_ch, int32_t lo, int32_t hi, int32_t cell) {
-  ch[*n_ch] = (struct rr_child){.lo = lo, .hi = hi, .cell = cell};
-  (*n_ch)++;
-}
-
-static void rr_chunk_body(void *arg, size_t b, size_t e, int tid) {
+static void run_points_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
-  struct rr_job *j = arg;
-  for (size_t c = b; c < e; c++) {
-    const size_t i0 = rr_chunk_start(j, (int)c), i1 = rr_chunk_start(j, (int)c + 1);
-    struct rr_cell *cell = j->w->rr_cell + i0;
-    struct rr_child *ch = j->w->rr_ch + 2 * i0;
-    int32_t *next = j->w->rr_next;
-    size_t nc = 0, n_ch = 0;
-    struct { int depth; size_t first; } st[HY_KEY_BITS + 2]; /* open runs: depths strictly increasing */
-    int top = 0;
-    uint64_t key = rr_key(j, i0);
-    int32_t root = RR_END;
-    for (size_t i = i0; i < i1; i++) {
-      uint64_t kn = 0;
-      if (i + 1 < i1) kn = rr_key(j, i + 1);
-      const int d = i + 1 < i1 ? rr_common(key, kn) : -1;
-      key = kn;
-      /* the finished child: point i, then each run deeper than d */
-      int32_t lo = (int32_t)i, hi = (int32_t)i, cl = -1;
-      while (top > 0 && st[top - 1].depth > d) {
-        rr_append(ch, &n_ch, lo, hi, cl);
-        const size_t f = st[top - 1].first, k = n_ch - f;
-        lo = ch[f].lo;
-        hi = ch[n_ch - 1].hi;
-        if (k >= 2 && hi - lo + 1 > j->n_crit) {
-          cl = -2 - rr_close(j, cell, &nc, next, ch + f, k);
-        } else if (k == 1) {
-          cl = ch[f].cell;
-        } else {
-          cl = -1; /* a bucket's run: its points stay together */
-        }
-        n_ch = f;
-        top--;
-      }
-      if (d < 0) { /* the chunk's last point: what is left is its root */
-        const struct rr_child last = {.lo = lo, .hi = hi, .cell = cl};
-        root = rr_node_of(j, cell, &nc, next, &last);
-        break;
-      }
-      if (top > 0 && st[top - 1].depth == d) {
-        rr_append(ch, &n_ch, lo, hi, cl);
-      } else {
-        st[top].depth = d;
-        st[top].first = n_ch;
-        top++;
-        rr_append(ch, &n_ch, lo, hi, cl);
-      }
-    }
-    /* one chunk: its root is a cell (node m), even of one point */
-    if (root >= 0 && j->n_chunk == 1) root = rr_bucket(j, cell, &nc, next, root, root);
-    /* each cell's next to its last child, parents (made later) first */
-    if (root < 0) cell[-2 - root].next = RR_END;
-    else next[root] = RR_END;
-    for (size_t L = nc; L-- > 0;) {
-      const int32_t x = cell[L].last;
-      if (x >= 0) next[x] = cell[L].next;
-      else cell[-2 - x].next = cell[L].next;
-    }
-    j->n_cells[c] = nc;
-    j->root[c] = root;
+  struct run_job *j = arg;
+  for (size_t i = b; i < e; i++) {
+    float *o = j->node + 8 * i;
+    memcpy(o, j->pos4 + 4 * i, 4 * sizeof(float));
+    o[4] = 0.0f;
+    o[5] = 0.0f;
+    o[7] = as_float_bits(HY_NONE);
   }
 }
 
-/* An encoded link of chunk c as a node number. */
-static int32_t rr_node(const struct rr_job *j, int c, int32_t x) {
-  if (x >= 0) return x;
-  if (x == RR_END) return c + 1 < j->n_chunk ? rr_node(j, c + 1, j->root[c + 1]) : HY_NONE;
-  const size_t L = (size_t)(-2 - x);
-  return (int32_t)(j->off[c] + (j->n_cells[c] - 1 - L)); /* a chunk's cells from its root down */
-}
-
-static void rr_records_body(void *arg, size_t b, size_t e, int tid) {
+/* A level's cells from their children (the deeper level done): centre of
+ * mass (massless cells: the children's mean), mass, r_b^2 = FLT_MAX and a
+ * b_max that bounds every point below, from the children's centres and
+ * b_max, rounded up as pt_moments_body rounds it. */
+static void run_moments_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
-  struct rr_job *j = arg;
-  for (size_t c = b; c < e; c++) {
-    const size_t i0 = rr_chunk_start(j, (int)c), i1 = rr_chunk_start(j, (int)c + 1);
-    for (size_t i = i0; i < i1; i++) {
-      float *o = j->node + 8 * i;
-      memcpy(o, j->pos4 + 4 * i, 4 * sizeof(float));
-      o[4] = 0.0f;
-      o[5] = 0.0f;
-      o[6] = as_float_bits(rr_node(j, (int)c, j->w->rr_next[i]));
-      o[7] = as_float_bits(HY_NONE);
-    }
-    const struct rr_cell *cell = j->w->rr_cell + i0;
-    for (size_t L = 0; L < j->n_cells[c]; L++) {
-      float *o = j->node + 8 * (size_t)rr_node(j, (int)c, rr_enc_cell((int32_t)L));
-      memcpy(o, cell[L].cm, 3 * sizeof(float));
-      o[3] = cell[L].mass;
-      o[4] = FLT_MAX;
-      o[5] = cell[L].bmax;
-      o[6] = as_float_bits(rr_node(j, (int)c, cell[L].next));
-      o[7] = as_float_bits(rr_node(j, (int)c, cell[L].more));
-    }
-  }
-}
-
-size_t hy_tree_run_records(struct hy_tree *t, const float *pos4, size_t m, const double lo[3], double side,
-                           int n_crit, float *node, struct hy_pool *pool) {
-  if (m == 0) return 0;
-  if (m > (size_t)INT32_MAX / 2) hy_die("tree: %zu points exceed the 32-bit node index range", m);
-  struct hy_tree_work *w = work_of(t, 1);
-  if (w->rr_cap < m) {
-    hy_free(w->rr_cell);
-    hy_free(w->rr_ch);
-    hy_free(w->rr_next);
-    w->rr_cap = m + m / 8 + 16;
-    w->rr_cell = hy_malloc("run tree cells", w->rr_cap, sizeof *w->rr_cell);
-    w->rr_ch = hy_malloc("run tree children", hy_size_mul_or_die(w->rr_cap, 2, "run tree children"),
-                         sizeof *w->rr_ch);
-    w->rr_next = hy_malloc("run tree links", w->rr_cap, sizeof *w->rr_next);
-  }
-  /* chunks of 32768 points or more, at most RR_CHUNKS, whatever the
-   * thread count (a chunk boundary only splits the cells across it) */
-  size_t nch_z = (m + 32767) / 32768;
-  const int nch = nch_z > RR_CHUNKS ? RR_CHUNKS : (int)nch_z;
-  size_t n_cells[RR_CHUNKS], off[RR_CHUNKS];
-  int32_t root[RR_CHUNKS];
-  struct rr_job j = {.pos4 = pos4, .node = node, .m = m, .n_crit = n_crit < 1 ? 1 : n_crit, .n_chunk = nch,
-                     .w = w, .n_cells = n_cells, .root = root, .off = off};
-  const int ok = side > 0.0 && isfinite(side) && isfinite(lo[0]) && isfinite(lo[1]) && isfinite(lo[2]);
-  j.scale = ok ? (double)(1u << HY_KEY_BITS) / side : 0.0;
-  for (int d = 0; d < 3; d++) j.lo[d] = ok ? lo[d] : 0.0;
-  const double tt = hy_trace_t();
-  hy_pool_for(pool, (size_t)nch, 1, rr_chunk_body, &j);
-  /* several chunks: a root above theirs (node m); one: its root is node m */
-  const size_t above = nch > 1 ? 1 : 0;
-  size_t at = m + above;
-  for (int c = 0; c < nch; c++) {
-    off[c] = at;
-    at += n_cells[c];
-  }
-  hy_pool_for(pool, (size_t)nch, 1, rr_records_body, &j);
-  if (above) { /* the chunks' roots as its children (their nexts chain them) */
+  struct run_job *j = arg;
+  const int l = j->level;
+  for (size_t k = b; k < e; k++) {
+    size_t cb, ce;
+    run_children(j, l, k, &cb, &ce);
+    const size_t base = j->first[l - 1];
     double mass = 0.0, mx[3] = {0.0, 0.0, 0.0}, gx[3] = {0.0, 0.0, 0.0};
-    for (int c = 0; c < nch; c++) {
-      const float *q = node + 8 * (size_t)rr_node(&j, c, root[c]);
+    for (size_t c = cb; c < ce; c++) {
+      const float *q = j->node + 8 * (base + c);
       mass += q[3];
       for (int d = 0; d < 3; d++) {
         mx[d] += (double)q[3] * q[d];
         gx[d] += q[d];
       }
     }
-    float *o = node + 8 * m;
-    for (int d = 0; d < 3; d++) o[d] = (float)(mass > 0.0 ? mx[d] / mass : gx[d] / (double)nch);
+    float cm[3];
+    for (int d = 0; d < 3; d++) cm[d] = (float)(mass > 0.0 ? mx[d] / mass : gx[d] / (double)(ce - cb));
     double bmax = 0.0;
-    for (int c = 0; c < nch; c++) {
-      const float *q = node + 8 * (size_t)rr_node(&j, c, root[c]);
-      const double dx = (double)q[0] - o[0], dy = (double)q[1] - o[1], dz = (double)q[2] - o[2];
+    for (size_t c = cb; c < ce; c++) {
+      const float *q = j->node + 8 * (base + c);
+      const double dx = (double)q[0] - cm[0], dy = (double)q[1] - cm[1], dz = (double)q[2] - cm[2];
       const double r = sqrt(dx * dx + dy * dy + dz * dz) + (double)q[5];
       bmax = r > bmax ? r : bmax;
     }
+    bmax *= 1.0 + 8.0 * FLT_EPSILON;
+    float bf = (float)bmax;
+    if ((double)bf < bmax) bf = nextafterf(bf, INFINITY);
+    float *o = j->node + 8 * (j->first[l] + k);
+    o[0] = cm[0];
+    o[1] = cm[1];
+    o[2] = cm[2];
     o[3] = (float)mass;
     o[4] = FLT_MAX;
-    o[5] = rr_round_up(bmax);
-    o[6] = as_float_bits(HY_NONE);
-    o[7] = as_float_bits(rr_node(&j, 0, root[0]));
+    o[5] = bf;
+  }
+}
+
+/* A level's cells (their own next set by the level above): more = the
+ * first child, each child's next its sibling's, the last child's the
+ * cell's. */
+static void run_links_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  struct run_job *j = arg;
+  const int l = j->level;
+  for (size_t k = b; k < e; k++) {
+    size_t cb, ce;
+    run_children(j, l, k, &cb, &ce);
+    float *o = j->node + 8 * (j->first[l] + k);
+    const size_t base = j->first[l - 1];
+    o[7] = as_float_bits((int32_t)(base + cb));
+    for (size_t c = cb; c + 1 < ce; c++) j->node[8 * (base + c) + 6] = as_float_bits((int32_t)(base + c + 1));
+    j->node[8 * (base + ce - 1) + 6] = o[6];
+  }
+}
+
+size_t hy_tree_run_records(const float *pos4, size_t m, float *node, struct hy_pool *pool) {
+  if (m == 0) return 0;
+  if (m > (size_t)INT32_MAX / 2) hy_die("tree: %zu points exceed the 32-bit node index range", m);
+  struct run_job j = {.pos4 = pos4, .node = node, .m = m};
+  int top = 0;
+  j.count[0] = m;
+  while (top == 0 || j.count[top] > 1) {
+    if (top + 1 >= HY_RUN_MAX_LEVELS) hy_die("internal error: a tree of runs of %zu points too deep", m);
+    const size_t c = j.count[top] / HY_RUN_WIDTH;
+    j.count[top + 1] = c > 0 ? c : 1;
+    top++;
+  }
+  /* the root first (node m), then each level below it */
+  j.first[0] = 0;
+  size_t at = m;
+  for (int l = top; l >= 1; l--) {
+    j.first[l] = at;
+    at += j.count[l];
+  }
+  double tt = hy_trace_t();
+  hy_pool_for(pool, m, 16384, run_points_body, &j);
+  for (int l = 1; l <= top; l++) {
+    j.level = l;
+    hy_pool_for(pool, j.count[l], 1024, run_moments_body, &j);
+  }
+  node[8 * m + 6] = as_float_bits(HY_NONE);
+  for (int l = top; l >= 1; l--) {
+    j.level = l;
+    hy_pool_for(pool, j.count[l], 1024, run_links_body, &j);
   }
   hy_trace(HY_TRACE_MAIN, "pt_runs", tt);
   return at - m;

@@ -669,10 +669,7 @@ static void test_remote_hard_walk(int clump, int dev) {
   float *rec = hy_malloc("point tree", 16 * m, sizeof(float));
   struct hy_tree pt;
   hy_tree_init(&pt);
-  /* runs: in the items' box (their order is random here: a valid tree, if a fragmented one) */
-  const double rlo[3] = {box[0], box[1], box[2]};
-  const double rside = 1.000001 * fmax(fmax((double)box[3] - box[0], (double)box[4] - box[1]), (double)box[5] - box[2]);
-  const size_t n_pc = dev ? 0 : runs ? hy_tree_run_records(&pt, items, m, rlo, rside, 16, rec, pool)
+  const size_t n_pc = dev ? 0 : runs ? hy_tree_run_records(items, m, rec, pool)
                                      : hy_tree_point_records(&pt, items, m, box, 16, rec, pool);
   struct hy_cl_build_args a1 = {.pos = items, .n = m, .lo = {clump ? 0.0 : 1.0, 0.0, 0.0}, .side = 1.0,
                                 .n_crit = 16, .a_err = 1e-3, .tree_id = 9102, .slot = 1, .open_all = 1};

@@ -287,29 +287,24 @@ static int cmp_point(const void *a, const void *b) {
 }
 
 /* The records of m points (4 floats each) in box: hy_tree_point_records,
- * or (runs) hy_tree_run_records in the box's cube (the points in their
- * order). */
-static size_t records_of(struct hy_tree *t, const float *pos4, size_t m, const float box[6], int n_crit, int runs,
-                         float *rec, struct hy_pool *pool) {
-  if (!runs) return hy_tree_point_records(t, pos4, m, box, n_crit, rec, pool);
-  const double lo[3] = {box[0], box[1], box[2]};
-  const double side = fmax(fmax((double)box[3] - box[0], (double)box[4] - box[1]), (double)box[5] - box[2]);
-  return hy_tree_run_records(t, pos4, m, lo, side * (1.0 + 1e-6), n_crit, rec, pool);
+ * or with n_crit 0 hy_tree_run_records (the points in their order). */
+static size_t records_of(struct hy_tree *t, const float *pos4, size_t m, const float box[6], int n_crit, float *rec,
+                         struct hy_pool *pool) {
+  return n_crit ? hy_tree_point_records(t, pos4, m, box, n_crit, rec, pool) : hy_tree_run_records(pos4, m, rec, pool);
 }
 
-/* hy_tree_point_records of m points (4 floats each) in box, or (runs)
- * hy_tree_run_records of them, checked; returns the sum of the cells'
- * b_max. */
-static double check_points_as(const float *pos4, size_t m, const float box[6], int n_crit, int runs,
-                              struct hy_pool *pool, const char *label) {
+/* hy_tree_point_records of m points (4 floats each) in box, or (n_crit 0)
+ * hy_tree_run_records of them, checked. */
+static void check_points(const float *pos4, size_t m, const float box[6], int n_crit, struct hy_pool *pool,
+                         const char *label) {
   struct hy_tree t;
   hy_tree_init(&t);
   float *rec = hy_malloc("records", 16 * m, sizeof(float));
-  const size_t nc = records_of(&t, pos4, m, box, n_crit, runs, rec, pool);
+  const size_t nc = records_of(&t, pos4, m, box, n_crit, rec, pool);
   const size_t nn = m + nc;
   HY_CHECK_MSG(nc >= 1 && (m < 2 || nc <= m - 1), "%s: %zu cells for %zu points", label, nc, m);
   /* the points, once each (runs: in their order) */
-  if (runs) {
+  if (!n_crit) {
     size_t moved = 0;
     for (size_t i = 0; i < m; i++) moved += memcmp(rec + 8 * i, pos4 + 4 * i, 4 * sizeof(float)) != 0;
     HY_CHECK_MSG(moved == 0, "%s: %zu points of the runs not where they were", label, moved);
@@ -377,14 +372,12 @@ static double check_points_as(const float *pos4, size_t m, const float box[6], i
   /* the same records with 1 and 3 threads */
   struct hy_pool *p1 = hy_pool_create(1), *p3 = hy_pool_create(3);
   float *r1 = hy_malloc("records", 16 * m, sizeof(float)), *r3 = hy_malloc("records", 16 * m, sizeof(float));
-  const size_t n1 = records_of(&t, pos4, m, box, n_crit, runs, r1, p1);
-  const size_t n3 = records_of(&t, pos4, m, box, n_crit, runs, r3, p3);
+  const size_t n1 = records_of(&t, pos4, m, box, n_crit, r1, p1);
+  const size_t n3 = records_of(&t, pos4, m, box, n_crit, r3, p3);
   HY_CHECK_MSG(n1 == nc && n3 == nc && memcmp(r1, rec, 8 * nn * sizeof(float)) == 0 &&
                    memcmp(r3, rec, 8 * nn * sizeof(float)) == 0,
                "%s: the records depend on the thread count", label);
   printf("%-28s %zu points, %zu cells, b_max / max distance up to %.3f\n", label, m, nc, worst);
-  double sum_b = 0.0;
-  for (size_t c = m; c < nn; c++) sum_b += rec[8 * c + 5];
   hy_free(r1);
   hy_free(r3);
   hy_pool_free(p1);
@@ -393,46 +386,6 @@ static double check_points_as(const float *pos4, size_t m, const float box[6], i
   hy_free(a);
   hy_free(b);
   hy_free(rec);
-  hy_tree_free(&t);
-  return sum_b;
-}
-
-static void check_points(const float *pos4, size_t m, const float box[6], int n_crit, struct hy_pool *pool,
-                         const char *label) {
-  check_points_as(pos4, m, box, n_crit, 0, pool, label);
-}
-
-static void check_runs(const float *pos4, size_t m, const float box[6], int n_crit, struct hy_pool *pool,
-                       const char *label) {
-  check_points_as(pos4, m, box, n_crit, 1, pool, label);
-}
-
-/* Points in the Morton order of the box's cube (the point tree's order):
- * the tree of runs is that octree, as many cells, b_max as tight; shuffled
- * in pieces (a sender's order against another cube) it stays a valid tree. */
-static void test_runs_in_order(const float *pos4, size_t m, const float box[6], struct hy_pool *pool) {
-  struct hy_tree t;
-  hy_tree_init(&t);
-  float *rec = hy_malloc("records", 16 * m, sizeof(float)), *x = hy_malloc("points", 4 * m, sizeof(float));
-  const size_t nc = hy_tree_point_records(&t, pos4, m, box, 16, rec, pool);
-  double sum_p = 0.0;
-  for (size_t c = m; c < m + nc; c++) sum_p += rec[8 * c + 5];
-  for (size_t i = 0; i < m; i++) memcpy(x + 4 * i, rec + 8 * i, 4 * sizeof(float));
-  const double sum_r = check_points_as(x, m, box, 16, 1, pool, "runs: in Morton order");
-  const size_t nr = hy_tree_run_records(&t, x, m, (const double[3]){box[0], box[1], box[2]},
-                                        fmax(fmax((double)box[3] - box[0], (double)box[4] - box[1]),
-                                             (double)box[5] - box[2]) * (1.0 + 1e-6), 16, rec, pool);
-  printf("runs in Morton order: %zu cells (point tree %zu), sum of b_max %.4g (point tree %.4g)\n", nr, nc, sum_r,
-         sum_p);
-  HY_CHECK_MSG(sum_r <= 1.5 * sum_p, "runs in Morton order: b_max sum %g against the octree's %g", sum_r, sum_p);
-  /* pieces of 1000 points in reverse order */
-  for (size_t b = 0; b < m; b += 1000) {
-    const size_t e = b + 1000 < m ? b + 1000 : m;
-    for (size_t i = b; i < e; i++) memcpy(x + 4 * i, rec + 8 * (b + e - 1 - i), 4 * sizeof(float));
-  }
-  check_runs(x, m, box, 16, pool, "runs: pieces reversed");
-  hy_free(rec);
-  hy_free(x);
   hy_tree_free(&t);
 }
 
@@ -453,24 +406,22 @@ static void test_point_records(gsl_rng *r, struct hy_pool *pool) {
   check_points(x, n, box, 16, pool, "points: blobs");
   check_points(x, n, box, 1, pool, "points: blobs, n_crit 1");
   check_points(x, 5000, box, 64, pool, "points: blobs, n_crit 64");
-  check_runs(x, n, box, 16, pool, "runs: blobs (unordered)");
-  check_runs(x, n, box, 1, pool, "runs: blobs, n_crit 1");
-  check_runs(x, 100000 < n ? 100000 : n, box, 4, pool, "runs: blobs, n_crit 4");
-  test_runs_in_order(x, n, box, pool);
+  check_points(x, n, box, 0, pool, "runs: blobs");
+  check_points(x, 8 * 8 * 8 + 7, box, 0, pool, "runs: 8^3 + 7 points");
+  check_points(x, 15, box, 0, pool, "runs: 15 points");
   const float unit[6] = {0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f};
   for (size_t i = 0; i < 300; i++) /* massless points spread out: every centre geometric */
     for (int d = 0; d < 4; d++) x[4 * i + d] = d < 3 ? (float)gsl_rng_uniform(r) : 0.0f;
   check_points(x, 300, unit, 4, pool, "points: massless");
-  check_runs(x, 300, unit, 16, pool, "runs: massless");
+  check_points(x, 300, unit, 0, pool, "runs: massless");
   for (size_t i = 0; i < 50; i++) /* coincident: 40 at one point, massless ones among them */
     for (int d = 0; d < 4; d++) x[4 * i + d] = i < 40 ? (d < 3 ? 0.25f : (i < 20 ? 0.0f : 1.0f)) : (float)gsl_rng_uniform(r);
   check_points(x, 50, unit, 16, pool, "points: coincident");
   check_points(x + 4 * 40, 2, unit, 16, pool, "points: two");
   check_points(x + 4 * 40, 1, unit, 16, pool, "points: one");
-  check_runs(x, 50, unit, 16, pool, "runs: coincident");
-  check_runs(x, 50, unit, 2, pool, "runs: coincident, n_crit 2");
-  check_runs(x + 4 * 40, 2, unit, 16, pool, "runs: two");
-  check_runs(x + 4 * 40, 1, unit, 16, pool, "runs: one");
+  check_points(x, 50, unit, 0, pool, "runs: coincident");
+  check_points(x + 4 * 40, 2, unit, 0, pool, "runs: two");
+  check_points(x + 4 * 40, 1, unit, 0, pool, "runs: one");
   hy_free(x);
 }
 
