@@ -203,17 +203,6 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
 int hy_cl_tree_build_side(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct hy_err *err);
 
-/** Upload n_nodes node records of a tree built on the host (node, in
- *  pinned memory that stays untouched until hy_cl_nodes_upload_wait) into
- *  tree slot 1 on the second queue, so that the copy runs beside a walk of
- *  slot 0 on the engine's queue. hy_cl_nodes_upload_wait, before any walk
- *  of slot 1, waits for it and marks the records resident as tree tree_id
- *  (a walk of that id uploads nothing). Not beside a side build. Return 0
- *  or -1 with err set. */
-int hy_cl_nodes_upload_side(struct hy_cl *cl, const float *node, size_t n_nodes, uint64_t tree_id,
-                            struct hy_err *err);
-int hy_cl_nodes_upload_wait(struct hy_cl *cl, struct hy_err *err);
-
 /** Print every platform and device to out (one line each). */
 void hy_cl_print_devices(FILE *out, const struct hy_cl *chosen);
 

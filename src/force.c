@@ -58,9 +58,8 @@ struct hy_force {
   size_t rnode_cap;
   int rdev;                 /* the remote tree of the last exchange on the device: 0 no, 1 packed (rbuild), 2 built
                                there (rbres) */
-  float *pnode;             /* or its records as a tree of points or runs (hard walks), in pinned memory */
+  float *pnode;             /* or its records as a tree of points (hard walks), in pinned memory */
   size_t p_cells;           /* its cells */
-  uint64_t p_tree_id;       /* nonzero: those records uploaded as this tree (remote_runs) */
   struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
   struct hy_cl_build_result rbres; /* and its result */
   float rbox[6];                  /* the box of its items' packed positions (lo, hi), if rbox_ok */
@@ -1259,7 +1258,6 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
   struct hy_let_stats ls = {0};
   f->rdev = 0; /* until remote_tree has the remote tree built on the device */
   f->pnode = NULL;
-  f->p_tree_id = 0;
   f->n_items = 0;
   const int hard = mode == HY_WALK_HARD;
   if (selected && hy_cl_let_wait(f->cl, err) != 0) return -1; /* the device selection's items are read */
@@ -1394,32 +1392,6 @@ static int remote_points(struct hy_force *f, const float *pos4, size_t m, const 
   return 0;
 }
 
-/* A hard walk's remote tree of runs (HardRemoteTree runs): the items'
- * order is each sender's tree order (Morton order of its key cube), so
- * runs of consecutive items make compact cells without a sort
- * (hy_tree_run_records); with a device-built local tree the records go to
- * the device on the second queue at once, beside the local walk
- * (hy_cl_nodes_upload_side; the remote walk waits for them). */
-static int remote_runs(struct hy_force *f, const float *pos4, size_t m, const double red[6], struct hy_err *err) {
-  double t0 = hy_wtime();
-  float *node = hy_cl_host_buffer(f->cl, HY_CL_HOST_RTREE, hy_size_mul_or_die(m, 64, "remote tree records"), err);
-  if (!node) return -1;
-  set_rbox(f, red);
-  f->p_cells = hy_tree_run_records(pos4, m, node, f->pool);
-  f->pnode = node;
-  f->p_tree_id = 0;
-  if (f->dev_build) {
-    const uint64_t id = atomic_fetch_add(&tree_serial, 1);
-    const double tu = hy_trace_t();
-    if (hy_cl_nodes_upload_side(f->cl, node, m + f->p_cells, id, err) != 0) return -1;
-    hy_trace(HY_TRACE_MAIN, "rr_upload", tu);
-    f->p_tree_id = id;
-  }
-  f->st.remote_build += hy_wtime() - t0;
-  hy_trace(HY_TRACE_MAIN, "remote_build", t0);
-  return 0;
-}
-
 /* Room for the m items of a hard walk's exchange (hy_let_floats.alloc): in
  * the pinned buffer that the remote build or walk uploads, positions and
  * masses (4 floats each), then their B2 and b_max (2 each). */
@@ -1446,7 +1418,6 @@ static int remote_hard(struct hy_force *f, const struct hy_part *p, int selected
     remote_device_args(f, HY_WALK_HARD, fl.pos4, fl.grp, m, range, sample, fl.n_sample);
     return 0;
   }
-  if (f->cfg.hard_remote == HY_TREE_BUILD_RUNS) return remote_runs(f, fl.pos4, m, range, err);
   return remote_points(f, fl.pos4, m, range, err);
 }
 
@@ -1495,9 +1466,8 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
     j->a.n_part = f->rbuild.n;
     j->a.n_nodes = f->rbuild.n + f->rbres.n_cell;
     j->a.root = f->rbres.root;
-  } else if (f->pnode) { /* a tree of points or runs, uploaded with the walk unless it is there already */
+  } else if (f->pnode) { /* a tree of points, uploaded with the walk */
     j->a.node = f->pnode;
-    j->a.tree_id = f->p_tree_id;
     j->a.n_nodes = f->n_items + f->p_cells;
     j->a.n_part = f->n_items;
     j->a.root = (int32_t)f->n_items;

@@ -33,8 +33,7 @@
 enum hy_tree_build {
   HY_TREE_BUILD_AUTO = 0,   /**< on the device with one rank unless the device is a CPU, else on the host */
   HY_TREE_BUILD_HOST = 1,   /**< on the host (threads), node records uploaded */
-  HY_TREE_BUILD_DEVICE = 2, /**< on the device (one rank only; else as host) */
-  HY_TREE_BUILD_RUNS = 3    /**< hard_remote only: the host's tree of runs in the items' order (hy_tree_run_records) */
+  HY_TREE_BUILD_DEVICE = 2  /**< on the device (one rank only; else as host) */
 };
 
 struct hy_force_cfg {
@@ -49,8 +48,7 @@ struct hy_force_cfg {
   int hard_rebuild; /**< nonzero: hy_force_refit rebuilds (default: refits a device-built tree) */
   int hard_remote;  /**< enum hy_tree_build; several ranks, device-built local tree: who builds the hard
                          walks' remote tree (HardRemoteTree): the device after the local walk, or the host
-                         threads during it (hy_tree_point_records; HY_TREE_BUILD_RUNS: hy_tree_run_records,
-                         its records uploaded beside the local walk); auto: the host on a CPU device */
+                         threads during it (hy_tree_point_records); auto: the host on a CPU device */
 };
 
 /** Accumulated costs since the last hy_force_stats_reset [s, counts]. */

@@ -61,12 +61,11 @@ static const struct hy_param_def schema[] = {
    "Several MPI ranks: how received LET items are walked: separate (remote tree walked after the local one, "
    "overlapping the exchange), merged (one tree of local and received items, one-rank accuracy), auto "
    "(separate at hard steps, merged otherwise)"},
-  {"HardRemoteTree", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host,device,runs", "",
+  {"HardRemoteTree", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host,device", "",
    "Several MPI ranks, hybrid hard steps with a device-built tree: the tree of the received hard-LET items is "
    "built by device kernels after the local walk (device), or by the host threads while the device walks the "
-   "local tree (host: an octree of the sorted items, hidden only while the build is shorter than that walk; "
-   "runs: cells of runs of consecutive items in the order the senders' trees give them, no sort, its records "
-   "uploaded beside the local walk); auto: device unless the OpenCL device is a CPU"},
+   "local tree (host: hidden only while the build is shorter than that walk); auto: device unless the OpenCL "
+   "device is a CPU"},
   /* default: HY_LET_FULL_OPEN (let.h), the library's own default */
   {"LETOpenFactor", HY_PT_NUMBER, "1", 1.0, 16.0, 0, 0, NULL, "",
    "Several MPI ranks: a soft-step (full) LET opens a local cell whose distance to the receiving box is below "

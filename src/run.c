@@ -607,10 +607,7 @@ static int write_restart(struct run *r, struct hy_force *f, long s, long next_sn
 
 static int device_choice_of(const struct run *r, const char *key) {
   const char *v = hy_params_get_str(r->par, key);
-  return strcmp(v, "host") == 0 ? HY_TREE_BUILD_HOST
-         : strcmp(v, "device") == 0 ? HY_TREE_BUILD_DEVICE
-         : strcmp(v, "runs") == 0   ? HY_TREE_BUILD_RUNS
-                                    : HY_TREE_BUILD_AUTO;
+  return strcmp(v, "host") == 0 ? 1 : strcmp(v, "device") == 0 ? 2 : 0;
 }
 
 /* The main loop; returns 0 or -1 with err set. On several ranks a failure

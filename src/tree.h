@@ -192,22 +192,4 @@ void hy_tree_export_at(struct hy_tree *t, const struct hy_part *p, const double 
 size_t hy_tree_point_records(struct hy_tree *t, const float *pos4, size_t m, const float box[6], int n_crit,
                              float *node, struct hy_pool *pool);
 
-/** Cells per run of a tree of runs (hy_tree_run_records). */
-#define HY_RUN_WIDTH 8
-
-/** A tree of runs of the m points pos4 (4 floats each: x, y, z, m) for hard
- *  walks that open every cell, without a sort: the points keep their order
- *  as nodes 0 .. m-1, each HY_RUN_WIDTH consecutive ones become a cell
- *  (the last cell of a level takes the remainder), each HY_RUN_WIDTH
- *  consecutive cells one cell above, up to a single root (node m; the
- *  levels follow it from the top down). Each cell has the centre of mass
- *  and mass of its points, r_b^2 = FLT_MAX and b_max >= |point - centre| for
- *  every point below (the bound max_child(b_child + |r_child - r_cm|),
- *  rounded up as hy_tree_point_records rounds it). The cells are as compact
- *  as the order is: points that arrive in Morton order, as a sender's LET
- *  items do (each source's items in the order of its tree), make cells
- *  close to an octree's. node must hold 16 m floats. Returns the number of
- *  cells (0 if m is 0); the records are the same for every thread count. */
-size_t hy_tree_run_records(const float *pos4, size_t m, float *node, struct hy_pool *pool);
-
 #endif

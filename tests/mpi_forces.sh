@@ -20,9 +20,8 @@
 # completeness check; on 2 ranks the device state's errors must equal the
 # host state's digit for digit (the device's LET selection sends the host
 # selection's items). The hard steps' remote trees are the host's trees of
-# points; with -H (HardRemoteTree device) the device builds them, with -R
-# (HardRemoteTree runs) the host makes trees of runs of the items in their
-# order, checked on 3 ranks against the same 1-rank runs.
+# points; with -H (HardRemoteTree device) the device builds them, checked on
+# 3 ranks against the same 1-rank runs.
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -141,11 +140,4 @@ run galaxy-devH 3 $gal -b device -H && compare galaxy-devH 3 galaxy-dev
 run plummer-stateH 3 $pl -b device -S -H && compare plummer-stateH 3 plummer-state
 # shellcheck disable=SC2086
 run exact-devH 3 $ex -b device -H && exact exact-devH 3
-# the hard remote trees of runs (HardRemoteTree runs), uploaded beside the local walk
-# shellcheck disable=SC2086
-run galaxy-devR 3 $gal -b device -R && compare galaxy-devR 3 galaxy-dev
-# shellcheck disable=SC2086
-run plummer-stateR 3 $pl -b device -S -R && compare plummer-stateR 3 plummer-state
-# shellcheck disable=SC2086
-run exact-stateR 3 $ex -b device -S -R && exact exact-stateR 3
 exit $fail

@@ -625,9 +625,7 @@ out:
 }
 
 /* The remote tree's hard walk of a distributed hard step: the host's tree
- * of points of the received items, its tree of runs of them (dev 2,
- * HardRemoteTree runs: uploaded on the second queue, the walk waits for
- * it), or (dev 1) the device's build of them with
+ * of points of the received items, or (dev) the device's build of them with
  * every cell opened (HardRemoteTree device), the local particles of the slot-0 build as
  * resident sinks (read from its node records), the results added on the
  * device to those the local walk left there, and sink blocks that no item
@@ -640,10 +638,6 @@ out:
  * local cube (most blocks pass the box test), else in a slab beyond its
  * face x = 1 (most blocks fail it). */
 static void test_remote_hard_walk(int clump, int dev) {
-  /* dev 2: the host's tree of runs of the items in their order, uploaded on
-   * the second queue (HardRemoteTree runs) */
-  const int runs = dev == 2;
-  if (runs) dev = 0;
   const size_t nl = 120000, m = 4000; /* blocks of 64 sinks ~0.08 across: R2 matters to the box test */
   const double eps = 0.002, r1 = 0.025, r2 = 0.05;
   float *pos = hy_malloc("positions", 4 * nl, sizeof(float)), *items = hy_malloc("items", 4 * m, sizeof(float));
@@ -669,8 +663,7 @@ static void test_remote_hard_walk(int clump, int dev) {
   float *rec = hy_malloc("point tree", 16 * m, sizeof(float));
   struct hy_tree pt;
   hy_tree_init(&pt);
-  const size_t n_pc = dev ? 0 : runs ? hy_tree_run_records(items, m, rec, pool)
-                                     : hy_tree_point_records(&pt, items, m, box, 16, rec, pool);
+  const size_t n_pc = dev ? 0 : hy_tree_point_records(&pt, items, m, box, 16, rec, pool);
   struct hy_cl_build_args a1 = {.pos = items, .n = m, .lo = {clump ? 0.0 : 1.0, 0.0, 0.0}, .side = 1.0,
                                 .n_crit = 16, .a_err = 1e-3, .tree_id = 9102, .slot = 1, .open_all = 1};
   const struct hy_walk_cfg wc = {.mode = HY_WALK_HARD, .nvec = 4, .eps = eps, .r1 = r1, .r2 = r2, .n_ratio = 4};
@@ -698,13 +691,6 @@ static void test_remote_hard_walk(int clump, int dev) {
     w1.tree_id = a1.tree_id;
   }
   memcpy(w1.box, box, sizeof box);
-  if (runs) { /* beside nothing here: the walk must wait for the upload and take the records as resident */
-    w1.tree_id = 9103;
-    if (hy_cl_nodes_upload_side(cl, rec, m + n_pc, w1.tree_id, &err) != 0) {
-      HY_CHECK_MSG(0, "remote hard walk: side upload: %s", err.msg);
-      goto out;
-    }
-  }
   if (hy_cl_walk(cl, &w1, &wc, c1, NULL, &err) != 0) {
     HY_CHECK_MSG(0, "remote hard walk: %s", err.msg);
     goto out;
@@ -736,7 +722,7 @@ static void test_remote_hard_walk(int clump, int dev) {
   }
   printf("remote hard walk (%s, %s): %zu of %zu sinks within R2 of %zu items (%llu pairs, %llu interactions walked), "
          "%zu wrong\n",
-         dev ? "device-built tree" : runs ? "tree of runs" : "tree of points", clump ? "items in a clump" : "items beyond a face", reached, nl,
+         dev ? "device-built tree" : "tree of points", clump ? "items in a clump" : "items beyond a face", reached, nl,
          m, (unsigned long long)pairs, (unsigned long long)c1[HY_COUNT_PP], bad);
   HY_CHECK(reached > 500 && reached < nl / 2);
   HY_CHECK_INT(bad, 0);
@@ -850,8 +836,6 @@ int main(void) {
   test_remote_hard_walk(1, 0);
   test_remote_hard_walk(0, 1);
   test_remote_hard_walk(1, 1);
-  test_remote_hard_walk(0, 2);
-  test_remote_hard_walk(1, 2);
   test_build_batches();
   test_sort_methods();
   hy_cl_free(cl);

@@ -30,7 +30,7 @@
  * hard and soft parts from the kick and total accelerations of the split
  * walk, a_w = a_h + n a_s and a = a_h + a_s; -H: the hard walks' remote
  * trees built on the device, HardRemoteTree device, instead of the host's
- * trees of points; -R: the host's trees of runs, HardRemoteTree runs) */
+ * trees of points) */
 #include "config.h"
 
 #include <errno.h>
@@ -206,11 +206,10 @@ int main(int argc, char **argv) {
   long max_sinks = 4096;
   int opt, let_walk = HY_LET_AUTO, tree_build = HY_TREE_BUILD_AUTO, state = 0, hard_dev = 0;
   double let_open = HY_LET_FULL_OPEN;
-  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:f:SHRr:o:")) != -1) {
+  while ((opt = getopt(argc, argv, "i:G:e:1:2:a:d:s:w:b:f:SHr:o:")) != -1) {
     switch (opt) {
       case 'S': state = 1; break;
       case 'H': hard_dev = 1; break;
-      case 'R': hard_dev = 2; break;
       case 'i': ics = optarg; break;
       case 'G': G = atof(optarg); break;
       case 'e': eps = atof(optarg); break;
@@ -275,9 +274,7 @@ int main(int argc, char **argv) {
   struct hy_cl *cl;
   if (hy_cl_create(&cl, &o, &err) != 0) die("OpenCL", &err);
   struct hy_force_cfg fc = {.G = G, .eps = eps, .r1 = r1, .r2 = r2, .a_err = a_err, .n_crit = 16, .nvec = 4,
-                            .n_ratio = 4, .tree_build = tree_build, .hard_remote = hard_dev == 2 ? HY_TREE_BUILD_RUNS
-                                                         : hard_dev ? HY_TREE_BUILD_DEVICE
-                                                                    : HY_TREE_BUILD_HOST};
+                            .n_ratio = 4, .tree_build = tree_build, .hard_remote = hard_dev ? HY_TREE_BUILD_DEVICE : HY_TREE_BUILD_HOST};
   struct hy_force *f = hy_force_create(cl, pool, &fc);
   hy_force_set_comm(f, comm, 1, let_walk);
   hy_force_set_let_open(f, let_open);

@@ -13,8 +13,7 @@
  * children or more (the root of one point excepted), its mass and centre
  * are those of its points, every point lies within b_max of the centre with
  * room for float rounding, r_b^2 is FLT_MAX, and the records do not depend
- * on the thread count. Trees of runs (hy_tree_run_records) pass the same
- * checks, with every point left where it was. */
+ * on the thread count. */
 #include "config.h"
 
 #include <float.h>
@@ -286,29 +285,16 @@ static int cmp_point(const void *a, const void *b) {
   return 0;
 }
 
-/* The records of m points (4 floats each) in box: hy_tree_point_records,
- * or with n_crit 0 hy_tree_run_records (the points in their order). */
-static size_t records_of(struct hy_tree *t, const float *pos4, size_t m, const float box[6], int n_crit, float *rec,
-                         struct hy_pool *pool) {
-  return n_crit ? hy_tree_point_records(t, pos4, m, box, n_crit, rec, pool) : hy_tree_run_records(pos4, m, rec, pool);
-}
-
-/* hy_tree_point_records of m points (4 floats each) in box, or (n_crit 0)
- * hy_tree_run_records of them, checked. */
+/* hy_tree_point_records of m points (4 floats each) in box, checked. */
 static void check_points(const float *pos4, size_t m, const float box[6], int n_crit, struct hy_pool *pool,
                          const char *label) {
   struct hy_tree t;
   hy_tree_init(&t);
   float *rec = hy_malloc("records", 16 * m, sizeof(float));
-  const size_t nc = records_of(&t, pos4, m, box, n_crit, rec, pool);
+  const size_t nc = hy_tree_point_records(&t, pos4, m, box, n_crit, rec, pool);
   const size_t nn = m + nc;
   HY_CHECK_MSG(nc >= 1 && (m < 2 || nc <= m - 1), "%s: %zu cells for %zu points", label, nc, m);
-  /* the points, once each (runs: in their order) */
-  if (!n_crit) {
-    size_t moved = 0;
-    for (size_t i = 0; i < m; i++) moved += memcmp(rec + 8 * i, pos4 + 4 * i, 4 * sizeof(float)) != 0;
-    HY_CHECK_MSG(moved == 0, "%s: %zu points of the runs not where they were", label, moved);
-  }
+  /* the points, once each */
   float *a = hy_malloc("points", 4 * m, sizeof(float)), *b = hy_malloc("points", 4 * m, sizeof(float));
   memcpy(a, pos4, 4 * m * sizeof(float));
   for (size_t i = 0; i < m; i++) memcpy(b + 4 * i, rec + 8 * i, 4 * sizeof(float));
@@ -372,8 +358,8 @@ static void check_points(const float *pos4, size_t m, const float box[6], int n_
   /* the same records with 1 and 3 threads */
   struct hy_pool *p1 = hy_pool_create(1), *p3 = hy_pool_create(3);
   float *r1 = hy_malloc("records", 16 * m, sizeof(float)), *r3 = hy_malloc("records", 16 * m, sizeof(float));
-  const size_t n1 = records_of(&t, pos4, m, box, n_crit, r1, p1);
-  const size_t n3 = records_of(&t, pos4, m, box, n_crit, r3, p3);
+  const size_t n1 = hy_tree_point_records(&t, pos4, m, box, n_crit, r1, p1);
+  const size_t n3 = hy_tree_point_records(&t, pos4, m, box, n_crit, r3, p3);
   HY_CHECK_MSG(n1 == nc && n3 == nc && memcmp(r1, rec, 8 * nn * sizeof(float)) == 0 &&
                    memcmp(r3, rec, 8 * nn * sizeof(float)) == 0,
                "%s: the records depend on the thread count", label);
@@ -406,22 +392,15 @@ static void test_point_records(gsl_rng *r, struct hy_pool *pool) {
   check_points(x, n, box, 16, pool, "points: blobs");
   check_points(x, n, box, 1, pool, "points: blobs, n_crit 1");
   check_points(x, 5000, box, 64, pool, "points: blobs, n_crit 64");
-  check_points(x, n, box, 0, pool, "runs: blobs");
-  check_points(x, 8 * 8 * 8 + 7, box, 0, pool, "runs: 8^3 + 7 points");
-  check_points(x, 15, box, 0, pool, "runs: 15 points");
   const float unit[6] = {0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f};
   for (size_t i = 0; i < 300; i++) /* massless points spread out: every centre geometric */
     for (int d = 0; d < 4; d++) x[4 * i + d] = d < 3 ? (float)gsl_rng_uniform(r) : 0.0f;
   check_points(x, 300, unit, 4, pool, "points: massless");
-  check_points(x, 300, unit, 0, pool, "runs: massless");
   for (size_t i = 0; i < 50; i++) /* coincident: 40 at one point, massless ones among them */
     for (int d = 0; d < 4; d++) x[4 * i + d] = i < 40 ? (d < 3 ? 0.25f : (i < 20 ? 0.0f : 1.0f)) : (float)gsl_rng_uniform(r);
   check_points(x, 50, unit, 16, pool, "points: coincident");
   check_points(x + 4 * 40, 2, unit, 16, pool, "points: two");
   check_points(x + 4 * 40, 1, unit, 16, pool, "points: one");
-  check_points(x, 50, unit, 0, pool, "runs: coincident");
-  check_points(x + 4 * 40, 2, unit, 0, pool, "runs: two");
-  check_points(x + 4 * 40, 1, unit, 0, pool, "runs: one");
   hy_free(x);
 }
 
