@@ -1328,8 +1328,13 @@ static void remote_device_args(struct hy_force *f, int mode, const float *pos4, 
                                const double red[6], const double *sample, size_t s) {
   double centre[3], half;
   key_cube(m, red, f->frame, sample, s, centre, &half);
-  f->rbuild = build_args(f, f->frame, pos4, grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
-  f->rbuild.open_all = mode == HY_WALK_HARD; /* every cell opened, as in remote_points */
+  /* a hard walk takes every item as a point (its cut-off is R2 from the
+   * item's position) and opens every cell: the cells' b_max need bound only
+   * the items' positions, as remote_points' do, not the extents of the
+   * cells among the items, which made them wider (and cost an upload) */
+  const int hard = mode == HY_WALK_HARD;
+  f->rbuild = build_args(f, f->frame, pos4, hard ? NULL : grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
+  f->rbuild.open_all = hard; /* every cell opened, as in remote_points */
   set_rbox(f, red);
   f->rdev = 1; /* to be built by remote_build_side */
 }
