@@ -823,7 +823,10 @@ static int dd_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, stru
   int grid[3];
   hy_decomp_grid(d, grid);
   if (!b) return hy_err_set(err, "internal error: device owners without decomposition boundaries");
-  return hy_cl_state_owners(f->cl, b, nb, grid, count, err);
+  const double t0 = hy_trace_t();
+  const int rc = hy_cl_state_owners(f->cl, b, nb, grid, count, err);
+  hy_trace(HY_TRACE_MAIN, "dd_own_kernel", t0);
+  return rc;
 }
 
 static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, const int **leave_rank, size_t *n_out,
@@ -832,7 +835,9 @@ static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, cons
   uint32_t *idx, *rank;
   size_t m;
   for (int mode = 0; mode < 2; mode++) {
+    const double t0 = hy_trace_t();
     if (hy_cl_state_list(f->cl, mode, (unsigned)me, n_keep, &idx, &rank, &m, err) != 0) return -1;
+    hy_trace(HY_TRACE_MAIN, mode == 0 ? "dd_list_leave" : "dd_list_beyond", t0);
     if (m + 1 > f->dd_list_cap[mode]) {
       const size_t cap = m + m / 4 + 64;
       if (mode == 0) {
