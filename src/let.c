@@ -16,18 +16,10 @@
 #include "let.h"
 
 #include <limits.h>
-#include <stdatomic.h>
 #include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__) && defined(__x86_64__)
-#include <emmintrin.h>
-#define HY_LET_NT 1 /* non-temporal stores (below) */
-#else
-#define HY_LET_NT 0
-#endif
 
 #include "alloc.h"
 #include "hy_shared.h"
@@ -534,41 +526,6 @@ static int test_fail_now(void) {
  * frame plus the float offset, which a pack relative to that frame turns
  * into the same float again), or (pos4 not NULL) straight into the floats
  * that packing those particles relative to origin would give. */
-/* The received items' floats (pos4, grp) go to page-locked buffers that
- * the device reads and nothing on the host reads again: with non-temporal
- * stores they are written to memory without first being read into the
- * caches (a third of the copy's memory traffic, with four ranks copying at
- * once). HYTREE_LET_STREAM (comparisons; the floats are the same either
- * way): 0 plain stores, 1 (the default) streamed floats, 2 the items put
- * into the node's window streamed too. */
-static int stream_wanted(void) {
-  static atomic_int v = -1;
-  int w = atomic_load(&v);
-  if (w < 0) {
-    const char *e = getenv("HYTREE_LET_STREAM");
-    w = !HY_LET_NT ? 0 : e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "2") == 0 ? 2 : 1;
-    atomic_store(&v, w);
-  }
-  return w;
-}
-
-/* n floats from src to dst (stream: non-temporal stores where dst is
- * 16-byte aligned, then a fence). */
-static void copy_floats(float *dst, const float *src, size_t n, int stream) {
-#if HY_LET_NT
-  if (stream) {
-    size_t k = 0;
-    for (; k < n && ((uintptr_t)(void *)(dst + k) & 15) != 0; k++) dst[k] = src[k];
-    for (; k + 4 <= n; k += 4) _mm_stream_ps(dst + k, _mm_loadu_ps(src + k));
-    for (; k < n; k++) dst[k] = src[k];
-    _mm_sfence();
-    return;
-  }
-#endif
-  (void)stream;
-  memcpy(dst, src, n * sizeof(float));
-}
-
 struct runs_job {
   const float **src;
   float **dst;
@@ -579,7 +536,6 @@ struct runs_job {
   float *pos4, *grp;
   double *range; /* with pos4, optional: 6 per thread, lo[3] and hi[3] of the finite positions relative to origin */
   size_t base;   /* the pool's indices are items base, base + 1, ... of the whole */
-  int stream;    /* non-temporal stores (stream_wanted): of pos4 and grp (16- and 8-byte aligned), or into dst */
 };
 
 static void runs_body(void *arg, size_t b, size_t e, int tid) {
@@ -592,41 +548,25 @@ static void runs_body(void *arg, size_t b, size_t e, int tid) {
     const size_t i0 = g - j->first[k], m = (e < j->first[k + 1] ? e : j->first[k + 1]) - g;
     const float *it = j->src[k] + ITEM * i0;
     if (j->dst) {
-      copy_floats(j->dst[k] + ITEM * i0, it, m * ITEM, j->stream);
+      memcpy(j->dst[k] + ITEM * i0, it, m * ITEM * sizeof(float));
     } else if (j->pos4) { /* as the remote particles packed relative to origin (force.c, pack_run) */
       const double *F = j->F, *o = j->origin;
       double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-      const int nt = j->stream;
       for (size_t i = g; i < g + m; i++, it += ITEM) {
         double x[3];
-        float p[4], q[2] = {it[4], it[5]};
         for (int d = 0; d < 3; d++) {
           x[d] = (F[d] + (double)it[d]) - o[d];
-          p[d] = (float)x[d];
+          j->pos4[4 * i + d] = (float)x[d];
         }
-        p[3] = it[3];
-#if HY_LET_NT
-        if (nt) {
-          long long qq;
-          memcpy(&qq, q, sizeof qq);
-          _mm_stream_ps(j->pos4 + 4 * i, _mm_loadu_ps(p));
-          _mm_stream_si64((long long *)(void *)(j->grp + 2 * i), qq);
-        } else
-#endif
-        {
-          (void)nt;
-          memcpy(j->pos4 + 4 * i, p, sizeof p);
-          memcpy(j->grp + 2 * i, q, sizeof q);
-        }
+        j->pos4[4 * i + 3] = it[3];
+        j->grp[2 * i] = it[4];
+        j->grp[2 * i + 1] = it[5];
         if (j->range && (isfinite(x[0]) & isfinite(x[1]) & isfinite(x[2]))) /* plain compares, as pack_run's */
           for (int d = 0; d < 3; d++) {
             lo[d] = x[d] < lo[d] ? x[d] : lo[d];
             hi[d] = x[d] > hi[d] ? x[d] : hi[d];
           }
       }
-#if HY_LET_NT
-      if (nt) _mm_sfence(); /* the streamed floats in memory before the device's upload is queued */
-#endif
       if (j->range) {
         double *r = j->range + 6 * (size_t)tid;
         for (int d = 0; d < 3; d++) {
@@ -782,7 +722,7 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
         first[nrun + 1] = first[nrun] + (size_t)L->send_cnt[3 * r];
         nrun++;
       }
-    struct runs_job cj = {.src = src, .dst = dst, .first = first, .stream = stream_wanted() == 2};
+    struct runs_job cj = {.src = src, .dst = dst, .first = first};
     if (nrun) hy_pool_for(L->pool, first[nrun], 16384, runs_body, &cj);
     hy_trace(HY_TRACE_MAIN, "li_put", t1);
   }
@@ -820,9 +760,7 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
         }
     }
     struct runs_job rj = {.src = src, .first = first, .F = L->frame + 3 * L->rank, .q = remote,
-                          .origin = fl ? fl->origin : NULL, .pos4 = pos4, .grp = grp4, .range = range,
-                          .stream = pos4 && stream_wanted() > 0 && ((uintptr_t)(void *)pos4 & 15) == 0 &&
-                                    ((uintptr_t)(void *)grp4 & 7) == 0};
+                          .origin = fl ? fl->origin : NULL, .pos4 = pos4, .grp = grp4, .range = range};
     if (nrun && fl && fl->ready) { /* run by run, each handed on when done */
       for (int k = 0; k < nrun; k++) {
         const size_t nk = first[k + 1] - first[k];
