@@ -739,27 +739,10 @@ struct move_job {
   const size_t *to;        /* unpack: where each run goes in p */
 };
 
-/* How far ahead the passes over scattered particles (the leavers, the
- * holes and their sources: a few in a thousand of a rank's particles, each
- * in other cache lines and pages of arrays of hundreds of MB) ask for the
- * entries they will read, so that the misses overlap instead of following
- * one another. */
-#define PREFETCH_AHEAD 16
-
-/* The masses, IDs and types of particle i (and its group moments), asked
- * for ahead of their use; a hint only. */
-static void prefetch_particle(const struct hy_part *p, size_t i) {
-  __builtin_prefetch(p->mass + i);
-  __builtin_prefetch(p->id + i);
-  __builtin_prefetch(p->type + i);
-  if (p->grp) __builtin_prefetch(p->grp + 2 * i);
-}
-
 static void pack_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
   const struct move_job *j = arg;
   for (size_t k = b; k < e; k++) {
-    if (k + PREFETCH_AHEAD < e) prefetch_particle(j->p, j->list[k + PREFETCH_AHEAD]);
     const size_t i = j->list[k];
     if (j->pos) /* a device's state: its positions and velocities, no forces */
       pack(j->buf + k * REC_BYTES, j->p, i, j->pos + 3 * k, j->vel + 3 * k, 0);
@@ -775,10 +758,6 @@ static void fill_holes_dev_body(void *arg, size_t b, size_t e, int tid) {
   const struct move_job *j = arg;
   struct hy_part *p = j->p;
   for (size_t k = b; k < e; k++) {
-    if (k + PREFETCH_AHEAD < e) {
-      prefetch_particle(p, j->src[k + PREFETCH_AHEAD]);
-      prefetch_particle(p, j->list[k + PREFETCH_AHEAD]); /* written: the lines are read first */
-    }
     const size_t h = j->list[k], i = j->src[k];
     p->mass[h] = p->mass[i];
     p->id[h] = p->id[i];
@@ -1279,7 +1258,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
     const double tr = hy_trace_t();
     struct move_job mj = {.p = p, .buf = sbuf, .list = order, .pos = dev ? lpv : NULL,
                           .vel = dev ? lpv + 3 * n_out : NULL};
-    for_all(d, n_out, 1024, pack_body, &mj);
+    for_all(d, n_out, 4096, pack_body, &mj);
     hy_trace(HY_TRACE_MAIN, "dd_records", tr);
   }
   {
@@ -1306,7 +1285,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
       /* the masses, IDs and types (positions: stale copies) */
       if (h) memcpy(d->srcs, dbeyond, h * sizeof(size_t));
       struct move_job mj = {.p = p, .list = d->holes, .src = d->srcs};
-      for_all(d, h, 1024, fill_holes_dev_body, &mj);
+      for_all(d, h, 4096, fill_holes_dev_body, &mj);
       hy_trace(HY_TRACE_MAIN, "dd_holes", th);
       reserve_room(p, n_new);
       p->n = n_new;
