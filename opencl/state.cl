@@ -241,3 +241,40 @@ __kernel void hy_st_move(__global const uint *hole, __global const uint *src, co
     mass[i] = mass[j];
   }
 }
+
+/* ------------------------------------------------------------------ keys */
+
+/* The Morton keys of the distributed runs' local trees, from the double
+ * positions (the host's hy_tree_key, src/tree.c, in the same arithmetic), so
+ * that they do not depend on the frame of the packed floats: of positions
+ * first .. first + n - 1, key[i] and idx[i] = first + i. lo: the key
+ * cube's lower corner, scale = 2^21 / side. */
+inline ulong hy_st_spread3(ulong v) {
+  v &= 0x1fffffUL;
+  v = (v | (v << 32)) & 0x001f00000000ffffUL;
+  v = (v | (v << 16)) & 0x001f0000ff0000ffUL;
+  v = (v | (v << 8)) & 0x100f00f00f00f00fUL;
+  v = (v | (v << 4)) & 0x10c30c30c30c30c3UL;
+  v = (v | (v << 2)) & 0x1249249249249249UL;
+  return v;
+}
+
+inline ulong hy_st_grid(double x, double lo, double scale) {
+  const double maxv = (double)((1u << 21) - 1u);
+  const double u = (x - lo) * scale;
+  if (!(u >= 0.0)) return 0UL; /* also NaN */
+  if (u >= maxv) return (ulong)maxv;
+  return (ulong)u;
+}
+
+__kernel void hy_st_keys(__global const double *pos, const uint first, const uint n, const double lox,
+                         const double loy, const double loz, const double scale, __global ulong *key,
+                         __global uint *idx) {
+  const uint i = (uint)get_global_id(0);
+  if (i >= n) return;
+  const size_t j = (size_t)first + i;
+  key[i] = (hy_st_spread3(hy_st_grid(pos[3 * j], lox, scale)) << 2) |
+           (hy_st_spread3(hy_st_grid(pos[3 * j + 1], loy, scale)) << 1) |
+           hy_st_spread3(hy_st_grid(pos[3 * j + 2], loz, scale));
+  idx[i] = (uint)j;
+}

@@ -119,7 +119,10 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
   return 0;
 }
 
+static void presort_drop(struct hy_cl *cl, double *seconds);
+
 void hy_cl_build_free(struct hy_cl *cl) {
+  presort_drop(cl, NULL);
   cl_kernel ks[] = {cl->k_keys,      cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
                     cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
                     cl->k_unsort, cl->k_open_cells, cl->k_add_unsort, cl->k_merge_keys,
@@ -341,6 +344,69 @@ int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2
   return rc;
 }
 
+/* The keys of the state's positions first .. first + n - 1 (hy_st_keys:
+ * double, absolute) into key, idx. */
+static int state_keys(struct hy_cl *cl, size_t first, size_t n, const double lo[3], double scale, struct cl_buf *key,
+                      struct cl_buf *idx, struct evlist *ev, int phase, struct hy_err *err) {
+  if (!cl->k_st_keys) return hy_err_set(err, "internal error: keys of a device state without its kernels");
+  const cl_uint uf = (cl_uint)first, un = (cl_uint)n;
+  return hy_cl_set_args(cl, cl->k_st_keys, "hy_st_keys", err, M(cl->s_pos), V(uf), V(un), V(lo[0]), V(lo[1]),
+                        V(lo[2]), V(scale), M(*key), M(*idx), END) ||
+                 hy_cl_launch(cl, cl->k_st_keys, "hy_st_keys", n, ev_new(ev, phase), err)
+             ? -1
+             : 0;
+}
+
+/* The presort's events: waited for, their device time into *seconds (NULL:
+ * dropped), freed. */
+static void presort_drop(struct hy_cl *cl, double *seconds) {
+  struct evlist *l = cl->presort_ev;
+  if (!l) return;
+  clFinish(cl->q);
+  double t[PH_N] = {0};
+  ev_finish(l, seconds ? t : NULL);
+  if (seconds) *seconds += t[PH_SORT];
+  hy_free(l);
+  cl->presort_ev = NULL;
+}
+
+int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, size_t room, const double lo[3], double scale,
+                        struct hy_err *err) {
+  presort_drop(cl, NULL);
+  cl->presort_n = 0;
+  if (n_keep < 1 || n_keep > cl->state_n || room < n_keep || room > (size_t)UINT32_MAX / 3)
+    return hy_err_set(err, "internal error: presort of %zu of %zu particles (room %zu)", n_keep, cl->state_n, room);
+  if (hy_cl_build_kernels(cl, err) != 0) return -1;
+  const size_t tile = cl->build_wg * SORT_PER, n_tiles = (room + tile - 1) / tile;
+  if (hy_cl_ensure_buf(cl, &cl->pkey, hy_size_mul_or_die(room, 8, "keys"), "presorted keys", err) ||
+      hy_cl_ensure_buf(cl, &cl->pidx, hy_size_mul_or_die(room, 4, "keys"), "presorted indices", err) ||
+      hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(room, 8, "keys"), "sort keys", err) ||
+      hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(room, 4, "keys"), "sort indices", err) ||
+      hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
+                       err))
+    return -1;
+  struct evlist *ev = hy_calloc("OpenCL events", 1, sizeof *ev);
+  ev->q = cl->q;
+  struct cl_buf *kb[2] = {&cl->pkey, &cl->key[1]}, *ib[2] = {&cl->pidx, &cl->idx_tmp};
+  if (state_keys(cl, 0, n_keep, lo, scale, &cl->pkey, &cl->pidx, ev, PH_SORT, err) != 0 ||
+      sort_pairs(cl, kb, ib, n_keep, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0) {
+    cl->presort_ev = ev;
+    presort_drop(cl, NULL);
+    return -1;
+  }
+  ev_close(ev);
+  cl_int e = clFlush(cl->q); /* started now, beside the host's work */
+  cl->presort_ev = ev;
+  if (e != CL_SUCCESS) {
+    presort_drop(cl, NULL);
+    return hy_err_set(err, "OpenCL: clFlush failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  cl->presort_n = n_keep;
+  memcpy(cl->presort_lo, lo, sizeof cl->presort_lo);
+  cl->presort_scale = scale;
+  return 0;
+}
+
 static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, size_t n_tiles,
                                 struct hy_err *err) {
   size_t n_nodes = hy_size_mul_or_die(n, 2, "tree nodes"); /* at most n - 1 cells */
@@ -457,12 +523,51 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
         return -1;
       graft = 1;
     }
+  } else if (a->presorted) {
+    /* the kept particles' keys sorted ahead; the received ones' sorted into
+     * (key[1], idx_tmp) and merged in behind equal keys, as a stable sort
+     * of the whole set would place them */
+    const size_t pn = a->presorted;
+    if (slot != 0 || a->pos || !a->state_keys || cl->presort_n != pn || pn > n ||
+        memcmp(cl->presort_lo, a->key_lo, sizeof cl->presort_lo) != 0 || cl->presort_scale != a->key_scale)
+      return hy_err_set(err, "internal error: a build of %zu particles with %zu presorted keys that are not there",
+                        n, pn);
+    cl->presort_n = 0;
+    presort_drop(cl, &res->presort);
+    if (pn == n) {
+      if ((e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->pkey.mem, kb[0]->mem, 0, 0, n * 8, 0, NULL,
+                                   ev_new(ev, PH_SORT))) != CL_SUCCESS ||
+          (e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->pidx.mem, ib[0]->mem, 0, 0, n * 4, 0, NULL,
+                                   ev_new(ev, PH_SORT))) != CL_SUCCESS)
+        return hy_err_set(err, "OpenCL: copying %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
+    } else {
+      const cl_uint first = (cl_uint)pn, um = (cl_uint)(n - pn);
+      struct cl_buf *mk[2] = {&cl->key[1], &cl->key[0]}, *mi[2] = {&cl->idx_tmp, &T->idx};
+      if (state_keys(cl, pn, n - pn, a->key_lo, a->key_scale, mk[0], mi[0], ev, PH_SORT, err) ||
+          sort_pairs(cl, mk, mi, n - pn, 3 * HY_KEY_BITS, ev, PH_SORT, err) ||
+          hy_cl_ensure_buf(cl, &cl->ibefore, hy_size_mul_or_die(n + 1, 4, "merged positions"), "items before",
+                           err) ||
+          hy_cl_set_args(cl, cl->k_merge_keys, "hy_merge_keys", err, M(cl->pkey), M(cl->pidx), V(first), M(*mk[0]),
+                         M(*mi[0]), V(um), M(*kb[0]), M(*ib[0]), M(cl->ibefore), END) ||
+          hy_cl_launch(cl, cl->k_merge_keys, "hy_merge_keys", n, ev_new(ev, PH_SORT), err))
+        return -1;
+    }
   } else {
-    const cl_uint zero = 0;
-    if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(zero), V(un), V(lo[0]), V(lo[1]), V(lo[2]),
-                       V(scale), M(*kb[0]), M(*ib[0]), END) ||
-        hy_cl_launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
-      return -1;
+    if (a->state_keys) {
+      if (state_keys(cl, 0, n, a->key_lo, a->key_scale, kb[0], ib[0], ev, PH_SORT, err) != 0) return -1;
+    } else if (a->keys) {
+      if ((e = clEnqueueWriteBuffer(hy_cl_queue(cl), kb[0]->mem, CL_FALSE, 0, n * 8, a->keys, 0, NULL,
+                                    ev_new(ev, PH_SORT))) != CL_SUCCESS ||
+          (e = clEnqueueWriteBuffer(hy_cl_queue(cl), ib[0]->mem, CL_FALSE, 0, n * 4, a->keys + n, 0, NULL,
+                                    ev_new(ev, PH_SORT))) != CL_SUCCESS)
+        return hy_err_set(err, "OpenCL: uploading %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
+    } else {
+      const cl_uint zero = 0;
+      if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(zero), V(un), V(lo[0]), V(lo[1]), V(lo[2]),
+                         V(scale), M(*kb[0]), M(*ib[0]), END) ||
+          hy_cl_launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
+        return -1;
+    }
     if (sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0) return -1;
   }
   if (slot == 0) { /* keep this build's sorted keys for a merged build, or forget the last ones */

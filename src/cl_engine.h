@@ -147,6 +147,18 @@ struct hy_cl_build_args {
                            order of a full sort); ignored when that build's keys are not kept or its cube
                            differs */
   uint64_t merge_id;
+  /* Keys from double positions (distributed runs' local trees, slot 0): the
+   * host's hy_tree_key in the cube with lower corner key_lo (absolute) and
+   * scale key_scale = 2^21 / side, so that they do not depend on the frame
+   * of the floats. With one of these three the float keys (lo, side) are not
+   * made: */
+  int state_keys;          /**< from the device state's positions (pos NULL) */
+  const uint64_t *keys;    /**< from the host: n keys (hy_tree_key) in host order, followed in the same
+                                block by n uint32_t indices 0 .. n-1 */
+  size_t presorted;        /**< from the state: the first `presorted` positions' keys sorted ahead
+                                (hy_cl_state_presort, in this cube), the others' made, sorted and merged in
+                                (the order of a full sort) */
+  double key_lo[3], key_scale;
   int graft;          /**< slot 1 with merge_local, from the state (pos NULL): grafted onto the slot-0 tree
                            (its records unchanged since build merge_id) when it can be: the merged cells
                            without items that are slot-0 cells are not made again but taken whole, the
@@ -166,6 +178,7 @@ struct hy_cl_build_result {
   double sort;        /**< keys and radix sort */
   double cells;       /**< cell generations and links */
   double moments;     /**< particle records and cell moments */
+  double presort;     /**< the kept particles' keys and sort, queued ahead (hy_cl_state_presort) */
   int merged;         /**< slot 1: the key order came from the slot-0 build's (merge_local) */
   size_t grafted;     /**< merged builds: cells without LET items whose moments were copied from the
                            slot-0 tree's same cells (its records unchanged since that build), or with
@@ -297,6 +310,18 @@ int hy_cl_state_append_end(struct hy_cl *cl, size_t m, double *seconds, struct h
  *  n_new - n_keep received ones (tail_pos, tail_vel: 3 doubles each;
  *  tail_mass). The kick acceleration is left undefined (the next unpack
  *  sets it). */
+/** The first half of hy_cl_state_patch: the m moves of the kept particles
+ *  into the holes (waits for them); the patch is then called with m = 0. */
+int hy_cl_state_moves(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
+                      struct hy_err *err);
+/** Queue (without waiting) the keys of the state's first n_keep positions
+ *  (hy_cl_build_args.state_keys, cube lo and scale) and their sort, for a
+ *  build with presorted = n_keep after hy_cl_state_patch has put the
+ *  received particles behind them (room: the particle count then, for the
+ *  scratch buffers). A state upload, moves or a patch with other counts
+ *  drop them. Returns 0 or -1 with err set. */
+int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, size_t room, const double lo[3], double scale,
+                        struct hy_err *err);
 int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
                       const double *tail_vel, const double *tail_mass, const uint32_t *hole, const uint32_t *src,
                       size_t m, struct hy_err *err);

@@ -50,7 +50,7 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
       state_kernel(cl, "hy_st_unpack", &cl->k_unpack, err) || state_kernel(cl, "hy_st_finite", &cl->k_finite, err) ||
       state_kernel(cl, "hy_st_owner", &cl->k_owner, err) || state_kernel(cl, "hy_st_flag", &cl->k_flag, err) ||
       state_kernel(cl, "hy_st_list", &cl->k_list, err) || state_kernel(cl, "hy_st_gather", &cl->k_gather_state, err) ||
-      state_kernel(cl, "hy_st_move", &cl->k_move, err))
+      state_kernel(cl, "hy_st_move", &cl->k_move, err) || state_kernel(cl, "hy_st_keys", &cl->k_st_keys, err))
     return -1;
   return 0;
 }
@@ -62,13 +62,14 @@ void hy_cl_state_free(struct hy_cl *cl) {
     cl->gather_ev = NULL;
   }
   cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_owner,
-                    cl->k_flag, cl->k_list, cl->k_gather_state, cl->k_move};
+                    cl->k_flag, cl->k_list, cl->k_gather_state, cl->k_move, cl->k_st_keys};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
   struct cl_buf *bs[] = {&cl->s_pos,  &cl->s_vel,   &cl->s_mass,  &cl->s_accw,   &cl->s_acc,
                          &cl->s_pot,  &cl->s_red,   &cl->s_dest,  &cl->s_flag,   &cl->s_idx,
-                         &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i};
+                         &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i,
+                         &cl->pkey,   &cl->pidx};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
 }
 
@@ -115,6 +116,7 @@ int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, c
   cl->state_n = 0;
   cl->appended = 0;
   cl->appended_copy = 0;
+  cl->presort_n = 0; /* new positions: the kept particles' keys are not theirs */
   cl_int e;
   if ((e = clEnqueueWriteBuffer(cl->q, cl->s_pos.mem, CL_FALSE, 0, b3, pos, 0, NULL, NULL)) != CL_SUCCESS ||
       (e = clEnqueueWriteBuffer(cl->q, cl->s_vel.mem, CL_FALSE, 0, b3, vel, 0, NULL, NULL)) != CL_SUCCESS ||
@@ -304,6 +306,42 @@ int hy_cl_state_append_copy(struct hy_cl *cl, struct hy_err *err) {
   return 0;
 }
 
+/* The moves of a decomposition's stayers into the holes: hole[h] takes the
+ * particle at src[h] (waits for them). */
+static int state_moves(struct hy_cl *cl, const uint32_t *hole, const uint32_t *src, size_t m, struct hy_err *err) {
+  if (hy_cl_ensure_buf(cl, &cl->s_patch_i, m * 4, "moved particles", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_idx, m * 4, "moved particles", err))
+    return -1;
+  cl_int e;
+  if ((e = clEnqueueWriteBuffer(cl->q, cl->s_patch_i.mem, CL_FALSE, 0, m * 4, hole, 0, NULL, NULL)) != CL_SUCCESS ||
+      (e = clEnqueueWriteBuffer(cl->q, cl->s_idx.mem, CL_FALSE, 0, m * 4, src, 0, NULL, NULL)) != CL_SUCCESS) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: uploading the moved particles' indices failed on %s: %s", cl->name,
+                      hy_cl_errname(e));
+  }
+  const cl_uint um = (cl_uint)m;
+  const char *nm = "hy_st_move";
+  cl_kernel k = cl->k_move;
+  return set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_patch_i.mem, nm, err) ||
+                 set_arg(cl, k, 1, sizeof(cl_mem), &cl->s_idx.mem, nm, err) ||
+                 set_arg(cl, k, 2, sizeof um, &um, nm, err) || set_arg(cl, k, 3, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
+                 set_arg(cl, k, 4, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
+                 set_arg(cl, k, 5, sizeof(cl_mem), &cl->s_mass.mem, nm, err) ||
+                 run_grid(cl, k, "moving the kept particles", NULL, err)
+             ? -1
+             : 0;
+}
+
+int hy_cl_state_moves(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
+                      struct hy_err *err) {
+  if (need_state(cl, "moves", err)) return -1;
+  if (n_keep > cl->state_n || m > n_keep)
+    return hy_err_set(err, "internal error: moving %zu of %zu kept particles in a state of %zu", m, n_keep,
+                      cl->state_n);
+  cl->presort_n = 0;
+  return m ? state_moves(cl, hole, src, m, err) : 0;
+}
+
 int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
                       const double *tail_vel, const double *tail_mass, const uint32_t *hole, const uint32_t *src,
                       size_t m, struct hy_err *err) {
@@ -311,31 +349,12 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
   if (n_keep > cl->state_n || n_keep > n_new || n_new < 2 || n_new > (size_t)UINT32_MAX / 3 || m > n_keep)
     return hy_err_set(err, "internal error: patching a state of %zu particles to %zu (%zu kept, %zu moved)",
                       cl->state_n, n_new, n_keep, m);
+  if (cl->presort_n != 0 && (m != 0 || cl->presort_n != n_keep)) cl->presort_n = 0;
   const size_t b3 = hy_size_mul_or_die(n_new, 3 * sizeof(double), "particle state"), nt = n_new - n_keep;
   cl_int e = CL_SUCCESS;
   /* the moves first: their sources lie beyond the kept count, where the
    * received particles go */
-  if (m) {
-    if (hy_cl_ensure_buf(cl, &cl->s_patch_i, m * 4, "moved particles", err) ||
-        hy_cl_ensure_buf(cl, &cl->s_idx, m * 4, "moved particles", err))
-      return -1;
-    if ((e = clEnqueueWriteBuffer(cl->q, cl->s_patch_i.mem, CL_FALSE, 0, m * 4, hole, 0, NULL, NULL)) != CL_SUCCESS ||
-        (e = clEnqueueWriteBuffer(cl->q, cl->s_idx.mem, CL_FALSE, 0, m * 4, src, 0, NULL, NULL)) != CL_SUCCESS) {
-      clFinish(cl->q);
-      return hy_err_set(err, "OpenCL: uploading the moved particles' indices failed on %s: %s", cl->name,
-                        hy_cl_errname(e));
-    }
-    const cl_uint um = (cl_uint)m;
-    const char *nm = "hy_st_move";
-    cl_kernel k = cl->k_move;
-    if (set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_patch_i.mem, nm, err) ||
-        set_arg(cl, k, 1, sizeof(cl_mem), &cl->s_idx.mem, nm, err) || set_arg(cl, k, 2, sizeof um, &um, nm, err) ||
-        set_arg(cl, k, 3, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
-        set_arg(cl, k, 4, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
-        set_arg(cl, k, 5, sizeof(cl_mem), &cl->s_mass.mem, nm, err) ||
-        run_grid(cl, k, "moving the kept particles", NULL, err))
-      return -1;
-  }
+  if (m && state_moves(cl, hole, src, m, err) != 0) return -1;
   if (hy_cl_ensure_buf_keep(cl, &cl->s_pos, b3, n_keep * 24, "positions (double)", err) ||
       hy_cl_ensure_buf_keep(cl, &cl->s_vel, b3, n_keep * 24, "velocities (double)", err) ||
       hy_cl_ensure_buf_keep(cl, &cl->s_mass, n_new * sizeof(double), n_keep * 8, "masses (double)", err) ||

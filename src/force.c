@@ -96,6 +96,15 @@ struct hy_force {
   int *dd_rank;
   size_t dd_list_cap[2];
   struct hy_decomp_dev dd_src; /* hy_force_decomp_source */
+  /* distributed, state on the device: the soft step's local build begun in
+   * the decomposition (hy_force_cube_ahead, dd_kept): the key cube of the
+   * whole set before it, and the kept particles moved and their keys sorted */
+  double pre_c[3], pre_h;
+  int pre_cube;             /* pre_c, pre_h hold this decomposition's cube */
+  size_t pre_n;             /* the kept particles whose keys are sorted (0: none) */
+  int pre_moved;            /* the kept particles are moved into the holes already */
+  uint64_t *hkeys;          /* distributed, state on the host: keys and indices (hy_cl_build_args.keys) */
+  size_t hkeys_cap;
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
   uint64_t *red_bad;        /* pack: per-thread lowest ID with a non-finite position */
   int red_n;
@@ -169,6 +178,7 @@ void hy_force_free(struct hy_force *f) {
   hy_free(f->red);
   hy_free(f->red_bad);
   hy_free(f->u32);
+  hy_free(f->hkeys);
   hy_free(f->dd_leave);
   hy_free(f->dd_beyond);
   hy_free(f->dd_rank);
@@ -435,7 +445,7 @@ static void trace_parts(int lane, const char *const *names, const double *d, int
  * (names: upload, sort, cells, moments) into the trace on `lane`, ending
  * at t_end. */
 static void take_build(struct hy_force *f, const struct hy_cl_build_result *res, int lane,
-                       const char *const names[4], double t_end) {
+                       const char *const names[5], double t_end) {
   f->st.upload += res->upload;
   f->st.dev_sort += res->sort;
   f->st.dev_cells += res->cells;
@@ -443,7 +453,16 @@ static void take_build(struct hy_force *f, const struct hy_cl_build_result *res,
   if (hy_trace_on()) {
     const double d[] = {res->upload, res->sort, res->cells, res->moments};
     trace_parts(lane, names, d, 4, t_end);
+    /* the keys sorted ahead, in the decomposition: placed before the rest */
+    if (res->presort > 0.0) trace_parts(lane, names + 4, &res->presort, 1, t_end - d[0] - d[1] - d[2] - d[3]);
   }
+}
+
+/* Distributed runs: the key cube as hy_tree_key takes it, for the keys made
+ * from double positions (hy_cl_build_args.key_lo, key_scale). */
+static void key_cube_args(const double centre[3], double half, double lo[3], double *scale) {
+  for (int d = 0; d < 3; d++) lo[d] = centre[d] - half;
+  *scale = (double)(1u << HY_KEY_BITS) / (2.0 * half);
 }
 
 /* Merged builds from the device state grafted onto the local tree
@@ -468,7 +487,8 @@ static int graft_wanted(void) {
  * (hy_cl_build_args.merge_local: the local build keeps its keys on several
  * ranks, all of whose trees share one key cube, cube_for). */
 static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, const float *pos4, const float *grp,
-                        const double centre[3], double half, double t_host, int refit, struct hy_err *err) {
+                        const double centre[3], double half, double t_host, int refit, const uint64_t *keys,
+                        size_t presorted, struct hy_err *err) {
   double t1 = hy_wtime();
   const uint64_t id = atomic_fetch_add(&tree_serial, 1);
   if (slot == 0)
@@ -477,6 +497,15 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
     f->m_tree_id = id;
   struct hy_cl_build_args a = build_args(f, f->origin, pos4, grp, n, centre, half, id, slot);
   a.keep_keys = slot == 0 && f->let != NULL;
+  /* distributed: the local tree's keys from the double positions, in the
+   * whole set's cube, whatever the frame (the state's, or the host's keys) */
+  if (slot == 0 && f->let && !refit) {
+    if (pos4 && !keys) return hy_err_set(err, "internal error: a distributed local build without its keys");
+    key_cube_args(centre, half, a.key_lo, &a.key_scale);
+    a.state_keys = pos4 == NULL;
+    a.keys = keys;
+    a.presorted = presorted;
+  }
   if (slot == 1) {
     a.merge_local = n_local;
     a.merge_id = f->tree_id;
@@ -488,8 +517,8 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
   double t2 = hy_wtime();
   hy_trace(HY_TRACE_MAIN, refit ? "refit" : slot ? "build_merged" : "build", t1);
   /* its parts on the device lane (the main thread waited for them) */
-  static const char *const b0[] = {"b_upload", "b_sort", "b_cells", "b_moments"};
-  static const char *const b1[] = {"bm_upload", "bm_sort", "bm_cells", "bm_moments"};
+  static const char *const b0[] = {"b_upload", "b_sort", "b_cells", "b_moments", "b_presort"};
+  static const char *const b1[] = {"bm_upload", "bm_sort", "bm_cells", "bm_moments", "bm_presort"};
   take_build(f, &res, HY_TRACE_DEVICE, slot ? b1 : b0, t2);
   f->st.sort += t_host; /* packing, bounds */
   f->st.build += t2 - t1 - res.upload; /* device: keys, sort, cells, moments (wall) */
@@ -560,6 +589,37 @@ static int pos4_fits(struct hy_force *f, size_t n, size_t room, struct hy_err *e
   return hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, bytes, err) != NULL;
 }
 
+struct hkey_job {
+  const double *pos, *centre;
+  double half;
+  uint64_t *key;
+  uint32_t *idx;
+};
+
+static void hkey_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct hkey_job *j = arg;
+  for (size_t i = b; i < e; i++) {
+    j->key[i] = hy_tree_key(j->pos + 3 * i, j->centre, j->half);
+    j->idx[i] = (uint32_t)i;
+  }
+}
+
+/* Distributed device builds from the host's positions: their keys as the
+ * device state's make them (hy_cl_build_args.keys), n keys then n indices
+ * in f's scratch. */
+static const uint64_t *host_keys(struct hy_force *f, const struct hy_part *p, const double centre[3], double half) {
+  const size_t n = p->n, words = n + n / 2 + 1; /* n 8-byte keys, n 4-byte indices */
+  if (words > f->hkeys_cap) {
+    hy_free(f->hkeys);
+    f->hkeys_cap = words + words / 4;
+    f->hkeys = hy_malloc("keys", f->hkeys_cap, sizeof(uint64_t));
+  }
+  struct hkey_job j = {.pos = p->pos, .centre = centre, .half = half, .key = f->hkeys, .idx = (uint32_t *)(f->hkeys + n)};
+  hy_pool_for(f->pool, n, 65536, hkey_body, &j);
+  return f->hkeys;
+}
+
 /* The local tree on the device (refit: of the last build's cells). */
 static int device_build(struct hy_force *f, const struct hy_part *p, int refit, struct hy_err *err) {
   double t0 = hy_wtime();
@@ -594,7 +654,8 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   memcpy(f->packed_red, red, sizeof f->packed_red);
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
   box_from_pack(f, red);
-  if (build_packed(f, 0, n, 0, pos4, NULL, centre, half, hy_wtime() - t0, refit, err) != 0) return -1;
+  const uint64_t *keys = f->let && !refit ? host_keys(f, p, centre, half) : NULL;
+  if (build_packed(f, 0, n, 0, pos4, NULL, centre, half, hy_wtime() - t0, refit, keys, 0, err) != 0) return -1;
   return f->let ? tree_to_host(f, n, refit, err) : 0;
 }
 
@@ -743,12 +804,15 @@ int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size
   stage_add(&j, vel, p->vel + 3 * n_keep, 3);
   stage_add(&j, mass, p->mass + n_keep, 1);
   hy_pool_for(f->pool, nt, 65536, stage_body, &j);
-  uint32_t *u = u32_scratch(f, hy_size_mul_or_die(n_holes, 2, "moved particles"));
-  for (size_t h = 0; h < n_holes; h++) {
+  /* the moves made in the decomposition already (dd_kept) */
+  const size_t m = f->pre_moved ? 0 : n_holes;
+  f->pre_moved = 0;
+  uint32_t *u = u32_scratch(f, hy_size_mul_or_die(m, 2, "moved particles"));
+  for (size_t h = 0; h < m; h++) {
     u[h] = (uint32_t)holes[h];
-    u[n_holes + h] = (uint32_t)srcs[h];
+    u[m + h] = (uint32_t)srcs[h];
   }
-  int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, u, u + n_holes, n_holes, err);
+  int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, u, u + m, m, err);
   f->st.upload += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "state_patch", t0);
   return rc;
@@ -879,6 +943,73 @@ void hy_force_set_let_open(struct hy_force *f, double factor) {
   if (f->let) hy_let_set_full_open(f->let, factor);
 }
 
+/* The soft step's local build begun inside the decomposition, once the
+ * device's leavers are read (hy_decomp_dev.kept): the stayers moved into the
+ * holes, then the kept particles' keys in the cube of hy_force_cube_ahead
+ * queued with their sort, which runs while the host exchanges the leavers;
+ * the received particles' keys are merged in at the build. */
+static int dd_kept(void *ctx, const size_t *holes, const size_t *srcs, size_t m, size_t n_keep, size_t n_new,
+                   struct hy_err *err) {
+  struct hy_force *f = ctx;
+  f->pre_n = 0;
+  f->pre_moved = 0;
+  if (!f->pre_cube || n_keep < 2 || n_new < 2) return 0;
+  f->pre_cube = 0;
+  const double t0 = hy_trace_t();
+  uint32_t *u = u32_scratch(f, hy_size_mul_or_die(m, 2, "moved particles"));
+  for (size_t h = 0; h < m; h++) {
+    u[h] = (uint32_t)holes[h];
+    u[m + h] = (uint32_t)srcs[h];
+  }
+  if (hy_cl_state_moves(f->cl, n_keep, u, u + m, m, err) != 0) return -1;
+  f->pre_moved = 1;
+  double lo[3], scale;
+  key_cube_args(f->pre_c, f->pre_h, lo, &scale);
+  if (hy_cl_state_presort(f->cl, n_keep, n_new, lo, scale, err) != 0) return -1;
+  f->pre_n = n_keep;
+  hy_trace(HY_TRACE_MAIN, "dd_presort", t0);
+  return 0;
+}
+
+/* HYTREE_PRESORT=0: the soft step's local keys sorted after the
+ * decomposition, not inside it (the same tree, bit for bit). */
+static int presort_wanted(void) {
+  static atomic_int v = -1;
+  int w = atomic_load(&v);
+  if (w < 0) {
+    const char *e = getenv("HYTREE_PRESORT");
+    w = !(e && strcmp(e, "0") == 0);
+    atomic_store(&v, w);
+  }
+  return w;
+}
+
+int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, struct hy_err *err) {
+  f->pre_cube = 0;
+  f->pre_n = 0;
+  f->pre_moved = 0;
+  if (!f->let || !presort_wanted()) return 0;
+  const double t0 = hy_trace_t();
+  double centre[3], half;
+  int shrunk;
+  if (dev) {
+    const double zero[3] = {0.0, 0.0, 0.0};
+    double red[11], sample[3 * HY_TREE_SAMPLE], tk = 0.0;
+    const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
+    if (hy_cl_state_pack(f->cl, zero, red, s, sample, &tk, err) != 0) return -1;
+    f->st.kernel += tk;
+    shrunk = cube_for(f, p->n, red, zero, sample, s, centre, &half, err);
+  } else {
+    shrunk = host_cube(f, p, centre, &half, err);
+  }
+  if (shrunk < 0) return -1;
+  memcpy(f->pre_c, centre, sizeof f->pre_c);
+  f->pre_h = half;
+  f->pre_cube = dev;
+  hy_trace(HY_TRACE_MAIN, "dd_cube", t0);
+  return 0;
+}
+
 const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f) {
   f->dd_src = (struct hy_decomp_dev){.ctx = f,
                                      .check = dd_check,
@@ -886,7 +1017,8 @@ const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f) {
                                      .gather_begin = dd_gather_begin,
                                      .gather_end = dd_gather_end,
                                      .owners = dd_owners,
-                                     .lists = dd_lists};
+                                     .lists = dd_lists,
+                                     .kept = dd_kept};
   return &f->dd_src;
 }
 
@@ -1000,7 +1132,7 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   if (hy_cl_state_append_end(f->cl, m, &tu, err) != 0) return -1; /* uploads queued run by run (items_ready) */
   hy_trace(HY_TRACE_MAIN, "append_items", ta);
   f->st.upload += tu;
-  int rc = build_packed(f, 1, nm, n, NULL, NULL, centre, half, hy_wtime() - t0 - tu, 0, err);
+  int rc = build_packed(f, 1, nm, n, NULL, NULL, centre, half, hy_wtime() - t0 - tu, 0, NULL, 0, err);
   struct walk_job *j = &f->job[0];
   if (rc == 0) {
     const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
@@ -1050,7 +1182,14 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   hy_trace(HY_TRACE_MAIN, "pack", tp);
   if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
   box_from_pack(f, red);
-  if (build_packed(f, 0, p->n, 0, NULL, NULL, centre, half, hy_wtime() - t0, rf, err) != 0) return -1;
+  /* the kept particles' keys sorted in the decomposition (dd_kept), when
+   * they were made in this cube: the set's range is the same before and
+   * after it, but the bulk's box that may shrink the cube is not */
+  size_t pre = 0;
+  if (!rf && f->pre_n > 0 && f->pre_n <= p->n && f->pre_h == half && memcmp(f->pre_c, centre, sizeof centre) == 0)
+    pre = f->pre_n;
+  f->pre_n = 0;
+  if (build_packed(f, 0, p->n, 0, NULL, NULL, centre, half, hy_wtime() - t0, rf, NULL, pre, err) != 0) return -1;
   f->packed_n = 0; /* nothing of this build is in the host's staging buffer */
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
@@ -1374,7 +1513,7 @@ static int remote_build_side(struct hy_force *f, struct hy_err *err) {
   f->st.remote_build += te - tb;
   hy_trace(HY_TRACE_MAIN, "remote_build_side", tb);
   /* its parts on the main lane: the device lane holds the local walk */
-  static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments"};
+  static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments", "rb_presort"};
   take_build(f, &f->rbres, HY_TRACE_MAIN, nm, te);
   return 0;
 }
@@ -1564,7 +1703,7 @@ static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_e
   }
   double centre[3], half;
   merged_cube(f, pos4 + 4 * n, grp + 2 * n, centre, &half);
-  return build_packed(f, 1, nm, n, pos4, grp, centre, half, hy_wtime() - t0, 0, err);
+  return build_packed(f, 1, nm, n, pos4, grp, centre, half, hy_wtime() - t0, 0, NULL, 0, err);
 }
 
 /* Walk job for the tree a device build left in `slot`, its n particles as

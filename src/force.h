@@ -211,6 +211,16 @@ void hy_force_set_overlap(struct hy_force *f, hy_force_overlap_fn fn, void *ctx)
  *  places; only the samples and the leavers come to the host. Valid while
  *  f lives. */
 const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f);
+/** Distributed runs with the state on the device, before the soft step's
+ *  decomposition (collective: every rank, dev nonzero where the state is on
+ *  the device): the key cube of the whole set, which the decomposition does
+ *  not change unless the bulk's box that shrinks it does, so that the
+ *  device can sort the kept particles' keys while the host exchanges the
+ *  leavers (hy_force_decomp_source's `kept`); the build after the
+ *  decomposition takes them when its cube is this one. HYTREE_PRESORT=0
+ *  turns it off (the same trees, bit for bit). Returns 0 or -1 with err
+ *  set. */
+int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, struct hy_err *err);
 /** After hy_decomp_exchange_dev of the state's particles: the device moves
  *  the particle from srcs[h] into holes[h] for the n_holes holes below
  *  n_keep (hy_decomp_moved) and receives p's particles from n_keep on (the

@@ -464,6 +464,9 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
    * kick accelerations are not needed (the soft step makes them anew) */
   const int was_dev = dev;
   s->dev_acc = s->dev_pot = 0;
+  /* the key cube first, so that the device sorts the kept particles' keys
+   * while the host exchanges the others (hy_force_cube_ahead) */
+  if (hy_force_cube_ahead(f, p, was_dev, err) != 0) return -1;
   if (decompose(s, tm, was_dev, err) != 0) return -1;
   dev = p->n >= 2;
   if (was_dev && dev && s->moved.known) {

@@ -155,10 +155,12 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
     { echo "FAIL: 3 ranks, ParticleState device: merged trees grafted: '${g}'"; fail=1; }
   grep -q "summary: rank 0 grafted 0 of its" "$tmp/mpi3d.log" ||
     { echo "FAIL: 3 ranks, ParticleState host: a merged tree was grafted"; fail=1; }
-  # the same items by MPI messages (HYTREE_LET_SHM=0), and the merged trees
-  # built beside the local ones (HYTREE_GRAFT=0): the same run, bit for bit
+  # the same items by MPI messages (HYTREE_LET_SHM=0), the merged trees
+  # built beside the local ones (HYTREE_GRAFT=0) and the soft steps' local
+  # keys sorted after the decomposition, not inside it (HYTREE_PRESORT=0):
+  # the same run, bit for bit
   # shellcheck disable=SC2086
-  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_LET_SHM=0 HYTREE_GRAFT=0 HYTREE_TEST_LET_SMALL=1 "$HYTREE" run "$tmp/p.txt" \
+  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_LET_SHM=0 HYTREE_GRAFT=0 HYTREE_PRESORT=0 HYTREE_TEST_LET_SMALL=1 "$HYTREE" run "$tmp/p.txt" \
        -P "OutputDir=$tmp/mpi3m" -P TreeBuild=device -P SnapshotFields=Acceleration -P ParticleState=device \
        >"$tmp/mpi3m.log" 2>&1; then
     grep -q "LET items through MPI messages" "$tmp/mpi3m.log" ||
@@ -173,7 +175,7 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
   # its timelines (HYTREE_TRACE): one file per rank with the sub-steps and
   # the device thread's walks, which tools/trace_report.py summarises
   for r in 0 1 2; do
-    for ph in 0,hard_step 0,soft_step 0,decompose 1,walk_local 1,walk_merged 1,w_kernel 1,b_sort 1,rw_upload 1,rw_kernel; do
+    for ph in 0,hard_step 0,soft_step 0,decompose 0,dd_cube 0,dd_presort 1,b_presort 1,walk_local 1,walk_merged 1,w_kernel 1,b_sort 1,rw_upload 1,rw_kernel; do
       grep -q "^$ph," "$tmp/trace.$r.csv" 2>/dev/null ||
         { echo "FAIL: 3 ranks: the trace of rank $r has no $ph phase"; fail=1; }
     done
