@@ -278,3 +278,16 @@ __kernel void hy_st_keys(__global const double *pos, const uint first, const uin
            hy_st_spread3(hy_st_grid(pos[3 * j + 2], loz, scale));
   idx[i] = (uint)j;
 }
+
+/* The keys of the m holes that the stayers from beyond will fill, before
+ * they move: key[hole[h]] from the position at src[h] (fix: m holes, then
+ * m sources), as hy_st_keys makes it there. */
+__kernel void hy_st_keys_fix(__global const double *pos, __global const uint *fix, const uint m, const double lox,
+                             const double loy, const double loz, const double scale, __global ulong *key) {
+  const uint h = (uint)get_global_id(0);
+  if (h >= m) return;
+  const size_t j = fix[m + h];
+  key[fix[h]] = (hy_st_spread3(hy_st_grid(pos[3 * j], lox, scale)) << 2) |
+                (hy_st_spread3(hy_st_grid(pos[3 * j + 1], loy, scale)) << 1) |
+                hy_st_spread3(hy_st_grid(pos[3 * j + 2], loz, scale));
+}

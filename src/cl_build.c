@@ -370,34 +370,43 @@ static void presort_drop(struct hy_cl *cl, double *seconds) {
   cl->presort_ev = NULL;
 }
 
-int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, size_t room, const double lo[3], double scale,
-                        struct hy_err *err) {
+int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
+                        const double lo[3], double scale, struct hy_err *err) {
   presort_drop(cl, NULL);
   cl->presort_n = 0;
-  if (n_keep < 1 || n_keep > cl->state_n || room < n_keep || room > (size_t)UINT32_MAX / 3)
-    return hy_err_set(err, "internal error: presort of %zu of %zu particles (room %zu)", n_keep, cl->state_n, room);
+  if (n_keep < 1 || n_keep > cl->state_n || m > n_keep)
+    return hy_err_set(err, "internal error: presort of %zu of %zu particles (%zu moves)", n_keep, cl->state_n, m);
   if (hy_cl_build_kernels(cl, err) != 0) return -1;
-  const size_t tile = cl->build_wg * SORT_PER, n_tiles = (room + tile - 1) / tile;
-  if (hy_cl_ensure_buf(cl, &cl->pkey, hy_size_mul_or_die(room, 8, "keys"), "presorted keys", err) ||
-      hy_cl_ensure_buf(cl, &cl->pidx, hy_size_mul_or_die(room, 4, "keys"), "presorted indices", err) ||
-      hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(room, 8, "keys"), "sort keys", err) ||
-      hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(room, 4, "keys"), "sort indices", err) ||
+  const size_t tile = cl->build_wg * SORT_PER, n_tiles = (n_keep + tile - 1) / tile;
+  if (hy_cl_ensure_buf(cl, &cl->pkey, hy_size_mul_or_die(n_keep, 8, "keys"), "presorted keys", err) ||
+      hy_cl_ensure_buf(cl, &cl->pidx, hy_size_mul_or_die(n_keep, 4, "keys"), "presorted indices", err) ||
+      hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(n_keep, 8, "keys"), "sort keys", err) ||
+      hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(n_keep, 4, "keys"), "sort indices", err) ||
       hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
-                       err))
+                       err) ||
+      (m && hy_cl_ensure_buf(cl, &cl->pfix, hy_size_mul_or_die(m, 8, "moves"), "presort moves", err)))
     return -1;
+  cl_int e;
+  if (m && ((e = clEnqueueWriteBuffer(cl->q, cl->pfix.mem, CL_FALSE, 0, m * 4, hole, 0, NULL, NULL)) != CL_SUCCESS ||
+            (e = clEnqueueWriteBuffer(cl->q, cl->pfix.mem, CL_TRUE, m * 4, m * 4, src, 0, NULL, NULL)) != CL_SUCCESS)) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: uploading the moves failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
   struct evlist *ev = hy_calloc("OpenCL events", 1, sizeof *ev);
   ev->q = cl->q;
+  cl->presort_ev = ev;
   struct cl_buf *kb[2] = {&cl->pkey, &cl->key[1]}, *ib[2] = {&cl->pidx, &cl->idx_tmp};
+  const cl_uint um = (cl_uint)m;
   if (state_keys(cl, 0, n_keep, lo, scale, &cl->pkey, &cl->pidx, ev, PH_SORT, err) != 0 ||
+      (m && (hy_cl_set_args(cl, cl->k_st_keys_fix, "hy_st_keys_fix", err, M(cl->s_pos), M(cl->pfix), V(um), V(lo[0]),
+                            V(lo[1]), V(lo[2]), V(scale), M(cl->pkey), END) ||
+             hy_cl_launch(cl, cl->k_st_keys_fix, "hy_st_keys_fix", m, ev_new(ev, PH_SORT), err))) ||
       sort_pairs(cl, kb, ib, n_keep, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0) {
-    cl->presort_ev = ev;
     presort_drop(cl, NULL);
     return -1;
   }
   ev_close(ev);
-  cl_int e = clFlush(cl->q); /* started now, beside the host's work */
-  cl->presort_ev = ev;
-  if (e != CL_SUCCESS) {
+  if ((e = clFlush(cl->q)) != CL_SUCCESS) { /* started now, beside the host's work */
     presort_drop(cl, NULL);
     return hy_err_set(err, "OpenCL: clFlush failed on %s: %s", cl->name, hy_cl_errname(e));
   }

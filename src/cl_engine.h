@@ -310,18 +310,16 @@ int hy_cl_state_append_end(struct hy_cl *cl, size_t m, double *seconds, struct h
  *  n_new - n_keep received ones (tail_pos, tail_vel: 3 doubles each;
  *  tail_mass). The kick acceleration is left undefined (the next unpack
  *  sets it). */
-/** The first half of hy_cl_state_patch: the m moves of the kept particles
- *  into the holes (waits for them); the patch is then called with m = 0. */
-int hy_cl_state_moves(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
-                      struct hy_err *err);
 /** Queue (without waiting) the keys of the state's first n_keep positions
- *  (hy_cl_build_args.state_keys, cube lo and scale) and their sort, for a
- *  build with presorted = n_keep after hy_cl_state_patch has put the
- *  received particles behind them (room: the particle count then, for the
- *  scratch buffers). A state upload, moves or a patch with other counts
- *  drop them. Returns 0 or -1 with err set. */
-int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, size_t room, const double lo[3], double scale,
-                        struct hy_err *err);
+ *  as they will be after hy_cl_state_patch's m moves (hole[h] takes the
+ *  particle at src[h] >= n_keep; hy_cl_build_args.state_keys, cube lo and
+ *  scale) and their sort, for a build with presorted = n_keep once that
+ *  patch has moved them and put the received particles behind them. The
+ *  positions must not change until then but by that patch; a state upload
+ *  or a patch with another n_keep drops the keys. Returns 0 or -1 with err
+ *  set. */
+int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
+                        const double lo[3], double scale, struct hy_err *err);
 int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
                       const double *tail_vel, const double *tail_mass, const uint32_t *hole, const uint32_t *src,
                       size_t m, struct hy_err *err);
@@ -341,6 +339,11 @@ int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uin
  *  into pos (vel), 3 doubles each. */
 int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *pos, double *vel,
                        struct hy_err *err);
+/** hy_cl_state_gather on the engine's second queue (side nonzero), beside
+ *  work queued on the first that writes none of the gathered values (a
+ *  presort). */
+int hy_cl_state_gather_on(struct hy_cl *cl, int side, const uint32_t *idx, size_t m, double *pos, double *vel,
+                          struct hy_err *err);
 /** hy_cl_state_gather of the positions in two halves: _begin enqueues the
  *  gather and its read into staging memory behind the queue's earlier
  *  commands and returns (idx may be reused then), so that the commands

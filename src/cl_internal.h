@@ -105,14 +105,15 @@ struct hy_cl {
   cl_event l_read; /* hy_cl_let_select's read of the items on the second queue, until hy_cl_let_wait */
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
-  cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_owner, k_flag, k_list, k_gather_state, k_move, k_st_keys;
+  cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_owner, k_flag, k_list, k_gather_state, k_move, k_st_keys,
+      k_st_keys_fix;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
   struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
   struct cl_buf s_patch_i;                   /* hy_cl_state_patch: the holes */
   /* hy_cl_state_presort: the kept particles' sorted keys and indices, their
    * count (0: none), cube, and the span of their sort's events (a struct
    * evlist of cl_build.c, finished by the build that takes them) */
-  struct cl_buf pkey, pidx;
+  struct cl_buf pkey, pidx, pfix;
   size_t presort_n;
   double presort_lo[3], presort_scale;
   void *presort_ev;

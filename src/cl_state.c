@@ -50,7 +50,8 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
       state_kernel(cl, "hy_st_unpack", &cl->k_unpack, err) || state_kernel(cl, "hy_st_finite", &cl->k_finite, err) ||
       state_kernel(cl, "hy_st_owner", &cl->k_owner, err) || state_kernel(cl, "hy_st_flag", &cl->k_flag, err) ||
       state_kernel(cl, "hy_st_list", &cl->k_list, err) || state_kernel(cl, "hy_st_gather", &cl->k_gather_state, err) ||
-      state_kernel(cl, "hy_st_move", &cl->k_move, err) || state_kernel(cl, "hy_st_keys", &cl->k_st_keys, err))
+      state_kernel(cl, "hy_st_move", &cl->k_move, err) || state_kernel(cl, "hy_st_keys", &cl->k_st_keys, err) ||
+      state_kernel(cl, "hy_st_keys_fix", &cl->k_st_keys_fix, err))
     return -1;
   return 0;
 }
@@ -62,14 +63,15 @@ void hy_cl_state_free(struct hy_cl *cl) {
     cl->gather_ev = NULL;
   }
   cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_owner,
-                    cl->k_flag, cl->k_list, cl->k_gather_state, cl->k_move, cl->k_st_keys};
+                    cl->k_flag, cl->k_list, cl->k_gather_state, cl->k_move, cl->k_st_keys,
+                    cl->k_st_keys_fix};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
   struct cl_buf *bs[] = {&cl->s_pos,  &cl->s_vel,   &cl->s_mass,  &cl->s_accw,   &cl->s_acc,
                          &cl->s_pot,  &cl->s_red,   &cl->s_dest,  &cl->s_flag,   &cl->s_idx,
                          &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i,
-                         &cl->pkey,   &cl->pidx};
+                         &cl->pkey,   &cl->pidx,     &cl->pfix};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
 }
 
@@ -332,16 +334,6 @@ static int state_moves(struct hy_cl *cl, const uint32_t *hole, const uint32_t *s
              : 0;
 }
 
-int hy_cl_state_moves(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
-                      struct hy_err *err) {
-  if (need_state(cl, "moves", err)) return -1;
-  if (n_keep > cl->state_n || m > n_keep)
-    return hy_err_set(err, "internal error: moving %zu of %zu kept particles in a state of %zu", m, n_keep,
-                      cl->state_n);
-  cl->presort_n = 0;
-  return m ? state_moves(cl, hole, src, m, err) : 0;
-}
-
 int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
                       const double *tail_vel, const double *tail_mass, const uint32_t *hole, const uint32_t *src,
                       size_t m, struct hy_err *err) {
@@ -349,7 +341,7 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
   if (n_keep > cl->state_n || n_keep > n_new || n_new < 2 || n_new > (size_t)UINT32_MAX / 3 || m > n_keep)
     return hy_err_set(err, "internal error: patching a state of %zu particles to %zu (%zu kept, %zu moved)",
                       cl->state_n, n_new, n_keep, m);
-  if (cl->presort_n != 0 && (m != 0 || cl->presort_n != n_keep)) cl->presort_n = 0;
+  if (cl->presort_n != n_keep) cl->presort_n = 0; /* the presort's keys are those of the kept particles */
   const size_t b3 = hy_size_mul_or_die(n_new, 3 * sizeof(double), "particle state"), nt = n_new - n_keep;
   cl_int e = CL_SUCCESS;
   /* the moves first: their sources lie beyond the kept count, where the
@@ -492,9 +484,9 @@ static int gather_enqueue(struct hy_cl *cl, const uint32_t *idx, size_t m, int w
   if (hy_cl_ensure_buf(cl, &cl->s_idx, m * 4, "gathered particles", err) ||
       hy_cl_ensure_buf(cl, &cl->s_out, 2 * b3, "gathered particles", err))
     return -1;
-  cl_int e = clEnqueueWriteBuffer(cl->q, cl->s_idx.mem, CL_TRUE, 0, m * 4, idx, 0, NULL, NULL);
+  cl_int e = clEnqueueWriteBuffer(hy_cl_queue(cl), cl->s_idx.mem, CL_TRUE, 0, m * 4, idx, 0, NULL, NULL);
   if (e != CL_SUCCESS) {
-    clFinish(cl->q);
+    clFinish(hy_cl_queue(cl));
     return hy_err_set(err, "OpenCL: uploading particle indices failed on %s: %s", cl->name, hy_cl_errname(e));
   }
   const cl_uint um = (cl_uint)m;
@@ -508,8 +500,8 @@ static int gather_enqueue(struct hy_cl *cl, const uint32_t *idx, size_t m, int w
       set_arg(cl, k, 4, sizeof wv, &wv, nm, err) || set_arg(cl, k, 5, sizeof(cl_mem), &out, nm, err))
     return -1;
   size_t local = cl->build_wg, global = STATE_GROUPS * local;
-  if ((e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, NULL)) != CL_SUCCESS) {
-    clFinish(cl->q);
+  if ((e = clEnqueueNDRangeKernel(hy_cl_queue(cl), k, 1, NULL, &global, &local, 0, NULL, NULL)) != CL_SUCCESS) {
+    clFinish(hy_cl_queue(cl));
     return hy_err_set(err, "OpenCL: gathering particles failed on %s: %s", cl->name, hy_cl_errname(e));
   }
   return 0;
@@ -524,13 +516,23 @@ int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *
   const size_t b3 = m * 24;
   cl_mem out = cl->s_out.mem;
   cl_int e;
-  if ((e = clEnqueueReadBuffer(cl->q, out, CL_FALSE, 0, b3, pos, 0, NULL, NULL)) != CL_SUCCESS ||
-      (vel && (e = clEnqueueReadBuffer(cl->q, out, CL_FALSE, b3, b3, vel, 0, NULL, NULL)) != CL_SUCCESS) ||
-      (e = clFinish(cl->q)) != CL_SUCCESS) {
-    clFinish(cl->q);
+  if ((e = clEnqueueReadBuffer(hy_cl_queue(cl), out, CL_FALSE, 0, b3, pos, 0, NULL, NULL)) != CL_SUCCESS ||
+      (vel && (e = clEnqueueReadBuffer(hy_cl_queue(cl), out, CL_FALSE, b3, b3, vel, 0, NULL, NULL)) != CL_SUCCESS) ||
+      (e = clFinish(hy_cl_queue(cl))) != CL_SUCCESS) {
+    clFinish(hy_cl_queue(cl));
     return hy_err_set(err, "OpenCL: reading gathered particles failed on %s: %s", cl->name, hy_cl_errname(e));
   }
   return 0;
+}
+
+int hy_cl_state_gather_on(struct hy_cl *cl, int side, const uint32_t *idx, size_t m, double *pos, double *vel,
+                          struct hy_err *err) {
+  if (!side) return hy_cl_state_gather(cl, idx, m, pos, vel, err);
+  if (hy_cl_side_queue(cl, err) != 0) return -1;
+  hy_cl_on_side = 1;
+  const int rc = hy_cl_state_gather(cl, idx, m, pos, vel, err);
+  hy_cl_on_side = 0;
+  return rc;
 }
 
 int hy_cl_state_gather_begin(struct hy_cl *cl, const uint32_t *idx, size_t m, struct hy_err *err) {

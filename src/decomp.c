@@ -1159,6 +1159,19 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
       order[at[r]++] = dleave[k];
     }
     hy_free(at);
+    /* the device may begin on the kept particles now: the holes below the
+     * kept count are the first leavers, filled by the stayers beyond it */
+    size_t h = 0;
+    while (h < d_out && leave[h] < keep) h++;
+    if (d_beyond != h) {
+      ret = hy_err_set(err, "internal error: domain decomposition: %zu stayers beyond the kept count for %zu holes",
+                       d_beyond, h);
+      goto done;
+    }
+    if (dev->kept && dev->kept(dev->ctx, leave, dbeyond, h, keep, err) != 0) {
+      ret = -1;
+      goto done;
+    }
   } else {
     dest = hy_malloc("decomposition destinations", n + 1, sizeof(int));
     /* blocks: a few per thread, each at least 4096 particles */
@@ -1254,19 +1267,6 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
         goto done;
       }
       hy_trace(HY_TRACE_MAIN, "dd_leavers", tt);
-      /* the device may begin on the kept particles now (their moves into
-       * the holes below n_keep, listed first among the leavers) */
-      size_t h = 0;
-      while (h < n_out && leave[h] < n_keep) h++;
-      if (d_beyond != h) {
-        ret = hy_err_set(err, "internal error: domain decomposition: %zu stayers beyond the kept count for %zu holes",
-                         d_beyond, h);
-        goto done;
-      }
-      if (dev->kept && dev->kept(dev->ctx, leave, dbeyond, h, n_keep, n_new, err) != 0) {
-        ret = -1;
-        goto done;
-      }
     }
     const double tr = hy_trace_t();
     struct move_job mj = {.p = p, .buf = sbuf, .list = order, .pos = dev ? lpv : NULL,

@@ -157,13 +157,13 @@ struct hy_decomp_dev {
    *  ascending. */
   int (*lists)(void *ctx, int me, size_t n_keep, const size_t **leave, const int **leave_rank, size_t *n_out,
                const size_t **beyond, size_t *n_beyond, struct hy_err *err);
-  /** Optional: after the leavers' positions and velocities are gathered,
-   *  before their records are packed and exchanged: the device may now move
-   *  its m stayers from srcs[h] (>= n_keep) into the holes holes[h] (the
-   *  leavers below n_keep, ascending) and begin work on the kept particles;
-   *  n_new particles will follow the exchange. Any moves it makes are its
-   *  own to remember (hy_decomp_moved still lists them). */
-  int (*kept)(void *ctx, const size_t *holes, const size_t *srcs, size_t m, size_t n_keep, size_t n_new,
+  /** Optional: once `lists` has said which particles stay, before the
+   *  leavers are gathered, packed and exchanged: the device may begin work
+   *  on the n_keep kept particles as they will be after the moves of
+   *  hy_decomp_moved (holes[h] < n_keep, the leavers below n_keep in
+   *  ascending order, filled from srcs[h] >= n_keep; m of them), provided
+   *  it changes no particle that `gather` reads. */
+  int (*kept)(void *ctx, const size_t *holes, const size_t *srcs, size_t m, size_t n_keep,
               struct hy_err *err);
 };
 

@@ -98,11 +98,10 @@ struct hy_force {
   struct hy_decomp_dev dd_src; /* hy_force_decomp_source */
   /* distributed, state on the device: the soft step's local build begun in
    * the decomposition (hy_force_cube_ahead, dd_kept): the key cube of the
-   * whole set before it, and the kept particles moved and their keys sorted */
+   * whole set before it, and the kept particles whose keys are sorted */
   double pre_c[3], pre_h;
   int pre_cube;             /* pre_c, pre_h hold this decomposition's cube */
   size_t pre_n;             /* the kept particles whose keys are sorted (0: none) */
-  int pre_moved;            /* the kept particles are moved into the holes already */
   uint64_t *hkeys;          /* distributed, state on the host: keys and indices (hy_cl_build_args.keys) */
   size_t hkeys_cap;
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
@@ -804,15 +803,12 @@ int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size
   stage_add(&j, vel, p->vel + 3 * n_keep, 3);
   stage_add(&j, mass, p->mass + n_keep, 1);
   hy_pool_for(f->pool, nt, 65536, stage_body, &j);
-  /* the moves made in the decomposition already (dd_kept) */
-  const size_t m = f->pre_moved ? 0 : n_holes;
-  f->pre_moved = 0;
-  uint32_t *u = u32_scratch(f, hy_size_mul_or_die(m, 2, "moved particles"));
-  for (size_t h = 0; h < m; h++) {
+  uint32_t *u = u32_scratch(f, hy_size_mul_or_die(n_holes, 2, "moved particles"));
+  for (size_t h = 0; h < n_holes; h++) {
     u[h] = (uint32_t)holes[h];
-    u[m + h] = (uint32_t)srcs[h];
+    u[n_holes + h] = (uint32_t)srcs[h];
   }
-  int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, u, u + m, m, err);
+  int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, u, u + n_holes, n_holes, err);
   f->st.upload += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "state_patch", t0);
   return rc;
@@ -867,7 +863,9 @@ static const uint32_t *dev_indices(struct hy_force *f, const size_t *idx, size_t
 
 static int dd_gather(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err) {
   struct hy_force *f = ctx;
-  return hy_cl_state_gather(f->cl, dev_indices(f, idx, m), m, pos, vel, err);
+  /* beside a presort (dd_kept), on the second queue: it reads positions
+   * that nothing on the first writes before the patch */
+  return hy_cl_state_gather_on(f->cl, f->pre_n > 0, dev_indices(f, idx, m), m, pos, vel, err);
 }
 
 static int dd_gather_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
@@ -943,17 +941,17 @@ void hy_force_set_let_open(struct hy_force *f, double factor) {
   if (f->let) hy_let_set_full_open(f->let, factor);
 }
 
-/* The soft step's local build begun inside the decomposition, once the
- * device's leavers are read (hy_decomp_dev.kept): the stayers moved into the
- * holes, then the kept particles' keys in the cube of hy_force_cube_ahead
- * queued with their sort, which runs while the host exchanges the leavers;
- * the received particles' keys are merged in at the build. */
-static int dd_kept(void *ctx, const size_t *holes, const size_t *srcs, size_t m, size_t n_keep, size_t n_new,
-                   struct hy_err *err) {
+/* The soft step's local build begun inside the decomposition, as soon as
+ * the device's lists say which particles stay (hy_decomp_dev.kept): the
+ * kept particles' keys as they will be after the stayers' moves into the
+ * holes, in the cube of hy_force_cube_ahead, queued with their sort, which
+ * runs while the host gathers (on the second queue), packs, exchanges and
+ * unpacks the leavers; the patch then moves them, and the build merges the
+ * received particles' keys in. */
+static int dd_kept(void *ctx, const size_t *holes, const size_t *srcs, size_t m, size_t n_keep, struct hy_err *err) {
   struct hy_force *f = ctx;
   f->pre_n = 0;
-  f->pre_moved = 0;
-  if (!f->pre_cube || n_keep < 2 || n_new < 2) return 0;
+  if (!f->pre_cube || n_keep < 2) return 0;
   f->pre_cube = 0;
   const double t0 = hy_trace_t();
   uint32_t *u = u32_scratch(f, hy_size_mul_or_die(m, 2, "moved particles"));
@@ -961,11 +959,10 @@ static int dd_kept(void *ctx, const size_t *holes, const size_t *srcs, size_t m,
     u[h] = (uint32_t)holes[h];
     u[m + h] = (uint32_t)srcs[h];
   }
-  if (hy_cl_state_moves(f->cl, n_keep, u, u + m, m, err) != 0) return -1;
-  f->pre_moved = 1;
   double lo[3], scale;
   key_cube_args(f->pre_c, f->pre_h, lo, &scale);
-  if (hy_cl_state_presort(f->cl, n_keep, n_new, lo, scale, err) != 0) return -1;
+  if (hy_cl_state_presort(f->cl, n_keep, u, u + m, m, lo, scale, err) != 0)
+    return -1;
   f->pre_n = n_keep;
   hy_trace(HY_TRACE_MAIN, "dd_presort", t0);
   return 0;
@@ -987,7 +984,6 @@ static int presort_wanted(void) {
 int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, struct hy_err *err) {
   f->pre_cube = 0;
   f->pre_n = 0;
-  f->pre_moved = 0;
   if (!f->let || !presort_wanted()) return 0;
   const double t0 = hy_trace_t();
   double centre[3], half;
