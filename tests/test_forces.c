@@ -30,6 +30,7 @@
 #include "log.h"
 #include "split.h"
 #include "threads.h"
+#include "tree.h"
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -814,6 +815,106 @@ static void test_sort_methods(void) {
   }
 }
 
+/* The soft step's local build begun inside a decomposition
+ * (hy_cl_state_presort): the kept particles' keys made from the state before
+ * the stayers' moves (a hole's from the position of its filler) and sorted,
+ * then, after hy_cl_state_patch, the arrivals' keys sorted and merged in,
+ * give the tree of a full sort of the patched state's double keys, record
+ * for record; and those keys are the host's hy_tree_key (a build from keys
+ * made on the host gives the same tree). Ties: a moved stayer and an arrival
+ * on kept particles' positions, and arrivals on each other; clamped keys:
+ * positions outside the cube. A state upload drops the sorted keys. */
+static void test_presort_build(void) {
+  if (!hy_cl_has_fp64(cl)) {
+    printf("presorted build: the device has no double precision, not tested\n");
+    return;
+  }
+  const size_t n_old = 7000, n_keep = 5200, n_in = 1900, n_new = n_keep + n_in;
+  double *pos = hy_malloc("positions", 3 * (n_old + n_in), sizeof(double));
+  double *vel = hy_calloc("velocities", 3 * (n_old + n_in), sizeof(double));
+  double *mass = hy_malloc("masses", n_old + n_in, sizeof(double));
+  double *post = hy_malloc("positions", 3 * n_new, sizeof(double));
+  uint64_t *keys = hy_malloc("keys", n_new + n_new / 2 + 1, sizeof(uint64_t));
+  uint32_t *mv = hy_malloc("moves", 2 * n_keep, sizeof(uint32_t));
+  uint64_t s = 777;
+  for (size_t i = 0; i < n_old + n_in; i++) {
+    for (int d = 0; d < 3; d++) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      pos[3 * i + (size_t)d] = (double)(s >> 11) / 9007199254740992.0;
+    }
+    if (i % 89 == 5) pos[3 * i + 1] = -0.25; /* outside: clamped */
+    mass[i] = 1.0 / (double)(n_old + n_in);
+  }
+  /* holes: every 7th kept index; their fillers every other index beyond */
+  size_t m = 0;
+  for (size_t i = 3; i < n_keep; i += 7) {
+    mv[m] = (uint32_t)i;
+    m++;
+  }
+  for (size_t h = 0; h < m; h++) mv[m + h] = (uint32_t)(n_keep + 2 * h);
+  memcpy(pos + 3 * mv[m], pos + 3 * 11, 3 * sizeof(double));           /* a filler on a kept particle */
+  memcpy(pos + 3 * n_old, pos + 3 * 12, 3 * sizeof(double));           /* an arrival on one */
+  memcpy(pos + 3 * (n_old + 1), pos + 3 * (n_old + 2), 3 * sizeof(double)); /* two arrivals on one spot */
+  const double centre[3] = {0.5, 0.5, 0.5}, half = 0.5, lo[3] = {0.0, 0.0, 0.0};
+  const double scale = (double)(1u << HY_KEY_BITS) / (2.0 * half);
+  struct hy_err err;
+  struct dl_tree t[3] = {{0}};
+  struct hy_cl_build_result r[3];
+  double red[11], tk = 0.0;
+  if (hy_cl_state_upload(cl, pos, vel, mass, NULL, n_old, &err) != 0 ||
+      hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err) != 0 ||
+      hy_cl_state_patch(cl, n_new, n_keep, pos + 3 * n_old, vel + 3 * n_old, mass + n_old, mv, mv + m, m, &err) != 0 ||
+      hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0) {
+    HY_CHECK_MSG(0, "presort: the state: %s", err.msg);
+    goto out;
+  }
+  struct hy_cl_build_args a = {.n = n_new, .lo = {-0.5, -0.5, -0.5}, .side = 1.0, .n_crit = 8, .a_err = 1e-3,
+                               .slot = 0, .state_keys = 1, .key_lo = {0.0, 0.0, 0.0}, .key_scale = scale};
+  for (int k = 0; k < 3; k++) {
+    a.tree_id = 9301 + (uint64_t)k;
+    a.presorted = k == 0 ? n_keep : 0;
+    if (k == 2) { /* keys from the host, of the state as the patch left it */
+      for (size_t i = 0; i < n_new; i++) memcpy(post + 3 * i, pos + 3 * (i < n_keep ? i : n_old + i - n_keep), 24);
+      for (size_t h = 0; h < m; h++) memcpy(post + 3 * mv[h], pos + 3 * mv[m + h], 24);
+      for (size_t i = 0; i < n_new; i++) {
+        keys[i] = hy_tree_key(post + 3 * i, centre, half);
+        ((uint32_t *)(keys + n_new))[i] = (uint32_t)i;
+      }
+      a.state_keys = 0;
+      a.keys = keys;
+    }
+    if (hy_cl_tree_build(cl, &a, &r[k], &err) != 0 || dl_tree_get(&t[k], 0, n_new, &r[k], &err) != 0) {
+      HY_CHECK_MSG(0, "presort: build %d: %s", k, err.msg);
+      goto out;
+    }
+  }
+  HY_CHECK(r[0].presort > 0.0 || !hy_cl_is_gpu(cl)); /* its device time (profiling events) */
+  dl_tree_same(&t[0], &t[1]);
+  dl_tree_same(&t[1], &t[2]);
+  /* a new state: the keys sorted for the old one are not taken */
+  if (hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err) != 0 ||
+      hy_cl_state_upload(cl, pos, vel, mass, NULL, n_new, &err) != 0 ||
+      hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0) {
+    HY_CHECK_MSG(0, "presort: the second state: %s", err.msg);
+    goto out;
+  }
+  a.state_keys = 1;
+  a.keys = NULL;
+  a.presorted = n_keep;
+  a.tree_id = 9304;
+  HY_CHECK_MSG(hy_cl_tree_build(cl, &a, &r[0], &err) != 0, "a build took keys sorted for another state");
+  printf("presorted device build: %zu kept (%zu moved) + %zu arrivals, the tree of a full sort of the host's keys "
+         "(%zu cells)\n", n_keep, m, n_in, r[1].n_cell);
+out:
+  for (int k = 0; k < 3; k++) dl_tree_free(&t[k]);
+  hy_free(pos);
+  hy_free(vel);
+  hy_free(mass);
+  hy_free(post);
+  hy_free(keys);
+  hy_free(mv);
+}
+
 int main(void) {
   hy_log_init(0, 1);
   pool = hy_pool_create(hy_pool_default_threads());
@@ -838,6 +939,7 @@ int main(void) {
   test_remote_hard_walk(1, 1);
   test_build_batches();
   test_sort_methods();
+  test_presort_build();
   hy_cl_free(cl);
   hy_pool_free(pool);
   return hy_test_result();
