@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """trace_report.py: summarise the timelines of a run made with HYTREE_TRACE=PREFIX.
 
-usage: tools/trace_report.py PREFIX [--skip K] [--timeline STEP]
+usage: tools/trace_report.py PREFIX [--skip K] [--timeline STEP] [--compare]
 
 Reads PREFIX.R.csv of every rank R. For the hard and the soft sub-steps
 (their windows are the "hard_step" and "soft_step" phases; the first K
@@ -14,7 +14,9 @@ ahead), and what share of the window the first two were busy; phases nest (a "de
 holds its "dd_*" parts), so the rows need not add up to the window.
 --timeline STEP also prints every phase of that step, per rank, with its
 start and end relative to the step's start, to show which part waits for
-which.
+which. --compare prints instead, per phase of at least 0.3 ms, every
+rank's mean time and mean start (from the earliest rank's start of the
+same sub-step) side by side, to show which rank the others wait for.
 """
 import argparse
 import collections
@@ -90,6 +92,54 @@ def summarise(ranks, kind, skip_steps):
     print()
 
 
+def compare(ranks, kind, skip_steps, min_ms=0.3):
+    """The ranks side by side: per phase its mean time per sub-step on each
+    rank, and when each rank began it, measured from the earliest rank's
+    start of the same sub-step (the ranks' clocks are rank 0's, so on one
+    node the starts compare): a rank that starts the exchanges late is the
+    one the others wait for."""
+    per = []
+    for ev in ranks:
+        steps = windows(ev, "step")
+        if len(steps) <= skip_steps:
+            return
+        t_from = steps[skip_steps][0]
+        per.append([w for w in windows(ev, kind + "_step") if w[0] >= t_from])
+    n = min(len(ws) for ws in per)
+    if n == 0:
+        return
+    dur = [collections.defaultdict(float) for _ in ranks]
+    start = [collections.defaultdict(float) for _ in ranks]
+    seen = [collections.defaultdict(int) for _ in ranks]
+    for k in range(n):
+        t_first = min(ws[k][0] for ws in per)
+        for r, ev in enumerate(ranks):
+            first = {}
+            for lane, ph, t0, t1 in inside(ev, per[r][k]):
+                if ph in ("hard_step", "soft_step", "step"):
+                    continue
+                dur[r][(lane, ph)] += t1 - t0
+                if (lane, ph) not in first or t0 < first[(lane, ph)]:
+                    first[(lane, ph)] = t0
+            for key, t0 in first.items():
+                start[r][key] += t0 - t_first
+                seen[r][key] += 1
+    keys = {key for d in dur for key, t in d.items() if 1e3 * t / n >= min_ms}
+    order = sorted(keys, key=lambda key: sum(start[r][key] / max(seen[r][key], 1) for r in range(len(ranks))))
+    print("## %s sub-steps, ranks side by side (%d sub-steps): mean time [ms] / mean start [ms] after the "
+          "earliest rank's sub-step start" % (kind, n))
+    print("%-26s" % "phase" + "".join("%18s" % ("rank %d" % r) for r in range(len(ranks))))
+    for key in order:
+        cells = []
+        for r in range(len(ranks)):
+            if seen[r][key]:
+                cells.append("%8.2f /%7.2f" % (1e3 * dur[r][key] / n, 1e3 * start[r][key] / seen[r][key]))
+            else:
+                cells.append("%16s" % "-")
+        print("%-26s" % ("%s %s" % (LANE_NAMES.get(key[0], str(key[0])), key[1])) + "".join("%18s" % c for c in cells))
+    print()
+
+
 def timeline(ranks, step_no):
     print("## step %d, phases from the step's start [ms]" % step_no)
     for r, ev in enumerate(ranks):
@@ -111,8 +161,13 @@ def main():
     ap.add_argument("prefix")
     ap.add_argument("--skip", type=int, default=1)
     ap.add_argument("--timeline", type=int, default=0)
+    ap.add_argument("--compare", action="store_true")
     a = ap.parse_args()
     ranks = load(a.prefix)
+    if a.compare:
+        compare(ranks, "hard", a.skip)
+        compare(ranks, "soft", a.skip)
+        return
     summarise(ranks, "hard", a.skip)
     summarise(ranks, "soft", a.skip)
     if a.timeline:
