@@ -34,6 +34,20 @@
  * multiple of the walk's sinks per work-item. */
 #define HY_SINK_BLOCK 64
 
+/* Morton keys (src/tree.c on the host, build.cl and state.cl on the
+ * device): the statements that spread the low 21 bits of the 64-bit unsigned
+ * variable v so that bit i moves to bit 3i; one definition for both
+ * languages, so that the host's and the device's keys agree. */
+#define HY_KEY_SPREAD3(v)                                \
+  do {                                                   \
+    (v) &= 0x1fffffUL;                                   \
+    (v) = ((v) | ((v) << 32)) & 0x001f00000000ffffUL;    \
+    (v) = ((v) | ((v) << 16)) & 0x001f0000ff0000ffUL;    \
+    (v) = ((v) | ((v) << 8)) & 0x100f00f00f00f00fUL;     \
+    (v) = ((v) | ((v) << 4)) & 0x10c30c30c30c30c3UL;     \
+    (v) = ((v) | ((v) << 2)) & 0x1249249249249249UL;     \
+  } while (0)
+
 /* Floats per LET item on the wire and from the device selection
  * (hy_let_gather in let.cl): x, y, z relative to the receiver's frame, m,
  * B2, b_max. */

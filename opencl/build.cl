@@ -75,12 +75,7 @@
 /* ------------------------------------------------------------- keys */
 
 inline ulong hy_spread3(ulong v) {
-  v &= 0x1fffffUL;
-  v = (v | (v << 32)) & 0x001f00000000ffffUL;
-  v = (v | (v << 16)) & 0x001f0000ff0000ffUL;
-  v = (v | (v << 8)) & 0x100f00f00f00f00fUL;
-  v = (v | (v << 4)) & 0x10c30c30c30c30c3UL;
-  v = (v | (v << 2)) & 0x1249249249249249UL;
+  HY_KEY_SPREAD3(v);
   return v;
 }
 

@@ -8,6 +8,6 @@ src/cl_sources.c: tools/hy-embed$(EXEEXT) $(HY_CL_SOURCES) $(top_srcdir)/include
 	  hy_cl_source_walk=$(top_srcdir)/include/hy_shared.h+$(top_srcdir)/opencl/walk.cl \
 	  hy_cl_source_direct=$(top_srcdir)/include/hy_shared.h+$(top_srcdir)/opencl/direct.cl \
 	  hy_cl_source_build=$(top_srcdir)/include/hy_shared.h+$(top_srcdir)/opencl/build.cl \
-	  hy_cl_source_state=$(top_srcdir)/opencl/state.cl \
+	  hy_cl_source_state=$(top_srcdir)/include/hy_shared.h+$(top_srcdir)/opencl/state.cl \
 	  hy_cl_source_let=$(top_srcdir)/include/hy_shared.h+$(top_srcdir)/opencl/let.cl
 CLEANFILES += src/cl_sources.c

@@ -10,6 +10,9 @@
  * work-groups that loop over the particles; each work-group writes one
  * partial result that the host combines. Build options: -D HY_WG=w (power of
  * two). Needs cl_khr_fp64. */
+#ifndef HY_SHARED_H
+#include "hy_shared.h"
+#endif
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF /* the host's rounding: no fused multiply-adds */
 
@@ -25,7 +28,8 @@ __kernel void hy_st_axpy(__global double *x, __global const double *v, const uin
 
 #define HY_PACK_RED 11 /* per work-group: lo[3], hi[3], m, m x[3], lowest non-finite index (as double) */
 
-/* The tree build's input: (x - o, m) in float per particle, and per
+/* The tree build's input: (x - o, m) in float per particle (unless write
+ * is 0: the reductions only), and per
  * work-group the ranges (relative to o), mass and first moment of the finite
  * positions and the lowest index of a non-finite one. With s > 0 also a
  * sample of s absolute positions after the work-groups' results, the j-th
@@ -34,7 +38,7 @@ __kernel void hy_st_axpy(__global double *x, __global const double *v, const uin
  * cube (src/tree.h). */
 __kernel void hy_st_pack(__global const double *pos, __global const double *mass, const uint n, const double ox,
                          const double oy, const double oz, __global float4 *out, __global double *red,
-                         const uint s) {
+                         const uint s, const int write) {
   __global double *smp = red + HY_PACK_RED * get_num_groups(0);
   __local double l[HY_WG];
   __local uint lb[HY_WG];
@@ -54,7 +58,7 @@ __kernel void hy_st_pack(__global const double *pos, __global const double *mass
         for (int d = 0; d < 3; d++) smp[3 * j + d] = pos[3 * i + d];
     }
     const double x = pos[3 * i] - ox, y = pos[3 * i + 1] - oy, z = pos[3 * i + 2] - oz, m = mass[i];
-    out[i] = (float4)((float)x, (float)y, (float)z, (float)m);
+    if (write) out[i] = (float4)((float)x, (float)y, (float)z, (float)m);
     if (isfinite(x) && isfinite(y) && isfinite(z)) {
       r[0] = fmin(r[0], x);
       r[1] = fmin(r[1], y);
@@ -245,20 +249,9 @@ __kernel void hy_st_move(__global const uint *hole, __global const uint *src, co
 /* ------------------------------------------------------------------ keys */
 
 /* The Morton keys of the distributed runs' local trees, from the double
- * positions (the host's hy_tree_key, src/tree.c, in the same arithmetic), so
- * that they do not depend on the frame of the packed floats: of positions
- * first .. first + n - 1, key[i] and idx[i] = first + i. lo: the key
- * cube's lower corner, scale = 2^21 / side. */
-inline ulong hy_st_spread3(ulong v) {
-  v &= 0x1fffffUL;
-  v = (v | (v << 32)) & 0x001f00000000ffffUL;
-  v = (v | (v << 16)) & 0x001f0000ff0000ffUL;
-  v = (v | (v << 8)) & 0x100f00f00f00f00fUL;
-  v = (v | (v << 4)) & 0x10c30c30c30c30c3UL;
-  v = (v | (v << 2)) & 0x1249249249249249UL;
-  return v;
-}
-
+ * positions in the host's arithmetic (hy_tree_key, src/tree.c), so that they
+ * do not depend on the frame of the packed floats. lo: the key cube's lower
+ * corner, scale = 2^21 / side. */
 inline ulong hy_st_grid(double x, double lo, double scale) {
   const double maxv = (double)((1u << 21) - 1u);
   const double u = (x - lo) * scale;
@@ -267,27 +260,33 @@ inline ulong hy_st_grid(double x, double lo, double scale) {
   return (ulong)u;
 }
 
+/* The key of the position at j. */
+inline ulong hy_st_key(__global const double *pos, size_t j, double lox, double loy, double loz, double scale) {
+  ulong x = hy_st_grid(pos[3 * j], lox, scale), y = hy_st_grid(pos[3 * j + 1], loy, scale),
+        z = hy_st_grid(pos[3 * j + 2], loz, scale);
+  HY_KEY_SPREAD3(x);
+  HY_KEY_SPREAD3(y);
+  HY_KEY_SPREAD3(z);
+  return (x << 2) | (y << 1) | z;
+}
+
+/* Of positions first .. first + n - 1: key[i] and idx[i] = first + i. */
 __kernel void hy_st_keys(__global const double *pos, const uint first, const uint n, const double lox,
                          const double loy, const double loz, const double scale, __global ulong *key,
                          __global uint *idx) {
   const uint i = (uint)get_global_id(0);
   if (i >= n) return;
   const size_t j = (size_t)first + i;
-  key[i] = (hy_st_spread3(hy_st_grid(pos[3 * j], lox, scale)) << 2) |
-           (hy_st_spread3(hy_st_grid(pos[3 * j + 1], loy, scale)) << 1) |
-           hy_st_spread3(hy_st_grid(pos[3 * j + 2], loz, scale));
+  key[i] = hy_st_key(pos, j, lox, loy, loz, scale);
   idx[i] = (uint)j;
 }
 
 /* The keys of the m holes that the stayers from beyond will fill, before
  * they move: key[hole[h]] from the position at src[h] (fix: m holes, then
- * m sources), as hy_st_keys makes it there. */
+ * m sources). */
 __kernel void hy_st_keys_fix(__global const double *pos, __global const uint *fix, const uint m, const double lox,
                              const double loy, const double loz, const double scale, __global ulong *key) {
   const uint h = (uint)get_global_id(0);
   if (h >= m) return;
-  const size_t j = fix[m + h];
-  key[fix[h]] = (hy_st_spread3(hy_st_grid(pos[3 * j], lox, scale)) << 2) |
-                (hy_st_spread3(hy_st_grid(pos[3 * j + 1], loy, scale)) << 1) |
-                hy_st_spread3(hy_st_grid(pos[3 * j + 2], loz, scale));
+  key[fix[h]] = hy_st_key(pos, fix[m + h], lox, loy, loz, scale);
 }

@@ -416,6 +416,25 @@ int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, c
   return 0;
 }
 
+/* A build whose first na positions' keys are sorted already, in (akey,
+ * aidx): the other n - na keys, which the caller put in (key[1], idx_tmp)
+ * with indices na .., sorted and merged behind them into (key[0], T->idx),
+ * an element of a before the others' of the same key, which is the order of
+ * a stable sort of the whole. */
+static int sort_merge_in(struct hy_cl *cl, struct cl_tree *T, const struct cl_buf *akey, const struct cl_buf *aidx,
+                         size_t na, size_t n, struct evlist *ev, struct hy_err *err) {
+  const cl_uint ua = (cl_uint)na, um = (cl_uint)(n - na);
+  struct cl_buf *mk[2] = {&cl->key[1], &cl->key[0]}, *mi[2] = {&cl->idx_tmp, &T->idx};
+  return sort_pairs(cl, mk, mi, n - na, 3 * HY_KEY_BITS, ev, PH_SORT, err) ||
+                 hy_cl_ensure_buf(cl, &cl->ibefore, hy_size_mul_or_die(n + 1, 4, "merged positions"), "items before",
+                                  err) ||
+                 hy_cl_set_args(cl, cl->k_merge_keys, "hy_merge_keys", err, M(*akey), M(*aidx), V(ua), M(cl->key[1]),
+                                M(cl->idx_tmp), V(um), M(cl->key[0]), M(T->idx), M(cl->ibefore), END) ||
+                 hy_cl_launch(cl, cl->k_merge_keys, "hy_merge_keys", n, ev_new(ev, PH_SORT), err)
+             ? -1
+             : 0;
+}
+
 static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, size_t n_tiles,
                                 struct hy_err *err) {
   size_t n_nodes = hy_size_mul_or_die(n, 2, "tree nodes"); /* at most n - 1 cells */
@@ -505,16 +524,10 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
      * m positions' keys sorted into (key[1], idx_tmp), then both merged
      * into (key[0], T->idx) */
     const cl_uint first = (cl_uint)nl, um = (cl_uint)(n - nl);
-    struct cl_buf *mk[2] = {&cl->key[1], &cl->key[0]}, *mi[2] = {&cl->idx_tmp, &T->idx};
     if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(first), V(um), V(lo[0]), V(lo[1]), V(lo[2]),
-                       V(scale), M(*mk[0]), M(*mi[0]), END) ||
+                       V(scale), M(cl->key[1]), M(cl->idx_tmp), END) ||
         hy_cl_launch(cl, cl->k_keys, "hy_keys", n - nl, ev_new(ev, PH_SORT), err) ||
-        sort_pairs(cl, mk, mi, n - nl, 3 * HY_KEY_BITS, ev, PH_SORT, err) ||
-        hy_cl_ensure_buf(cl, &cl->ibefore, hy_size_mul_or_die(n + 1, 4, "merged positions"), "items before",
-                         err) ||
-        hy_cl_set_args(cl, cl->k_merge_keys, "hy_merge_keys", err, M(L->skey), M(L->idx), V(first), M(*mk[0]),
-                       M(*mi[0]), V(um), M(*kb[0]), M(*ib[0]), M(cl->ibefore), END) ||
-        hy_cl_launch(cl, cl->k_merge_keys, "hy_merge_keys", n, ev_new(ev, PH_SORT), err))
+        sort_merge_in(cl, T, &L->skey, &L->idx, nl, n, ev, err))
       return -1;
     res->merged = 1;
     /* the slot-0 tree's cells, while its records are still those of that
@@ -549,17 +562,9 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
           (e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->pidx.mem, ib[0]->mem, 0, 0, n * 4, 0, NULL,
                                    ev_new(ev, PH_SORT))) != CL_SUCCESS)
         return hy_err_set(err, "OpenCL: copying %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
-    } else {
-      const cl_uint first = (cl_uint)pn, um = (cl_uint)(n - pn);
-      struct cl_buf *mk[2] = {&cl->key[1], &cl->key[0]}, *mi[2] = {&cl->idx_tmp, &T->idx};
-      if (state_keys(cl, pn, n - pn, a->key_lo, a->key_scale, mk[0], mi[0], ev, PH_SORT, err) ||
-          sort_pairs(cl, mk, mi, n - pn, 3 * HY_KEY_BITS, ev, PH_SORT, err) ||
-          hy_cl_ensure_buf(cl, &cl->ibefore, hy_size_mul_or_die(n + 1, 4, "merged positions"), "items before",
-                           err) ||
-          hy_cl_set_args(cl, cl->k_merge_keys, "hy_merge_keys", err, M(cl->pkey), M(cl->pidx), V(first), M(*mk[0]),
-                         M(*mi[0]), V(um), M(*kb[0]), M(*ib[0]), M(cl->ibefore), END) ||
-          hy_cl_launch(cl, cl->k_merge_keys, "hy_merge_keys", n, ev_new(ev, PH_SORT), err))
-        return -1;
+    } else if (state_keys(cl, pn, n - pn, a->key_lo, a->key_scale, &cl->key[1], &cl->idx_tmp, ev, PH_SORT, err) ||
+               sort_merge_in(cl, T, &cl->pkey, &cl->pidx, pn, n, ev, err)) {
+      return -1;
     }
   } else {
     if (a->state_keys) {

@@ -290,6 +290,10 @@ int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err);
  *  doubles, absolute), read back with the reductions. */
 int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], size_t s, double *sample,
                      double *seconds, struct hy_err *err);
+/** hy_cl_state_pack's reductions and sample in the absolute frame
+ *  (origin 0), without the packed positions (which stay as they were). */
+int hy_cl_state_ranges(struct hy_cl *cl, double red[11], size_t s, double *sample, double *seconds,
+                       struct hy_err *err);
 /** The state's packed positions followed by m LET items (items: x, y, z,
  *  m in the frame of the last hy_cl_state_pack; grp: B2, b_max) in slot 1,
  *  for a merged tree (hy_cl_tree_build in slot 1 with pos NULL and n =
@@ -304,12 +308,6 @@ int hy_cl_state_append_begin(struct hy_cl *cl, size_t m, struct hy_err *err);
 int hy_cl_state_append_part(struct hy_cl *cl, const float *items, const float *grp, size_t first, size_t count,
                             struct hy_err *err);
 int hy_cl_state_append_end(struct hy_cl *cl, size_t m, double *seconds, struct hy_err *err);
-/** The state after a domain decomposition (hy_decomp_exchange_dev) that
- *  kept its first n_keep particles in place except m of them, the holes
- *  hole[h], which the particle from src[h] (>= n_keep) fills, and appended
- *  n_new - n_keep received ones (tail_pos, tail_vel: 3 doubles each;
- *  tail_mass). The kick acceleration is left undefined (the next unpack
- *  sets it). */
 /** Queue (without waiting) the keys of the state's first n_keep positions
  *  as they will be after hy_cl_state_patch's m moves (hole[h] takes the
  *  particle at src[h] >= n_keep; hy_cl_build_args.state_keys, cube lo and
@@ -320,6 +318,12 @@ int hy_cl_state_append_end(struct hy_cl *cl, size_t m, double *seconds, struct h
  *  set. */
 int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
                         const double lo[3], double scale, struct hy_err *err);
+/** The state after a domain decomposition (hy_decomp_exchange_dev) that
+ *  kept its first n_keep particles in place except m of them, the holes
+ *  hole[h], which the particle from src[h] (>= n_keep) fills, and appended
+ *  n_new - n_keep received ones (tail_pos, tail_vel: 3 doubles each;
+ *  tail_mass). The kick acceleration is left undefined (the next unpack
+ *  sets it). */
 int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
                       const double *tail_vel, const double *tail_mass, const uint32_t *hole, const uint32_t *src,
                       size_t m, struct hy_err *err);

@@ -170,16 +170,22 @@ int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err) 
   return run_grid(cl, cl->k_axpy, kick ? "the device kick" : "the device drift", NULL, err);
 }
 
-int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], size_t s, double *sample,
-                     double *seconds, struct hy_err *err) {
+/* hy_cl_state_pack, or (write 0) its reductions only. */
+static int state_pack(struct hy_cl *cl, const double origin[3], int write, double red[11], size_t s, double *sample,
+                      double *seconds, struct hy_err *err) {
   if (need_state(cl, "pack", err)) return -1;
   size_t n = cl->state_n;
-  cl->appended = 0;
-  cl->appended_copy = 0;
+  if (write) { /* the packed positions that LET items were appended to */
+    cl->appended = 0;
+    cl->appended_copy = 0;
+  }
   if (s > n || s > HY_TREE_SAMPLE)
     return hy_err_set(err, "internal error: a sample of %zu of %zu positions", s, n);
   cl_uint us = (cl_uint)s;
-  if (hy_cl_ensure_buf(cl, &cl->tree[0].pos, hy_size_mul_or_die(n, 16, "positions"), "particle positions", err)) return -1;
+  if (write &&
+      hy_cl_ensure_buf(cl, &cl->tree[0].pos, hy_size_mul_or_die(n, 16, "positions"), "particle positions", err))
+    return -1;
+  const cl_mem out = write ? cl->tree[0].pos.mem : cl->s_pos.mem; /* without write: not written */
   cl_uint un = (cl_uint)n;
   const char *nm = "hy_st_pack";
   if (set_arg(cl, cl->k_pack, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
@@ -188,9 +194,9 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
       set_arg(cl, cl->k_pack, 3, sizeof(double), &origin[0], nm, err) ||
       set_arg(cl, cl->k_pack, 4, sizeof(double), &origin[1], nm, err) ||
       set_arg(cl, cl->k_pack, 5, sizeof(double), &origin[2], nm, err) ||
-      set_arg(cl, cl->k_pack, 6, sizeof(cl_mem), &cl->tree[0].pos.mem, nm, err) ||
+      set_arg(cl, cl->k_pack, 6, sizeof(cl_mem), &out, nm, err) ||
       set_arg(cl, cl->k_pack, 7, sizeof(cl_mem), &cl->s_red.mem, nm, err) ||
-      set_arg(cl, cl->k_pack, 8, sizeof us, &us, nm, err) ||
+      set_arg(cl, cl->k_pack, 8, sizeof us, &us, nm, err) || set_arg(cl, cl->k_pack, 9, sizeof write, &write, nm, err) ||
       run_grid(cl, cl->k_pack, "packing the positions on the device", seconds, err))
     return -1;
   double part[RED_DOUBLES]; /* one read for the reductions and the sample */
@@ -217,6 +223,17 @@ int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], s
     if (q[10] >= 0.0 && (red[10] < 0.0 || q[10] < red[10])) red[10] = q[10];
   }
   return 0;
+}
+
+int hy_cl_state_pack(struct hy_cl *cl, const double origin[3], double red[11], size_t s, double *sample,
+                     double *seconds, struct hy_err *err) {
+  return state_pack(cl, origin, 1, red, s, sample, seconds, err);
+}
+
+int hy_cl_state_ranges(struct hy_cl *cl, double red[11], size_t s, double *sample, double *seconds,
+                       struct hy_err *err) {
+  const double zero[3] = {0.0, 0.0, 0.0};
+  return state_pack(cl, zero, 0, red, s, sample, seconds, err);
 }
 
 int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, int want_pot, double *seconds,
@@ -308,32 +325,6 @@ int hy_cl_state_append_copy(struct hy_cl *cl, struct hy_err *err) {
   return 0;
 }
 
-/* The moves of a decomposition's stayers into the holes: hole[h] takes the
- * particle at src[h] (waits for them). */
-static int state_moves(struct hy_cl *cl, const uint32_t *hole, const uint32_t *src, size_t m, struct hy_err *err) {
-  if (hy_cl_ensure_buf(cl, &cl->s_patch_i, m * 4, "moved particles", err) ||
-      hy_cl_ensure_buf(cl, &cl->s_idx, m * 4, "moved particles", err))
-    return -1;
-  cl_int e;
-  if ((e = clEnqueueWriteBuffer(cl->q, cl->s_patch_i.mem, CL_FALSE, 0, m * 4, hole, 0, NULL, NULL)) != CL_SUCCESS ||
-      (e = clEnqueueWriteBuffer(cl->q, cl->s_idx.mem, CL_FALSE, 0, m * 4, src, 0, NULL, NULL)) != CL_SUCCESS) {
-    clFinish(cl->q);
-    return hy_err_set(err, "OpenCL: uploading the moved particles' indices failed on %s: %s", cl->name,
-                      hy_cl_errname(e));
-  }
-  const cl_uint um = (cl_uint)m;
-  const char *nm = "hy_st_move";
-  cl_kernel k = cl->k_move;
-  return set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_patch_i.mem, nm, err) ||
-                 set_arg(cl, k, 1, sizeof(cl_mem), &cl->s_idx.mem, nm, err) ||
-                 set_arg(cl, k, 2, sizeof um, &um, nm, err) || set_arg(cl, k, 3, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
-                 set_arg(cl, k, 4, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
-                 set_arg(cl, k, 5, sizeof(cl_mem), &cl->s_mass.mem, nm, err) ||
-                 run_grid(cl, k, "moving the kept particles", NULL, err)
-             ? -1
-             : 0;
-}
-
 int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const double *tail_pos,
                       const double *tail_vel, const double *tail_mass, const uint32_t *hole, const uint32_t *src,
                       size_t m, struct hy_err *err) {
@@ -346,7 +337,27 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
   cl_int e = CL_SUCCESS;
   /* the moves first: their sources lie beyond the kept count, where the
    * received particles go */
-  if (m && state_moves(cl, hole, src, m, err) != 0) return -1;
+  if (m) {
+    if (hy_cl_ensure_buf(cl, &cl->s_patch_i, m * 4, "moved particles", err) ||
+        hy_cl_ensure_buf(cl, &cl->s_idx, m * 4, "moved particles", err))
+      return -1;
+    if ((e = clEnqueueWriteBuffer(cl->q, cl->s_patch_i.mem, CL_FALSE, 0, m * 4, hole, 0, NULL, NULL)) != CL_SUCCESS ||
+        (e = clEnqueueWriteBuffer(cl->q, cl->s_idx.mem, CL_FALSE, 0, m * 4, src, 0, NULL, NULL)) != CL_SUCCESS) {
+      clFinish(cl->q);
+      return hy_err_set(err, "OpenCL: uploading the moved particles' indices failed on %s: %s", cl->name,
+                        hy_cl_errname(e));
+    }
+    const cl_uint um = (cl_uint)m;
+    const char *nm = "hy_st_move";
+    cl_kernel k = cl->k_move;
+    if (set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_patch_i.mem, nm, err) ||
+        set_arg(cl, k, 1, sizeof(cl_mem), &cl->s_idx.mem, nm, err) || set_arg(cl, k, 2, sizeof um, &um, nm, err) ||
+        set_arg(cl, k, 3, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
+        set_arg(cl, k, 4, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
+        set_arg(cl, k, 5, sizeof(cl_mem), &cl->s_mass.mem, nm, err) ||
+        run_grid(cl, k, "moving the kept particles", NULL, err))
+      return -1;
+  }
   if (hy_cl_ensure_buf_keep(cl, &cl->s_pos, b3, n_keep * 24, "positions (double)", err) ||
       hy_cl_ensure_buf_keep(cl, &cl->s_vel, b3, n_keep * 24, "velocities (double)", err) ||
       hy_cl_ensure_buf_keep(cl, &cl->s_mass, n_new * sizeof(double), n_keep * 8, "masses (double)", err) ||

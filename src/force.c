@@ -444,7 +444,7 @@ static void trace_parts(int lane, const char *const *names, const double *d, int
  * (names: upload, sort, cells, moments) into the trace on `lane`, ending
  * at t_end. */
 static void take_build(struct hy_force *f, const struct hy_cl_build_result *res, int lane,
-                       const char *const names[5], double t_end) {
+                       const char *const names[4], double t_end) {
   f->st.upload += res->upload;
   f->st.dev_sort += res->sort;
   f->st.dev_cells += res->cells;
@@ -453,7 +453,8 @@ static void take_build(struct hy_force *f, const struct hy_cl_build_result *res,
     const double d[] = {res->upload, res->sort, res->cells, res->moments};
     trace_parts(lane, names, d, 4, t_end);
     /* the keys sorted ahead, in the decomposition: placed before the rest */
-    if (res->presort > 0.0) trace_parts(lane, names + 4, &res->presort, 1, t_end - d[0] - d[1] - d[2] - d[3]);
+    static const char *const pre[] = {"b_presort"}; /* local builds only */
+    if (res->presort > 0.0) trace_parts(lane, pre, &res->presort, 1, t_end - d[0] - d[1] - d[2] - d[3]);
   }
 }
 
@@ -464,17 +465,23 @@ static void key_cube_args(const double centre[3], double half, double lo[3], dou
   *scale = (double)(1u << HY_KEY_BITS) / (2.0 * half);
 }
 
+/* A switch of the environment that is on unless set to 0, read once into
+ * *cache (-1: not read yet). */
+static int env_on(const char *name, atomic_int *cache) {
+  int w = atomic_load(cache);
+  if (w < 0) {
+    const char *e = getenv(name);
+    w = !(e && strcmp(e, "0") == 0);
+    atomic_store(cache, w);
+  }
+  return w;
+}
+
 /* Merged builds from the device state grafted onto the local tree
  * (HYTREE_GRAFT=0: beside it, as a tree of their own). */
 static int graft_wanted(void) {
   static atomic_int v = -1;
-  int w = atomic_load(&v);
-  if (w < 0) {
-    const char *e = getenv("HYTREE_GRAFT");
-    w = !(e && strcmp(e, "0") == 0);
-    atomic_store(&v, w);
-  }
-  return w;
+  return env_on("HYTREE_GRAFT", &v);
 }
 
 /* The device build from positions packed relative to f->origin (pos4, or
@@ -516,8 +523,8 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
   double t2 = hy_wtime();
   hy_trace(HY_TRACE_MAIN, refit ? "refit" : slot ? "build_merged" : "build", t1);
   /* its parts on the device lane (the main thread waited for them) */
-  static const char *const b0[] = {"b_upload", "b_sort", "b_cells", "b_moments", "b_presort"};
-  static const char *const b1[] = {"bm_upload", "bm_sort", "bm_cells", "bm_moments", "bm_presort"};
+  static const char *const b0[] = {"b_upload", "b_sort", "b_cells", "b_moments"};
+  static const char *const b1[] = {"bm_upload", "bm_sort", "bm_cells", "bm_moments"};
   take_build(f, &res, HY_TRACE_DEVICE, slot ? b1 : b0, t2);
   f->st.sort += t_host; /* packing, bounds */
   f->st.build += t2 - t1 - res.upload; /* device: keys, sort, cells, moments (wall) */
@@ -972,13 +979,7 @@ static int dd_kept(void *ctx, const size_t *holes, const size_t *srcs, size_t m,
  * decomposition, not inside it (the same tree, bit for bit). */
 static int presort_wanted(void) {
   static atomic_int v = -1;
-  int w = atomic_load(&v);
-  if (w < 0) {
-    const char *e = getenv("HYTREE_PRESORT");
-    w = !(e && strcmp(e, "0") == 0);
-    atomic_store(&v, w);
-  }
-  return w;
+  return env_on("HYTREE_PRESORT", &v);
 }
 
 int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, struct hy_err *err) {
@@ -992,7 +993,7 @@ int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, st
     const double zero[3] = {0.0, 0.0, 0.0};
     double red[11], sample[3 * HY_TREE_SAMPLE], tk = 0.0;
     const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
-    if (hy_cl_state_pack(f->cl, zero, red, s, sample, &tk, err) != 0) return -1;
+    if (hy_cl_state_ranges(f->cl, red, s, sample, &tk, err) != 0) return -1;
     f->st.kernel += tk;
     shrunk = cube_for(f, p->n, red, zero, sample, s, centre, &half, err);
   } else {
@@ -1168,7 +1169,7 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
       if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
     }
   } else {
-    if (hy_cl_state_pack(f->cl, zero, red, s, sample, &tk, err) != 0) return -1;
+    if (hy_cl_state_ranges(f->cl, red, s, sample, &tk, err) != 0) return -1;
     for (int d = 0; d < 3; d++) f->origin[d] = red[6] > 0.0 ? red[7 + d] / red[6] : 0.0;
     const int shrunk = cube_for(f, p->n, red, zero, sample, s, centre, &half, err);
     if (shrunk < 0) return -1;
@@ -1509,7 +1510,7 @@ static int remote_build_side(struct hy_force *f, struct hy_err *err) {
   f->st.remote_build += te - tb;
   hy_trace(HY_TRACE_MAIN, "remote_build_side", tb);
   /* its parts on the main lane: the device lane holds the local walk */
-  static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments", "rb_presort"};
+  static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments"};
   take_build(f, &f->rbres, HY_TRACE_MAIN, nm, te);
   return 0;
 }

@@ -46,12 +46,7 @@ void hy_tree_free(struct hy_tree *t) {
 
 /* Spread the low 21 bits of v so that bit i moves to bit 3i. */
 static uint64_t spread3(uint64_t v) {
-  v &= 0x1fffffULL;
-  v = (v | (v << 32)) & 0x001f00000000ffffULL;
-  v = (v | (v << 16)) & 0x001f0000ff0000ffULL;
-  v = (v | (v << 8)) & 0x100f00f00f00f00fULL;
-  v = (v | (v << 4)) & 0x10c30c30c30c30c3ULL;
-  v = (v | (v << 2)) & 0x1249249249249249ULL;
+  HY_KEY_SPREAD3(v);
   return v;
 }
 
