@@ -63,6 +63,8 @@ struct hy_decomp {
   int rank, size;       /**< this rank and the number of ranks in comm */
   int grid[3];          /**< Px, Py, Pz */
   double sample_rate;   /**< R_samp */
+  double cost;          /**< this rank's sample weight (hy_decomp_cost_update), 1 = off */
+  double cost_lo, cost_hi; /**< the smallest and largest of every rank's cost */
   double coef;          /**< boundary smoothing, 1 = off */
   int have_bounds;      /**< nonzero after the first exchange */
   size_t n_bounds;      /**< (Px+1) + Px (Py+1) + Px Py (Pz+1) */
@@ -251,6 +253,7 @@ struct hy_decomp *hy_decomp_create(MPI_Comm comm, const int grid[3], double samp
     goto fail;
   }
   d->sample_rate = sample_rate;
+  d->cost = d->cost_lo = d->cost_hi = 1.0;
   d->coef = coef;
   d->par_split = 1;
   d->max_msg_bytes = INT_MAX;
@@ -818,12 +821,14 @@ static void keep_stayers(struct hy_part *p, const int *dest, const size_t *leave
   p->n = n_new;
 }
 
-/* (1) N_samp = R_samp (N_local + N_hard) (W&N eq 12-13), at least 1 if
- * there are particles, at most N_local, stratified over the storage order
+/* (1) N_samp = R_samp (N_local + N_hard) (W&N eq 12-13), times the cost
+ * factor of hy_decomp_cost_update, at least 1 if there are particles, at
+ * most N_local, stratified over the storage order
  * (hy_decomp_sample_indices): their indices into d->sidx. */
 static size_t draw_samples(struct hy_decomp *d, size_t n, double weight_extra) {
   if (n == 0) return 0;
-  const double want = round(d->sample_rate * ((double)n + (weight_extra >= 0 ? weight_extra : 0.0)));
+  const double want =
+      round(d->sample_rate * d->cost * ((double)n + (weight_extra >= 0 ? weight_extra : 0.0)));
   const size_t ns = want < 1 ? 1 : want >= (double)n ? n : (size_t)want;
   scratch(&d->samp, hy_size_mul_or_die(ns, 3, "decomposition samples"), sizeof(double), "decomposition samples");
   hy_decomp_sample_indices(d, n, ns, scratch(&d->sidx, ns, sizeof(size_t), "decomposition samples"));
@@ -934,6 +939,46 @@ int hy_decomp_cut_samples(struct hy_decomp *d, double *s, size_t ns, int par, do
   d->par_split = keep;
   memcpy(bounds, d->new_bounds, d->n_bounds * sizeof(double));
   return ran;
+}
+
+/* The factors are clamped to [1/2, 2]: a rank whose walks
+ * were unusually slow once (a device shared for a moment) cannot give up
+ * most of its domain in one decomposition. */
+#define COST_CLAMP 2.0
+
+int hy_decomp_cost_update(struct hy_decomp *d, double seconds, double work, struct hy_err *err) {
+  int ret = 0;
+  const int P = d->size;
+  double mine[2] = {seconds > 0 && isfinite(seconds) ? seconds : 0.0, work > 0 && isfinite(work) ? work : 0.0};
+  double *all = hy_malloc("decomposition costs", 2 * (size_t)P, sizeof(double));
+  MPI_TRY(MPI_Allgather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, d->comm), "MPI_Allgather of the walk times");
+  double s_sum = 0.0, w_sum = 0.0;
+  for (int r = 0; r < P; r++) {
+    s_sum += all[2 * r];
+    w_sum += all[2 * r + 1];
+  }
+  d->cost_lo = INFINITY;
+  d->cost_hi = -INFINITY;
+  for (int r = 0; r < P; r++) {
+    const double s = all[2 * r], w = all[2 * r + 1];
+    double c = 1.0;
+    if (s > 0 && w > 0 && s_sum > 0 && w_sum > 0) {
+      c = (s / w) / (s_sum / w_sum);
+      c = c > COST_CLAMP ? COST_CLAMP : c < 1.0 / COST_CLAMP ? 1.0 / COST_CLAMP : c;
+    }
+    if (r == d->rank) d->cost = c;
+    d->cost_lo = fmin(d->cost_lo, c);
+    d->cost_hi = fmax(d->cost_hi, c);
+  }
+done:
+  hy_free(all);
+  return ret;
+}
+
+double hy_decomp_cost(const struct hy_decomp *d, double *lo, double *hi) {
+  if (lo) *lo = d->cost_lo;
+  if (hi) *hi = d->cost_hi;
+  return d->cost;
 }
 
 void hy_decomp_pre_draw(struct hy_decomp *d, size_t n, double weight_extra) {

@@ -81,7 +81,8 @@ void hy_decomp_set_pool(struct hy_decomp *d, struct hy_pool *pool);
 void hy_decomp_sample_indices(struct hy_decomp *d, size_t n, size_t ns, size_t *idx);
 
 /** Collective. Decompose and exchange: draw
- * N_samp = min(N_local, max(1 if N_local > 0, round(R_samp (N_local + weight_extra))))
+ * N_samp = min(N_local, max(1 if N_local > 0, round(c R_samp (N_local + weight_extra))))
+ * (c: the cost factor of hy_decomp_cost_update, 1 without it)
  * samples (one from each of N_samp equal stretches of p's order: every
  * particle is drawn N_samp / N_local times on average), gather them on
  * rank 0, cut the domains at equal sample counts (x slabs, then y columns,
@@ -99,6 +100,20 @@ void hy_decomp_sample_indices(struct hy_decomp *d, size_t n, size_t ns, size_t *
  * -1 (see above). */
 int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra, struct hy_decomp_stats *st,
                        struct hy_err *err);
+
+/** Collective. Weights the next draws by cost (`DomainCost walktime`, after
+ *  GreeM and Bonsai, which sample in proportion to measured time): every rank
+ *  gives the seconds its walks took since the last call and the work they
+ *  did, N_local + N_hard as the draw counts it; each rank's sample count is
+ *  then multiplied by its seconds per unit of work over all ranks' (sum of
+ *  seconds / sum of work), clamped to [1/2, 2], so that the cuts at equal
+ *  sample counts give domains of equal expected time where the cost per
+ *  particle follows the region. A rank with no time or no work, or ranks
+ *  without any time, get the factor 1. Returns 0, or -1 with err set. */
+int hy_decomp_cost_update(struct hy_decomp *d, double seconds, double work, struct hy_err *err);
+/** This rank's cost factor (1 until hy_decomp_cost_update); *lo and *hi
+ *  (either may be NULL): the smallest and largest over the ranks. */
+double hy_decomp_cost(const struct hy_decomp *d, double *lo, double *hi);
 
 /** The sampling and cutting of the next exchange made ahead, in three
  *  steps that a caller can spread over work of its own (a distributed hard

@@ -247,6 +247,10 @@ int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err)
 int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, double *pot, struct hy_err *err);
 
 void hy_force_stats_get(const struct hy_force *f, struct hy_force_stats *s);
+/** The kernel time of every walk job since the force object was made
+ *  (profiling events, never reset):
+ *  a rank's measured cost for `DomainCost walktime`. */
+double hy_force_walk_seconds(const struct hy_force *f);
 void hy_force_stats_reset(struct hy_force *f);
 
 #endif

@@ -95,6 +95,10 @@ static const struct hy_param_def schema[] = {
   {"SampleRate", HY_PT_NUMBER, "0.00390625", 0.0, 1.0, 1, 0, NULL, "",
    "R_samp: fraction of (local + hard-LET) particles each rank sends to rank 0 for the domain decomposition "
    "(Watanabe & Nakasato eq 12-13)"},
+  {"DomainCost", HY_PT_CHOICE, "particles", NOMIN, NOMAX, 0, 0, "particles,walktime", "",
+   "What the domain decomposition balances: particles = N_local + N_hard (Watanabe & Nakasato eq 12-13, "
+   "reproducible); walktime = the ranks' measured walk time (samples weighted by each rank's walk seconds per "
+   "particle, as GreeM and Bonsai do; runs are then not reproducible bit for bit)"},
   {"UnitLength_in_cm", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "cm",
    "Code length unit in cm, > 0 (metadata written to snapshots)"},
   {"UnitMass_in_g", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "g",

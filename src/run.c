@@ -173,6 +173,8 @@ struct run {
   double dd_wait; /* seconds spent in the barrier before each decomposition */
   double dd_sent, dd_recv, dd_before; /* sums over the decompositions: particles sent, received, held before */
   long dd_count;                      /* decompositions made */
+  int dd_cost_walk;                   /* DomainCost walktime */
+  double walk_mark;                   /* hy_force_walk_seconds at the last decomposition */
   struct hy_force *force;
   /* restarts */
   const char *restart_dir;          /* --restart DIR, or NULL */
@@ -449,11 +451,19 @@ static int decompose_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev
   /* the ranks arrive at different times (unequal walks); the barrier makes
    * that wait visible apart from the decomposition's own work */
   double t0 = hy_wtime();
-  if (r->size > 1 && MPI_Barrier(r->comm) != MPI_SUCCESS)
+  const double extra = (double)hy_force_last_hard_items(r->force);
+  if (r->size > 1 && r->dd_cost_walk) {
+    /* DomainCost walktime: the walks' time since the last decomposition, for
+     * the work this domain held, weights the next samples (and the
+     * exchange of these figures is the barrier) */
+    const double walk = hy_force_walk_seconds(r->force);
+    if (hy_decomp_cost_update(r->dd, walk - r->walk_mark, (double)p->n + extra, err) != 0) return -1;
+    r->walk_mark = walk;
+  } else if (r->size > 1 && MPI_Barrier(r->comm) != MPI_SUCCESS) {
     return hy_err_set(err, "domain decomposition: MPI_Barrier failed");
+  }
   r->dd_wait += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "dd_barrier", t0);
-  const double extra = (double)hy_force_last_hard_items(r->force);
   int rc = dev ? hy_decomp_exchange_dev(r->dd, p, extra, dev, &r->dd_st, err)
                : hy_decomp_exchange(r->dd, p, extra, &r->dd_st, err);
   if (rc == 0) {
@@ -848,6 +858,13 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
              r->dd_count - dd_count0, (r->dd_sent - dd_sent0) / k, (r->dd_recv - dd_recv0) / k,
              100.0 * (r->dd_sent - dd_sent0) / (r->dd_before - dd_before0),
              100.0 * (r->dd_recv - dd_recv0) / (r->dd_before - dd_before0));
+    }
+    if (r->dd_cost_walk && r->dd_count > dd_count0) {
+      double lo, hi;
+      const double mine = hy_decomp_cost(r->dd, &lo, &hi);
+      hy_msg("summary: DomainCost walktime: the ranks' sample weights at the last decomposition %.4f to %.4f (rank 0: "
+             "%.4f)",
+             lo, hi, mine);
     }
     if (sum.merged > 0)
       hy_msg("summary: rank 0 grafted %.0f of its %.0f merged trees onto its local tree", sum.whole, sum.merged);
@@ -1245,8 +1262,11 @@ int hy_cmd_run(int argc, char **argv) {
     }
     hy_decomp_set_pool(r.dd, pool);
     if (restart_dir && any_failed(&r, hy_decomp_state_load(r.dd, blob, blob_bytes, &err), &err)) goto out;
-    hy_msg("domain grid %dx%dx%d, sample rate %g", grid[0], grid[1], grid[2],
-           hy_params_get_number(r.par, "SampleRate"));
+    r.dd_cost_walk = strcmp(hy_params_get_str(r.par, "DomainCost"), "walktime") == 0;
+    hy_msg("domain grid %dx%dx%d, sample rate %g, samples weighted by %s", grid[0], grid[1], grid[2],
+           hy_params_get_number(r.par, "SampleRate"),
+           r.dd_cost_walk ? "the walks' measured time per particle (DomainCost walktime)"
+                          : "particle count (DomainCost particles)");
   }
   /* 3. device and kernels (every rank; one GPU per rank by node-local rank) */
   {

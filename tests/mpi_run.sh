@@ -12,7 +12,9 @@
 #    its snapshots as 2 files each (NumFilesPerSnapshot 2), and its energy
 #    error stays within 2x (+1e-6) of the 1-rank run's.
 #  - 2 ranks, TreeBuild device: the same run with the trees built by the
-#    OpenCL kernels completes, says so, and keeps the same bounds.
+#    OpenCL kernels completes, says so, and keeps the same bounds; its
+#    domains are balanced by the walks' measured time (DomainCost walktime),
+#    whose sample weights the log gives, within the clamp [1/2, 2].
 #  - 3 ranks, ParticleState device (the state on the device, decomposed on
 #    the host at soft steps): the
 #    run says so, and its energy.csv and final snapshot equal, bit for bit,
@@ -116,9 +118,17 @@ fi
 # 2 ranks, the trees built by the OpenCL kernels (TreeBuild device: the LET
 # selection walks the downloaded device tree, soft steps build the merged tree
 # on the device)
-if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi2d" -P TreeBuild=device >"$tmp/mpi2d.log" 2>&1; then
+if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi2d" -P TreeBuild=device -P DomainCost=walktime \
+     >"$tmp/mpi2d.log" 2>&1; then
   grep -q "tree built on the device" "$tmp/mpi2d.log" ||
     { echo "FAIL: 2-rank TreeBuild device run does not say it built on the device"; fail=1; }
+  grep -q "samples weighted by the walks' measured time per particle (DomainCost walktime)" "$tmp/mpi2d.log" ||
+    { echo "FAIL: 2-rank DomainCost walktime run does not say how it weights its samples"; fail=1; }
+  w=$(sed -n "s/.*DomainCost walktime: the ranks' sample weights at the last decomposition \([0-9.]*\) to \([0-9.]*\) .*/\1 \2/p" "$tmp/mpi2d.log")
+  # shellcheck disable=SC2086
+  [ -n "$w" ] && awk -v lo="${w% *}" -v hi="${w#* }" 'BEGIN { exit !(lo >= 0.5 && hi <= 2 && lo <= hi) }' ||
+    { echo "FAIL: 2-rank DomainCost walktime run: sample weights '$w' not given or outside [0.5, 2]"; fail=1; }
+  echo "2 ranks, DomainCost walktime: sample weights $w"
   tail -n 1 "$tmp/mpi2d/energy.csv"
   e1=$(tail -n 1 "$tmp/mpi1/energy.csv" | cut -d, -f5)
   e2=$(tail -n 1 "$tmp/mpi2d/energy.csv" | cut -d, -f5)

@@ -1012,6 +1012,130 @@ static void test_sample_draw(void) {
   hy_decomp_free(d);
 }
 
+/* DomainCost walktime (hy_decomp_cost_update): particles uniform in the
+ * unit cube, x slabs. After a first exchange (equal counts), rank ix
+ * reports 1 + ix / 2 seconds per particle; its weight must be that over
+ * the ranks' mean seconds per particle, and the next cuts must fall where
+ * the particles' weights, (ix + 1) on slab ix's old extent, reach k / P of
+ * their sum (the reference: the global set sorted by x), within six
+ * standard deviations of a sample quantile, sqrt(q (1 - q) / N_s), turned
+ * into a length by the weight density at the cut. Without the weights the
+ * cuts stay near k / P, more than three tolerances away. Then the clamp to [1/2,
+ * 2] and the weight 1 of a rank without time. */
+static void scenario_cost(void) {
+  const double rs = 0.5;
+  const size_t n = N_MAIN;
+  const int P = nranks, grid[3] = {nranks, 1, 1};
+  struct hy_part g, p;
+  struct hy_err err;
+  struct hy_decomp_stats st;
+  hy_part_init(&g);
+  hy_part_resize(&g, n);
+  gsl_rng *rg = gsl_rng_alloc(gsl_rng_mt19937);
+  gsl_rng_set(rg, 99);
+  for (size_t i = 0; i < n; i++) {
+    for (int k = 0; k < 3; k++) {
+      g.pos[3 * i + k] = gsl_rng_uniform(rg);
+      g.vel[3 * i + k] = g.acc[3 * i + k] = g.acc_w[3 * i + k] = 0.0;
+    }
+    g.mass[i] = 1.0 / (double)n;
+    g.pot[i] = 0.0;
+    g.id[i] = ID_BASE + ID_STRIDE * i;
+    g.type[i] = 1;
+  }
+  gsl_rng_free(rg);
+  take_block(&p, &g, n * (size_t)rank / (size_t)P, n * ((size_t)rank + 1) / (size_t)P);
+  struct hy_decomp *d = hy_decomp_create(MPI_COMM_WORLD, grid, rs, 1, 11, &err);
+  HY_CHECK(d != NULL);
+  if (!d) MPI_Abort(MPI_COMM_WORLD, 1);
+  HY_CHECK(hy_decomp_cost(d, NULL, NULL) == 1.0);
+  exchange(d, &p, 0, &st);
+  double *b = hy_malloc("test", (size_t)P + 1, sizeof(double)), lo[3], hi[3];
+  for (int r = 0; r < P; r++) {
+    HY_CHECK_INT(hy_decomp_box(d, hy_decomp_rank_of(d, r, 0, 0), lo, hi), 0);
+    b[r] = lo[0];
+    b[r + 1] = hi[0];
+  }
+  b[0] = 0.0;
+  b[P] = 1.0;
+  /* the weights as every rank must find them */
+  int ix = -1;
+  for (int r = 0; r < P; r++)
+    if (hy_decomp_rank_of(d, r, 0, 0) == rank) ix = r;
+  double *cnt = hy_calloc("test", (size_t)P, sizeof(double)), *lam = hy_malloc("test", (size_t)P, sizeof(double));
+  for (size_t i = 0; i < n; i++) {
+    int r = 0;
+    while (r + 1 < P && g.pos[3 * i] >= b[r + 1]) r++;
+    cnt[r] += 1.0;
+  }
+  double s_sum = 0.0;
+  for (int r = 0; r < P; r++) s_sum += (1.0 + 0.5 * r) * cnt[r];
+  for (int r = 0; r < P; r++) lam[r] = (1.0 + 0.5 * r) / (s_sum / (double)n); /* within [1/2, 2] up to P = 4 */
+  HY_CHECK_INT((long long)p.n, (long long)cnt[ix]);
+  HY_CHECK_INT(hy_decomp_cost_update(d, (1.0 + 0.5 * ix) * (double)p.n, (double)p.n, &err), 0);
+  double w_lo, w_hi;
+  const double mine = hy_decomp_cost(d, &w_lo, &w_hi);
+  HY_CHECK_MSG(fabs(mine - lam[ix]) <= 1e-12 * lam[ix], "rank %d: cost weight %.15g, expected %.15g", rank, mine,
+               lam[ix]);
+  HY_CHECK_MSG(fabs(w_lo - lam[0]) <= 1e-12 && fabs(w_hi - lam[P - 1]) <= 1e-12, "cost weights %g to %g, not %g to %g",
+               w_lo, w_hi, lam[0], lam[P - 1]);
+  exchange(d, &p, 0, &st);
+  {
+    unsigned long long n_all = 0, n_mine = p.n;
+    MPI_Allreduce(&n_mine, &n_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    HY_CHECK_INT(n_all, (unsigned long long)n);
+  }
+  /* the reference cuts: the weighted x quantiles of the whole set */
+  double *xs = hy_malloc("test", n, sizeof(double));
+  for (size_t i = 0; i < n; i++) xs[i] = g.pos[3 * i];
+  qsort(xs, n, sizeof(double), cmp_dbl);
+  double w_tot = 0.0, w_len = 0.0;
+  for (int r = 0; r < P; r++) {
+    w_tot += lam[r] * cnt[r];
+    w_len += lam[r] * (b[r + 1] - b[r]);
+  }
+  double cum = 0.0;
+  size_t i = 0;
+  int slab = 0;
+  for (int k = 1; k < P; k++) {
+    const double target = w_tot * k / P;
+    double x = 0.0;
+    for (; i < n; i++) {
+      while (slab + 1 < P && xs[i] >= b[slab + 1]) slab++;
+      if (cum + lam[slab] >= target) {
+        x = xs[i];
+        break;
+      }
+      cum += lam[slab];
+    }
+    HY_CHECK_INT(hy_decomp_box(d, hy_decomp_rank_of(d, k, 0, 0), lo, hi), 0);
+    const double q = (double)k / P;
+    const double tol = 6.0 * sqrt(q * (1.0 - q) / (double)st.n_samples_total) * w_len / lam[slab];
+    if (rank == 0)
+      printf("%-46s cut %d at x = %.4f, reference %.4f (equal counts: %.4f), tolerance %.4f\n",
+             "cost-weighted exchange", k, lo[0], x, b[k], tol);
+    HY_CHECK_MSG(fabs(lo[0] - x) <= tol, "cost-weighted cut %d at %.5f, reference %.5f, tolerance %.5f", k, lo[0], x,
+                 tol);
+    HY_CHECK_MSG(fabs(b[k] - x) > 3 * tol, "cut %d: the weights move it too little to test (%.5f to %.5f)", k, b[k],
+                 x);
+  }
+  /* the clamp, and a rank without time */
+  HY_CHECK_INT(hy_decomp_cost_update(d, rank == 0 ? 100.0 : 1.0, 1.0, &err), 0);
+  if (P >= 3) HY_CHECK(hy_decomp_cost(d, NULL, NULL) == (rank == 0 ? 2.0 : 0.5));
+  HY_CHECK_INT(hy_decomp_cost_update(d, rank == 0 ? 0.0 : 1.0, 1.0, &err), 0);
+  if (rank == 0 || P == 1) HY_CHECK(hy_decomp_cost(d, NULL, NULL) == 1.0);
+  else HY_CHECK(fabs(hy_decomp_cost(d, NULL, NULL) - fmin(2.0, (double)P / (P - 1))) <= 1e-15);
+  HY_CHECK_INT(hy_decomp_cost_update(d, 0.0, 0.0, &err), 0);
+  HY_CHECK(hy_decomp_cost(d, &w_lo, &w_hi) == 1.0 && w_lo == 1.0 && w_hi == 1.0);
+  hy_free(xs);
+  hy_free(b);
+  hy_free(cnt);
+  hy_free(lam);
+  hy_decomp_free(d);
+  hy_part_free(&p);
+  hy_part_free(&g);
+}
+
 int main(int argc, char **argv) {
   hy_test_mpi_begin(&argc, &argv, "test_decomp", &rank, &nranks);
   test_factor();
@@ -1030,5 +1154,6 @@ int main(int argc, char **argv) {
   scenario_device_source(N_MAIN, "positions on a device");
   scenario_device_source(5, "5 particles on a device");
   scenario_ahead();
+  scenario_cost();
   return hy_test_mpi_end("test_decomp", rank, nranks);
 }
