@@ -95,6 +95,9 @@ static const struct hy_param_def schema[] = {
   {"SampleRate", HY_PT_NUMBER, "0.00390625", 0.0, 1.0, 1, 0, NULL, "",
    "R_samp: fraction of (local + hard-LET) particles each rank sends to rank 0 for the domain decomposition "
    "(Watanabe & Nakasato eq 12-13)"},
+  {"DomainSmoothing", HY_PT_NUMBER, "1", 0.0, 1.0, 1, 0, NULL, "",
+   "c in (0, 1]: each decomposition's boundaries = c x the cut of its samples + (1 - c) x the previous ones, to "
+   "damp the sampling noise that moves particles back and forth (GreeM, FDPS coef_ema); 1 = off"},
   {"DomainCost", HY_PT_CHOICE, "particles", NOMIN, NOMAX, 0, 0, "particles,walktime", "",
    "What the domain decomposition balances: particles = N_local + N_hard (Watanabe & Nakasato eq 12-13, "
    "reproducible); walktime = the ranks' measured walk time (samples weighted by each rank's walk seconds per "

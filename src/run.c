@@ -1255,7 +1255,8 @@ int hy_cmd_run(int argc, char **argv) {
         goto out;
       }
     }
-    r.dd = hy_decomp_create(r.comm, grid, hy_params_get_number(r.par, "SampleRate"), 1.0, 12345, &err);
+    r.dd = hy_decomp_create(r.comm, grid, hy_params_get_number(r.par, "SampleRate"),
+                            hy_params_get_number(r.par, "DomainSmoothing"), 12345, &err);
     if (!r.dd) {
       report(&r, &err);
       goto out;
@@ -1263,8 +1264,8 @@ int hy_cmd_run(int argc, char **argv) {
     hy_decomp_set_pool(r.dd, pool);
     if (restart_dir && any_failed(&r, hy_decomp_state_load(r.dd, blob, blob_bytes, &err), &err)) goto out;
     r.dd_cost_walk = strcmp(hy_params_get_str(r.par, "DomainCost"), "walktime") == 0;
-    hy_msg("domain grid %dx%dx%d, sample rate %g, samples weighted by %s", grid[0], grid[1], grid[2],
-           hy_params_get_number(r.par, "SampleRate"),
+    hy_msg("domain grid %dx%dx%d, sample rate %g, boundary smoothing %g, samples weighted by %s", grid[0], grid[1],
+           grid[2], hy_params_get_number(r.par, "SampleRate"), hy_params_get_number(r.par, "DomainSmoothing"),
            r.dd_cost_walk ? "the walks' measured time per particle (DomainCost walktime)"
                           : "particle count (DomainCost particles)");
   }

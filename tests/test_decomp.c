@@ -432,15 +432,50 @@ static void scenario_all_on_root(void) {
   }
   hy_decomp_free(d);
 
-  /* Boundary smoothing (coef 0.5) still conserves and assigns correctly. */
-  d = hy_decomp_create(MPI_COMM_WORLD, NULL, rs, 0.5, 99, &err);
-  HY_CHECK(d != NULL);
-  for (int k = 0; k < 2; k++) {
+  /* Boundary smoothing (coef 0.3, DomainSmoothing) still conserves and
+   * assigns correctly, and its boundaries are 0.3 of the ones that the
+   * same draw cuts without it (a twin of the same seed and particles) plus
+   * 0.7 of the previous ones, exactly as computed here. */
+  d = hy_decomp_create(MPI_COMM_WORLD, NULL, rs, 0.3, 99, &err);
+  struct hy_decomp *d1 = hy_decomp_create(MPI_COMM_WORLD, NULL, rs, 1, 99, &err);
+  HY_CHECK(d != NULL && d1 != NULL);
+  struct hy_part p1;
+  hy_part_init(&p1);
+  for (int k = 0; k < 3; k++) {
     drift(&p, 0.05);
     drift(&g, 0.05);
+    size_t nb = 0, nb1 = 0;
+    const double *bp = hy_decomp_bounds(d, &nb);
+    double *prev = k ? hy_malloc("test", nb, sizeof(double)) : NULL;
+    if (k) memcpy(prev, bp, nb * sizeof(double));
+    hy_part_free(&p1);
+    hy_part_init(&p1);
+    hy_part_copy(&p1, &p);
+    { /* the twin starts from the same boundaries and sampling state, so it draws the same samples */
+      const size_t bytes = hy_decomp_state_size(d);
+      void *blob = hy_malloc("test", bytes, 1);
+      hy_decomp_state_save(d, blob);
+      HY_CHECK_INT(hy_decomp_state_load(d1, blob, bytes, &err), 0);
+      hy_free(blob);
+    }
     exchange(d, &p, 0, &st);
-    check_all(k ? "smoothing 0.5, exchange 2" : "smoothing 0.5, exchange 1", d, &p, &g, NULL);
+    exchange(d1, &p1, 0, NULL);
+    check_all(k == 0 ? "smoothing 0.3, exchange 1" : k == 1 ? "smoothing 0.3, exchange 2" : "smoothing 0.3, exchange 3",
+              d, &p, &g, NULL);
+    bp = hy_decomp_bounds(d, &nb);
+    const double *b1 = hy_decomp_bounds(d1, &nb1);
+    HY_CHECK_INT(nb, nb1);
+    size_t off = 0;
+    for (size_t i = 0; i < nb && i < nb1; i++) {
+      const double want = k == 0 || !isfinite(b1[i]) ? b1[i] : 0.3 * b1[i] + (1 - 0.3) * prev[i];
+      if (!(bp[i] == want)) off++;
+    }
+    HY_CHECK_MSG(off == 0, "smoothing 0.3, exchange %d: %zu of %zu boundaries are not 0.3 new + 0.7 old", k + 1, off,
+                 nb);
+    hy_free(prev);
   }
+  hy_part_free(&p1);
+  hy_decomp_free(d1);
   hy_decomp_free(d);
   hy_part_free(&p);
   hy_part_free(&g);
