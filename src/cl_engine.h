@@ -348,14 +348,18 @@ int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *
  *  presort). */
 int hy_cl_state_gather_on(struct hy_cl *cl, int side, const uint32_t *idx, size_t m, double *pos, double *vel,
                           struct hy_err *err);
-/** hy_cl_state_gather of the positions in two halves: _begin enqueues the
- *  gather and its read into staging memory behind the queue's earlier
- *  commands and returns (idx may be reused then), so that the commands
- *  enqueued after it (a walk) follow it; _end waits for the read and
- *  copies the m positions into pos. One gather under way at a time; the
- *  state must not move in between. */
-int hy_cl_state_gather_begin(struct hy_cl *cl, const uint32_t *idx, size_t m, struct hy_err *err);
-int hy_cl_state_gather_end(struct hy_cl *cl, size_t m, double *pos, struct hy_err *err);
+/** hy_cl_state_gather in two halves: _begin enqueues the gather of the
+ *  positions (and velocities, with_vel) and its read into staging memory
+ *  behind the earlier commands of the first queue (side 0; the commands
+ *  enqueued after it, a walk, follow it) or of the second (side 1; beside
+ *  the first's work) and returns (idx may be reused then); _end waits for
+ *  the read and points *data at the m positions (3 doubles each), followed
+ *  by the m velocities when with_vel, in the staging memory, valid until
+ *  the next gather. One gather under way at a time; the state must not move
+ *  in between. */
+int hy_cl_state_gather_begin(struct hy_cl *cl, int side, const uint32_t *idx, size_t m, int with_vel,
+                             struct hy_err *err);
+int hy_cl_state_gather_end(struct hy_cl *cl, size_t m, const double **data, struct hy_err *err);
 /** Walk results left on the device (hy_cl_walk, unsort, out0 NULL; after
  *  a merged build, the state's particles come first) into the
  *  state: split 0: acc_w = G out0; split 1: acc_w = G (out0 + n out1), acc =

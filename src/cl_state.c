@@ -546,19 +546,18 @@ int hy_cl_state_gather_on(struct hy_cl *cl, int side, const uint32_t *idx, size_
   return rc;
 }
 
-int hy_cl_state_gather_begin(struct hy_cl *cl, const uint32_t *idx, size_t m, struct hy_err *err) {
-  if (need_state(cl, "gather", err)) return -1;
-  if (cl->gather_ev) return hy_err_set(err, "internal error: a gather while another is under way");
-  cl->gather_m = m;
-  if (m == 0) return 0;
-  const size_t b3 = hy_size_mul_or_die(m, 24, "gathered particles");
+/* hy_cl_state_gather_begin on the queue of hy_cl_queue (also the staging
+ * memory's map, if it grows). */
+static int gather_begin_on(struct hy_cl *cl, const uint32_t *idx, size_t m, int with_vel, struct hy_err *err) {
+  const size_t b = hy_size_mul_or_die(m, with_vel ? 48 : 24, "gathered particles");
   /* the staging memory first: a new one is mapped on the queue, blocking */
-  if (!hy_cl_host_buffer(cl, HY_CL_HOST_GATHER, b3, err) || gather_enqueue(cl, idx, m, 0, err) != 0) return -1;
-  cl_int e = clEnqueueReadBuffer(cl->q, cl->s_out.mem, CL_FALSE, 0, b3, cl->host[HY_CL_HOST_GATHER].ptr, 0, NULL,
+  if (!hy_cl_host_buffer(cl, HY_CL_HOST_GATHER, b, err) || gather_enqueue(cl, idx, m, with_vel, err) != 0) return -1;
+  cl_command_queue q = hy_cl_queue(cl);
+  cl_int e = clEnqueueReadBuffer(q, cl->s_out.mem, CL_FALSE, 0, b, cl->host[HY_CL_HOST_GATHER].ptr, 0, NULL,
                                  &cl->gather_ev);
-  if (e == CL_SUCCESS) e = clFlush(cl->q);
+  if (e == CL_SUCCESS) e = clFlush(q);
   if (e != CL_SUCCESS) {
-    clFinish(cl->q);
+    clFinish(q);
     if (cl->gather_ev) clReleaseEvent(cl->gather_ev);
     cl->gather_ev = NULL;
     return hy_err_set(err, "OpenCL: reading gathered particles failed on %s: %s", cl->name, hy_cl_errname(e));
@@ -566,9 +565,23 @@ int hy_cl_state_gather_begin(struct hy_cl *cl, const uint32_t *idx, size_t m, st
   return 0;
 }
 
-int hy_cl_state_gather_end(struct hy_cl *cl, size_t m, double *pos, struct hy_err *err) {
+int hy_cl_state_gather_begin(struct hy_cl *cl, int side, const uint32_t *idx, size_t m, int with_vel,
+                             struct hy_err *err) {
+  if (need_state(cl, "gather", err)) return -1;
+  if (cl->gather_ev) return hy_err_set(err, "internal error: a gather while another is under way");
+  cl->gather_m = m;
+  if (m == 0) return 0;
+  if (side && hy_cl_side_queue(cl, err) != 0) return -1;
+  hy_cl_on_side = side != 0;
+  const int rc = gather_begin_on(cl, idx, m, with_vel, err);
+  hy_cl_on_side = 0;
+  return rc;
+}
+
+int hy_cl_state_gather_end(struct hy_cl *cl, size_t m, const double **data, struct hy_err *err) {
   if (m != cl->gather_m || (m > 0 && !cl->gather_ev))
     return hy_err_set(err, "internal error: the end of a gather of %zu particles that was not begun", m);
+  *data = NULL;
   if (m == 0) return 0;
   cl_int e = clWaitForEvents(1, &cl->gather_ev);
   cl_int st = CL_COMPLETE;
@@ -580,7 +593,7 @@ int hy_cl_state_gather_end(struct hy_cl *cl, size_t m, double *pos, struct hy_er
   if (e == CL_SUCCESS && st < 0) e = st;
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: reading gathered particles failed on %s: %s", cl->name, hy_cl_errname(e));
-  memcpy(pos, cl->host[HY_CL_HOST_GATHER].ptr, m * 24);
+  *data = cl->host[HY_CL_HOST_GATHER].ptr;
   return 0;
 }
 

@@ -686,10 +686,13 @@ void hy_decomp_sample_indices(struct hy_decomp *d, size_t n, size_t ns, size_t *
 /* Particle i's record; its position and velocity from pos and vel (p's own,
  * or a device's copies). forces 0 (the state on a device, whose next force
  * makes them anew): zeros for the accelerations and the potential. */
+/* pos NULL: every field but the position and velocity (pack_pv's) */
 static void pack(unsigned char *b, const struct hy_part *p, size_t i, const double *pos, const double *vel,
                  int forces) {
-  memcpy(b + OFF_POS, pos, 24);
-  memcpy(b + OFF_VEL, vel, 24);
+  if (pos) {
+    memcpy(b + OFF_POS, pos, 24);
+    memcpy(b + OFF_VEL, vel, 24);
+  }
   if (forces) {
     memcpy(b + OFF_ACC, p->acc + 3 * i, 24);
     memcpy(b + OFF_ACCW, p->acc_w + 3 * i, 24);
@@ -737,6 +740,7 @@ struct move_job {
   const size_t *list;      /* pack: the leavers in sending order; fill: the holes */
   const size_t *src;       /* fill: each hole's source */
   const double *pos, *vel; /* pack with a device: the leavers' positions and velocities (3 per leaver) */
+  int later_pv;            /* pack with a device: no positions and velocities yet (pv_body writes them) */
   const unsigned char **runs; /* unpack: each run's records (else buf holds them one run after another) */
   const size_t *seg;       /* unpack: the first record of each source rank's run (P + 1) */
   const size_t *to;        /* unpack: where each run goes in p */
@@ -747,10 +751,23 @@ static void pack_body(void *arg, size_t b, size_t e, int tid) {
   const struct move_job *j = arg;
   for (size_t k = b; k < e; k++) {
     const size_t i = j->list[k];
-    if (j->pos) /* a device's state: its positions and velocities, no forces */
+    if (j->later_pv) /* a device's state, its positions and velocities still on the way */
+      pack(j->buf + k * REC_BYTES, j->p, i, NULL, NULL, 0);
+    else if (j->pos) /* a device's state: its positions and velocities, no forces */
       pack(j->buf + k * REC_BYTES, j->p, i, j->pos + 3 * k, j->vel + 3 * k, 0);
     else
       pack(j->buf + k * REC_BYTES, j->p, i, j->p->pos + 3 * i, j->p->vel + 3 * i, 1);
+  }
+}
+
+/* The leavers' positions and velocities from the device into their
+ * records (the rest packed before, later_pv). */
+static void pv_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct move_job *j = arg;
+  for (size_t k = b; k < e; k++) {
+    memcpy(j->buf + k * REC_BYTES + OFF_POS, j->pos + 3 * k, 24);
+    memcpy(j->buf + k * REC_BYTES + OFF_VEL, j->vel + 3 * k, 24);
   }
 }
 
@@ -1094,6 +1111,11 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   const size_t *dleave = NULL, *dbeyond = NULL; /* dev: the leavers (ascending) and the stayers beyond n_keep */
   const int *dleave_rank = NULL;
   size_t d_out = 0, d_beyond = 0;
+  /* dev with leave_begin/leave_end: the leavers' positions and velocities
+   * read while the host packs the rest (pv_pending: begun, not ended) */
+  const int async = dev && dev->leave_begin && dev->leave_end;
+  int pv_pending = 0;
+  size_t pv_m = 0;
 
   d->moved_ok = 0;
   /* boundaries cut ahead for this many particles (hy_decomp_pre_*): used once */
@@ -1304,7 +1326,16 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   {
     /* the leavers in sending order (`order`, by destination); with a device
      * their positions and velocities come from there */
-    if (dev) {
+    if (async) {
+      /* read while the host packs the other fields and fills the holes */
+      if (dev->leave_begin(dev->ctx, order, n_out, err) != 0) {
+        ret = -1;
+        goto done;
+      }
+      pv_pending = 1;
+      pv_m = n_out;
+      hy_trace(HY_TRACE_MAIN, "dd_leavers_begin", tt);
+    } else if (dev) {
       lpv = scratch(&d->lpv, hy_size_mul_or_die(n_out, 6, "decomposition leavers"), sizeof(double),
                     "decomposition leavers");
       if (dev->gather(dev->ctx, order, n_out, lpv, lpv + 3 * n_out, err) != 0) {
@@ -1315,7 +1346,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
     }
     const double tr = hy_trace_t();
     struct move_job mj = {.p = p, .buf = sbuf, .list = order, .pos = dev ? lpv : NULL,
-                          .vel = dev ? lpv + 3 * n_out : NULL};
+                          .vel = dev ? lpv + 3 * n_out : NULL, .later_pv = async};
     for_all(d, n_out, 4096, pack_body, &mj);
     hy_trace(HY_TRACE_MAIN, "dd_records", tr);
   }
@@ -1345,6 +1376,20 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
       struct move_job mj = {.p = p, .list = d->holes, .src = d->srcs};
       for_all(d, h, 4096, fill_holes_dev_body, &mj);
       hy_trace(HY_TRACE_MAIN, "dd_holes", th);
+      if (async) { /* the leavers' positions and velocities into their records */
+        const double tw = hy_trace_t();
+        const double *pv = NULL;
+        pv_pending = 0;
+        if (dev->leave_end(dev->ctx, n_out, &pv, err) != 0) {
+          ret = -1;
+          goto done;
+        }
+        hy_trace(HY_TRACE_MAIN, "dd_leavers", tw);
+        const double tp = hy_trace_t();
+        struct move_job pj = {.buf = sbuf, .pos = pv, .vel = pv ? pv + 3 * n_out : NULL};
+        if (n_out) for_all(d, n_out, 4096, pv_body, &pj);
+        hy_trace(HY_TRACE_MAIN, "dd_records_pv", tp);
+      }
       reserve_room(p, n_new);
       p->n = n_new;
       if (n_new < 2 && n_keep == 1) {
@@ -1509,6 +1554,11 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
   hy_trace(HY_TRACE_MAIN, "dd_balance", tt);
 
 done:
+  if (pv_pending) { /* a failure after the leavers' read began: ended, so that the next gather may start */
+    const double *pv;
+    struct hy_err e2;
+    (void)dev->leave_end(dev->ctx, pv_m, &pv, &e2);
+  }
   s.time = hy_wtime() - t0;
   if (st) *st = s;
   hy_free(cnt);

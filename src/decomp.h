@@ -163,6 +163,15 @@ struct hy_decomp_dev {
    *  work and returns (idx may be reused), end waits and writes pos. */
   int (*gather_begin)(void *ctx, const size_t *idx, size_t m, struct hy_err *err);
   int (*gather_end)(void *ctx, size_t m, double *pos, struct hy_err *err);
+  /** Optional (both or neither): `gather` of the positions and velocities
+   *  in two halves, for the leavers: leave_begin starts it beside the
+   *  device's other work and returns (idx may be reused), leave_end waits
+   *  and points *pv at the m positions (3 doubles each) followed by the m
+   *  velocities, in the source's memory, valid until its next call. In
+   *  between the exchange packs the leavers' other fields and fills the
+   *  holes on the host. */
+  int (*leave_begin)(void *ctx, const size_t *idx, size_t m, struct hy_err *err);
+  int (*leave_end)(void *ctx, size_t m, const double **pv, struct hy_err *err);
   /** Every particle's rank (hy_decomp_owner with the boundaries of
    *  hy_decomp_bounds), kept for `lists`; count[r] of them for rank r
    *  (P entries). */

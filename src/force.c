@@ -878,12 +878,28 @@ static int dd_gather(void *ctx, const size_t *idx, size_t m, double *pos, double
 
 static int dd_gather_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
   struct hy_force *f = ctx;
-  return hy_cl_state_gather_begin(f->cl, dev_indices(f, idx, m), m, err);
+  return hy_cl_state_gather_begin(f->cl, 0, dev_indices(f, idx, m), m, 0, err);
 }
 
 static int dd_gather_end(void *ctx, size_t m, double *pos, struct hy_err *err) {
   struct hy_force *f = ctx;
-  return hy_cl_state_gather_end(f->cl, m, pos, err);
+  const double *data;
+  if (hy_cl_state_gather_end(f->cl, m, &data, err) != 0) return -1;
+  if (m) memcpy(pos, data, m * 3 * sizeof(double));
+  return 0;
+}
+
+/* The leavers' positions and velocities, read while the host packs their
+ * other fields: beside a presort (dd_kept) on the second queue, as
+ * dd_gather. */
+static int dd_leave_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  return hy_cl_state_gather_begin(f->cl, f->pre_n > 0, dev_indices(f, idx, m), m, 1, err);
+}
+
+static int dd_leave_end(void *ctx, size_t m, const double **pv, struct hy_err *err) {
+  struct hy_force *f = ctx;
+  return hy_cl_state_gather_end(f->cl, m, pv, err);
 }
 
 static int dd_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, struct hy_err *err) {
@@ -1014,6 +1030,8 @@ const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f) {
                                      .gather = dd_gather,
                                      .gather_begin = dd_gather_begin,
                                      .gather_end = dd_gather_end,
+                                     .leave_begin = dd_leave_begin,
+                                     .leave_end = dd_leave_end,
                                      .owners = dd_owners,
                                      .lists = dd_lists,
                                      .kept = dd_kept};

@@ -675,6 +675,11 @@ struct fake_dev {
   size_t *leave, *beyond;
   int *lrank;
   int gathers, checks;
+  /* leave_begin/leave_end: the indices of the read under way, then its data */
+  size_t *pend;
+  size_t pend_m;
+  int pending, begins, ends;
+  double *pv;
 };
 
 static int fake_check(void *ctx, struct hy_part *p, size_t *n_bad, struct hy_err *err) {
@@ -696,6 +701,35 @@ static int fake_gather(void *ctx, const size_t *idx, size_t m, double *pos, doub
     if (vel) memcpy(vel + 3 * j, f->vel + 3 * idx[j], 3 * sizeof(double));
   }
   return 0;
+}
+
+/* The leavers' read in two halves: begin keeps the indices (the caller may
+ * reuse its list), end reads the positions and velocities as they are then
+ * (nothing may move them in between) into memory of its own. */
+static int fake_leave_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
+  struct fake_dev *f = ctx;
+  if (f->pending) return hy_err_set(err, "fake device: a leavers' read while another is under way");
+  hy_free(f->pend);
+  f->pend = hy_malloc("fake device", m + 1, sizeof(size_t));
+  if (m) memcpy(f->pend, idx, m * sizeof(size_t));
+  f->pend_m = m;
+  f->pending = 1;
+  f->begins++;
+  return 0;
+}
+
+static int fake_leave_end(void *ctx, size_t m, const double **pv, struct hy_err *err) {
+  struct fake_dev *f = ctx;
+  if (!f->pending || m != f->pend_m) return hy_err_set(err, "fake device: the end of a leavers' read not begun");
+  f->pending = 0;
+  f->ends++;
+  hy_free(f->pv);
+  f->pv = hy_malloc("fake device", 6 * m + 1, sizeof(double));
+  const int g = f->gathers;
+  const int rc = fake_gather(ctx, f->pend, m, f->pv, f->pv + 3 * m, err);
+  f->gathers = g;
+  *pv = f->pv;
+  return rc;
 }
 
 static int fake_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, struct hy_err *err) {
@@ -761,7 +795,7 @@ static size_t records_differ(const struct hy_part *a, const struct hy_part *b) {
  * hy_decomp_moved reports; on the host, the moves that hy_decomp_moved
  * reports are the ones made. Also with ranks left with one particle or none
  * (p must then be complete on the host). */
-static void scenario_device_source(size_t n_total, const char *what) {
+static void scenario_device_source(size_t n_total, const char *what, int two_halves) {
   struct hy_part g, ph, pd;
   struct hy_err err;
   struct hy_decomp_stats sh, sd;
@@ -774,8 +808,12 @@ static void scenario_device_source(size_t n_total, const char *what) {
   struct hy_decomp *dh, *dd;
   make_twins(77, &dh, &dd);
   struct fake_dev f = {0};
-  const struct hy_decomp_dev src = {.ctx = &f, .check = fake_check, .gather = fake_gather, .owners = fake_owners,
-                                    .lists = fake_lists};
+  struct hy_decomp_dev src = {.ctx = &f, .check = fake_check, .gather = fake_gather, .owners = fake_owners,
+                              .lists = fake_lists};
+  if (two_halves) { /* the leavers read while the host packs the rest and fills the holes */
+    src.leave_begin = fake_leave_begin;
+    src.leave_end = fake_leave_end;
+  }
   for (int step = 1; step <= 2; step++) {
     /* the device gets the current positions and velocities, the host's are poisoned */
     f.n = pd.n;
@@ -805,7 +843,7 @@ static void scenario_device_source(size_t n_total, const char *what) {
     HY_CHECK_INT(sh.n_sent, sd.n_sent);
     HY_CHECK_INT(sh.n_recv, sd.n_recv);
     HY_CHECK_INT(sh.n_samples_local, sd.n_samples_local);
-    HY_CHECK(f.checks == step && f.gathers >= 1);
+    HY_CHECK(f.checks == step && (two_halves ? f.begins == step && f.ends == step && !f.pending : f.gathers >= 1));
     /* the host made the moves it reports */
     for (size_t h = 0; h < nh && h < dnh; h++) {
       HY_CHECK(holes[h] == dholes[h] && srcs[h] == dsrcs[h]);
@@ -846,6 +884,8 @@ static void scenario_device_source(size_t n_total, const char *what) {
     drift(&pd, 0.05);
     drift(&g, 0.05);
   }
+  hy_free(f.pend);
+  hy_free(f.pv);
   hy_decomp_free(dh);
   hy_decomp_free(dd);
   hy_part_free(&ph);
@@ -1186,8 +1226,10 @@ int main(int argc, char **argv) {
   }
   scenario_tiny();
   scenario_ties();
-  scenario_device_source(N_MAIN, "positions on a device");
-  scenario_device_source(5, "5 particles on a device");
+  scenario_device_source(N_MAIN, "positions on a device", 0);
+  scenario_device_source(5, "5 particles on a device", 0);
+  scenario_device_source(N_MAIN, "leavers read in two halves", 1);
+  scenario_device_source(5, "5 particles, two halves", 1);
   scenario_ahead();
   scenario_cost();
   return hy_test_mpi_end("test_decomp", rank, nranks);
