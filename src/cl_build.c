@@ -370,6 +370,14 @@ static void presort_drop(struct hy_cl *cl, double *seconds) {
   cl->presort_ev = NULL;
 }
 
+int hy_cl_presort_wait(struct hy_cl *cl) {
+  struct evlist *l = cl->presort_ev;
+  if (!l || l->n == 0 || l->open) return 0;
+  cl_event end = l->ev[2 * (l->n - 1) + 1];
+  if (end) (void)clWaitForEvents(1, &end); /* a failure shows in the caller's next clFinish */
+  return 1;
+}
+
 int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
                         const double lo[3], double scale, struct hy_err *err) {
   presort_drop(cl, NULL);

@@ -357,6 +357,9 @@ int hy_cl_state_gather_on(struct hy_cl *cl, int side, const uint32_t *idx, size_
  *  by the m velocities when with_vel, in the staging memory, valid until
  *  the next gather. One gather under way at a time; the state must not move
  *  in between. */
+/** Waits for the sort queued by hy_cl_state_presort, if one is queued;
+ *  returns 1 then, else 0 (for a trace of how long the host waits for it). */
+int hy_cl_presort_wait(struct hy_cl *cl);
 int hy_cl_state_gather_begin(struct hy_cl *cl, int side, const uint32_t *idx, size_t m, int with_vel,
                              struct hy_err *err);
 int hy_cl_state_gather_end(struct hy_cl *cl, size_t m, const double **data, struct hy_err *err);

@@ -816,6 +816,10 @@ int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size
     u[h] = (uint32_t)holes[h];
     u[n_holes + h] = (uint32_t)srcs[h];
   }
+  /* the patch follows the soft step's presort on the device: the host's
+   * wait for it, apart (the critical path when the decomposition is short) */
+  const double tw = hy_trace_t();
+  if (hy_cl_presort_wait(f->cl)) hy_trace(HY_TRACE_MAIN, "presort_wait", tw);
   int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, u, u + n_holes, n_holes, err);
   f->st.upload += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "state_patch", t0);

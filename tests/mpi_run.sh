@@ -185,7 +185,7 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
   # its timelines (HYTREE_TRACE): one file per rank with the sub-steps and
   # the device thread's walks, which tools/trace_report.py summarises
   for r in 0 1 2; do
-    for ph in 0,hard_step 0,soft_step 0,decompose 0,dd_cube 0,dd_presort 1,b_presort 1,walk_local 1,walk_merged 1,w_kernel 1,b_sort 1,rw_upload 1,rw_kernel; do
+    for ph in 0,hard_step 0,soft_step 0,decompose 0,dd_cube 0,dd_presort 0,presort_wait 1,b_presort 1,walk_local 1,walk_merged 1,w_kernel 1,b_sort 1,rw_upload 1,rw_kernel; do
       grep -q "^$ph," "$tmp/trace.$r.csv" 2>/dev/null ||
         { echo "FAIL: 3 ranks: the trace of rank $r has no $ph phase"; fail=1; }
     done
