@@ -230,6 +230,10 @@ int hy_cl_launch(struct hy_cl *cl, cl_kernel k, const char *name, size_t items, 
   return 0;
 }
 
+/* The radix sort's histogram of the queue in use (hy_cl_on_side: the
+ * second queue's own, as its commands run beside the first's). */
+static struct cl_buf *sort_hist(struct hy_cl *cl) { return hy_cl_on_side ? &cl->hist_side : &cl->hist; }
+
 #define M(b) sizeof(cl_mem), (const void *)&(b).mem
 #define V(v) sizeof(v), (const void *)&(v)
 #define END ((size_t)0)
@@ -240,16 +244,18 @@ static int scan(struct hy_cl *cl, cl_mem data, size_t n, int level, struct evlis
   if (level >= HY_CL_SCAN_LEVELS) return hy_err_set(err, "internal error: device scan of %zu values too deep", n);
   const size_t block = 4 * cl->build_wg;
   const size_t nb = (n + block - 1) / block;
-  if (hy_cl_ensure_buf(cl, &cl->scan[level], nb * sizeof(cl_uint), "scan partial sums", err) != 0) return -1;
+  /* the second queue's commands run beside the first's: sums of their own */
+  struct cl_buf *sums = hy_cl_on_side ? &cl->scan_side[level] : &cl->scan[level];
+  if (hy_cl_ensure_buf(cl, sums, nb * sizeof(cl_uint), "scan partial sums", err) != 0) return -1;
   cl_uint un = (cl_uint)n;
   if (hy_cl_set_args(cl, cl->k_scan_block, "hy_scan_block", err, sizeof(cl_mem), (const void *)&data, V(un),
-               M(cl->scan[level]), END) ||
+               M(*sums), END) ||
       hy_cl_launch(cl, cl->k_scan_block, "hy_scan_block", nb * cl->build_wg, ev_new(ev, phase), err))
     return -1;
   if (nb == 1) return 0;
-  if (scan(cl, cl->scan[level].mem, nb, level + 1, ev, phase, err) != 0) return -1;
+  if (scan(cl, sums->mem, nb, level + 1, ev, phase, err) != 0) return -1;
   if (hy_cl_set_args(cl, cl->k_scan_add, "hy_scan_add", err, sizeof(cl_mem), (const void *)&data, V(un),
-               M(cl->scan[level]), END) ||
+               M(*sums), END) ||
       hy_cl_launch(cl, cl->k_scan_add, "hy_scan_add", n, ev_new(ev, phase), err))
     return -1;
   return 0;
@@ -290,8 +296,8 @@ static int merge_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_bu
 
 /* Stable LSD radix sort of n (key, val) pairs by the key's low `bits` bits
  * (kb[0], ib[0] -> sorted back into kb[0], ib[0]; kb[1], ib[1] are scratch),
- * HY_RADIX_BITS per pass, an even number of passes. cl->hist must hold
- * RADIX entries per sort tile. */
+ * HY_RADIX_BITS per pass, an even number of passes. cl->hist (on the
+ * second queue cl->hist_side) must hold RADIX entries per sort tile. */
 static int sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
                       struct evlist *ev, int phase, struct hy_err *err) {
   if (n <= cl->merge_sort_max) return merge_sort_pairs(cl, kb, ib, n, ev, phase, err);
@@ -300,13 +306,14 @@ static int sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[
   unsigned passes = (bits + RADIX_BITS - 1) / RADIX_BITS;
   passes += passes & 1u; /* the result lands in the first pair */
   const cl_uint un = (cl_uint)n;
+  const struct cl_buf *hist = sort_hist(cl); /* as scan's sums */
   int s = 0;
   for (cl_uint shift = 0; shift < passes * RADIX_BITS; shift += RADIX_BITS) {
-    if (hy_cl_set_args(cl, cl->k_count, "hy_radix_count", err, M(*kb[s]), V(un), V(shift), M(cl->hist), END) ||
+    if (hy_cl_set_args(cl, cl->k_count, "hy_radix_count", err, M(*kb[s]), V(un), V(shift), M(*hist), END) ||
         hy_cl_launch(cl, cl->k_count, "hy_radix_count", n_tiles * cl->build_wg, ev_new(ev, phase), err) ||
-        scan(cl, cl->hist.mem, n_tiles * RADIX, 0, ev, phase, err) ||
+        scan(cl, hist->mem, n_tiles * RADIX, 0, ev, phase, err) ||
         hy_cl_set_args(cl, cl->k_scatter, "hy_radix_scatter", err, M(*kb[s]), M(*ib[s]), V(un), V(shift),
-                 M(cl->hist), M(*kb[1 - s]), M(*ib[1 - s]), END) ||
+                 M(*hist), M(*kb[1 - s]), M(*ib[1 - s]), END) ||
         hy_cl_launch(cl, cl->k_scatter, "hy_radix_scatter", n_tiles * cl->build_wg, ev_new(ev, phase), err))
       return -1;
     s = 1 - s;
@@ -334,7 +341,7 @@ int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2
   if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_check_int(n, "sort pairs", err)) return -1;
   const size_t tile = cl->build_wg * SORT_PER;
   const size_t n_tiles = (n + tile - 1) / tile;
-  if (hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
+  if (hy_cl_ensure_buf(cl, sort_hist(cl), hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
                        err) != 0)
     return -1;
   struct evlist ev = {.q = hy_cl_queue(cl)};
@@ -361,8 +368,9 @@ static int state_keys(struct hy_cl *cl, size_t first, size_t n, const double lo[
  * dropped), freed. */
 static void presort_drop(struct hy_cl *cl, double *seconds) {
   struct evlist *l = cl->presort_ev;
+  cl->presort_all_n = 0;
   if (!l) return;
-  clFinish(cl->q);
+  clFinish(l->q); /* the first queue, or the second for HYTREE_PRESORT=2 */
   double t[PH_N] = {0};
   ev_finish(l, seconds ? t : NULL);
   if (seconds) *seconds += t[PH_SORT];
@@ -390,7 +398,7 @@ int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, c
       hy_cl_ensure_buf(cl, &cl->pidx, hy_size_mul_or_die(n_keep, 4, "keys"), "presorted indices", err) ||
       hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(n_keep, 8, "keys"), "sort keys", err) ||
       hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(n_keep, 4, "keys"), "sort indices", err) ||
-      hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
+      hy_cl_ensure_buf(cl, sort_hist(cl), hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
                        err) ||
       (m && hy_cl_ensure_buf(cl, &cl->pfix, hy_size_mul_or_die(m, 8, "moves"), "presort moves", err)))
     return -1;
@@ -421,6 +429,129 @@ int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, c
   cl->presort_n = n_keep;
   memcpy(cl->presort_lo, lo, sizeof cl->presort_lo);
   cl->presort_scale = scale;
+  return 0;
+}
+
+/* hy_cl_state_presort_all's enqueues, on the second queue (hy_cl_on_side). */
+static int presort_all_enqueue(struct hy_cl *cl, size_t n, const double lo[3], double scale, struct hy_err *err) {
+  const size_t tile = cl->build_wg * SORT_PER, n_tiles = (n + tile - 1) / tile;
+  if (hy_cl_ensure_buf(cl, &cl->pkey, hy_size_mul_or_die(n, 8, "keys"), "presorted keys", err) ||
+      hy_cl_ensure_buf(cl, &cl->pidx, hy_size_mul_or_die(n, 4, "keys"), "presorted indices", err) ||
+      hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(n, 8, "keys"), "sort keys", err) ||
+      hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(n, 4, "keys"), "sort indices", err) ||
+      hy_cl_ensure_buf(cl, &cl->hist_side, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
+                       "sort histogram (second queue)", err))
+    return -1;
+  struct evlist *ev = hy_calloc("OpenCL events", 1, sizeof *ev);
+  ev->q = cl->q2;
+  cl->presort_ev = ev;
+  struct cl_buf *kb[2] = {&cl->pkey, &cl->key[1]}, *ib[2] = {&cl->pidx, &cl->idx_tmp};
+  if (state_keys(cl, 0, n, lo, scale, &cl->pkey, &cl->pidx, ev, PH_SORT, err) != 0 ||
+      sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0)
+    return -1;
+  ev_close(ev);
+  const cl_int e = clFlush(cl->q2);
+  if (e != CL_SUCCESS) return hy_err_set(err, "OpenCL: clFlush failed on %s: %s", cl->name, hy_cl_errname(e));
+  return 0;
+}
+
+int hy_cl_state_presort_all(struct hy_cl *cl, const double lo[3], double scale, struct hy_err *err) {
+  presort_drop(cl, NULL);
+  cl->presort_n = 0;
+  const size_t n = cl->state_n;
+  if (n < 2) return 0;
+  if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_side_queue(cl, err) != 0) return -1;
+  hy_cl_on_side = 1;
+  const int rc = presort_all_enqueue(cl, n, lo, scale, err);
+  hy_cl_on_side = 0;
+  if (rc != 0) {
+    presort_drop(cl, NULL);
+    return -1;
+  }
+  cl->presort_all_n = n;
+  memcpy(cl->presort_lo, lo, sizeof cl->presort_lo);
+  cl->presort_scale = scale;
+  return 0;
+}
+
+/* hy_cl_state_presort_finish's enqueues, behind the sort on the second queue. */
+static int presort_finish_enqueue(struct hy_cl *cl, size_t n, size_t n_keep, size_t m, struct hy_err *err) {
+  struct evlist *ev = cl->presort_ev;
+  const size_t nb = n - n_keep;
+  if (hy_cl_ensure_buf(cl, &cl->pfix, hy_size_mul_or_die(m + 1, 8, "moves"), "presort moves", err) ||
+      hy_cl_ensure_buf(cl, &cl->phmark, n_keep, "presort holes", err) ||
+      hy_cl_ensure_buf(cl, &cl->pfmap, hy_size_mul_or_die(nb + 1, 4, "moves"), "presort sources", err) ||
+      hy_cl_ensure_buf(cl, &cl->pflag, hy_size_mul_or_die(n + 1, 4, "flags"), "presort flags", err) ||
+      hy_cl_ensure_buf(cl, &cl->pfill, n_keep, "presort sources", err))
+    return -1;
+  const cl_uchar zero = 0;
+  const cl_int minus1 = -1;
+  cl_int e = CL_SUCCESS;
+  if (m)
+    e = clEnqueueWriteBuffer(cl->q2, cl->pfix.mem, CL_FALSE, 0, 2 * m * 4, cl->pmove_host, 0, NULL,
+                             ev_new(ev, PH_SORT));
+  if (e == CL_SUCCESS)
+    e = clEnqueueFillBuffer(cl->q2, cl->phmark.mem, &zero, 1, 0, n_keep, 0, NULL, ev_new(ev, PH_SORT));
+  if (e == CL_SUCCESS && nb)
+    e = clEnqueueFillBuffer(cl->q2, cl->pfmap.mem, &minus1, 4, 0, nb * 4, 0, NULL, ev_new(ev, PH_SORT));
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: uploading the presort's moves failed on %s: %s", cl->name, hy_cl_errname(e));
+  const cl_uint um = (cl_uint)m, un = (cl_uint)n, uk = (cl_uint)n_keep;
+  /* into (key[1], idx_tmp), the ties put in order back into (pkey, pidx) */
+  if ((m && (hy_cl_set_args(cl, cl->k_pc_marks, "hy_pc_marks", err, M(cl->pfix), V(um), V(uk), M(cl->phmark),
+                            M(cl->pfmap), END) ||
+             hy_cl_launch(cl, cl->k_pc_marks, "hy_pc_marks", m, ev_new(ev, PH_SORT), err))) ||
+      hy_cl_set_args(cl, cl->k_pc_flag, "hy_pc_flag", err, M(cl->pidx), V(un), V(uk), M(cl->phmark), M(cl->pfmap),
+                     M(cl->pflag), END) ||
+      hy_cl_launch(cl, cl->k_pc_flag, "hy_pc_flag", n + 1, ev_new(ev, PH_SORT), err) ||
+      scan(cl, cl->pflag.mem, n + 1, 0, ev, PH_SORT, err) ||
+      hy_cl_set_args(cl, cl->k_pc_scatter, "hy_pc_scatter", err, M(cl->pkey), M(cl->pidx), M(cl->pflag), V(un),
+                     V(uk), M(cl->phmark), M(cl->pfmap), M(cl->key[1]), M(cl->idx_tmp), M(cl->pfill), END) ||
+      hy_cl_launch(cl, cl->k_pc_scatter, "hy_pc_scatter", n, ev_new(ev, PH_SORT), err) ||
+      hy_cl_set_args(cl, cl->k_pc_ties, "hy_pc_ties", err, M(cl->key[1]), M(cl->idx_tmp), M(cl->pfill), V(uk),
+                     M(cl->pkey), M(cl->pidx), END) ||
+      hy_cl_launch(cl, cl->k_pc_ties, "hy_pc_ties", n_keep, ev_new(ev, PH_SORT), err))
+    return -1;
+  ev_close(ev);
+  e = clFlush(cl->q2);
+  if (e != CL_SUCCESS) return hy_err_set(err, "OpenCL: clFlush failed on %s: %s", cl->name, hy_cl_errname(e));
+  return 0;
+}
+
+int hy_cl_state_presort_finish(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
+                               struct hy_err *err) {
+  const size_t n = cl->presort_all_n;
+  cl->presort_n = 0;
+  if (!n || !cl->presort_ev || n != cl->state_n || n_keep < 1 || n_keep > n || m > n_keep || !cl->k_pc_ties) {
+    presort_drop(cl, NULL);
+    return hy_err_set(err, "internal error: the end of a presort of %zu particles for %zu kept of %zu (%zu moves)",
+                      n, n_keep, cl->state_n, m);
+  }
+  cl->presort_all_n = 0;
+  /* the moves' copy, read by the second queue's write when it runs */
+  if (2 * m + 1 > cl->pmove_cap) {
+    hy_free(cl->pmove_host);
+    cl->pmove_cap = 2 * m + m / 2 + 64;
+    cl->pmove_host = hy_malloc("presort moves", cl->pmove_cap, sizeof(uint32_t));
+  }
+  for (size_t h = 0; h < m; h++) {
+    if (hole[h] >= n_keep || src[h] < n_keep || src[h] >= n) {
+      presort_drop(cl, NULL);
+      return hy_err_set(err, "internal error: presort move %zu: hole %u, source %u (%zu kept of %zu)", h,
+                        (unsigned)hole[h], (unsigned)src[h], n_keep, n);
+    }
+    cl->pmove_host[h] = hole[h];
+    cl->pmove_host[m + h] = src[h];
+  }
+  if (hy_cl_side_queue(cl, err) != 0) return -1;
+  hy_cl_on_side = 1;
+  const int rc = presort_finish_enqueue(cl, n, n_keep, m, err);
+  hy_cl_on_side = 0;
+  if (rc != 0) {
+    presort_drop(cl, NULL);
+    return -1;
+  }
+  cl->presort_n = n_keep;
   return 0;
 }
 
@@ -463,7 +594,7 @@ static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, s
          hy_cl_ensure_buf(cl, &cl->big, hy_size_mul_or_die(n / BMAX_SERIAL + 1, 4, "cells"), "large cells", err) ||
          hy_cl_ensure_buf(cl, &cl->n_big, MAX_GENERATIONS * 4, "large cell counts", err) ||
          hy_cl_ensure_buf(cl, &cl->n_graft, 16, "copied cell count", err) ||
-         hy_cl_ensure_buf(cl, &cl->hist, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
+         hy_cl_ensure_buf(cl, sort_hist(cl), hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
                           "sort histogram", err);
 }
 
@@ -476,6 +607,9 @@ static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t n
 
 static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct evlist *ev, struct hy_err *err) {
+  /* keys sorted on the second queue and not taken by this build: waited
+   * for and dropped, as its sort may still use the buffers this one does */
+  if (!a->presorted && cl->presort_ev && ((struct evlist *)cl->presort_ev)->q != cl->q) presort_drop(cl, NULL);
   const size_t n = a->n;
   const int slot = a->slot;
   struct cl_tree *T = &cl->tree[slot];

@@ -318,6 +318,19 @@ int hy_cl_state_append_end(struct hy_cl *cl, size_t m, double *seconds, struct h
  *  set. */
 int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
                         const double lo[3], double scale, struct hy_err *err);
+/** The same result in two halves (HYTREE_PRESORT=2), so that the sort need
+ *  not wait for the decomposition's lists: _all queues on the second queue
+ *  (without waiting) the keys of all the state's positions (cube lo, scale)
+ *  and their sort, _finish, once the moves are known, drops the leavers
+ *  from the sorted list (those below n_keep that are holes, those from
+ *  n_keep on that are not sources), gives each source its hole's index and
+ *  puts equal keys in the order of their new indices, behind the sort on
+ *  that queue. Until the build takes the keys (or a build without them, or
+ *  hy_cl_presort_wait, waits for that queue), the state's positions must
+ *  not change. Return 0 or -1 with err set. */
+int hy_cl_state_presort_all(struct hy_cl *cl, const double lo[3], double scale, struct hy_err *err);
+int hy_cl_state_presort_finish(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
+                               struct hy_err *err);
 /** The state after a domain decomposition (hy_decomp_exchange_dev) that
  *  kept its first n_keep particles in place except m of them, the holes
  *  hole[h], which the particle from src[h] (>= n_keep) fills, and appended

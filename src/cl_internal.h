@@ -106,7 +106,7 @@ struct hy_cl {
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
   cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_owner, k_flag, k_list, k_gather_state, k_move, k_st_keys,
-      k_st_keys_fix;
+      k_st_keys_fix, k_pc_marks, k_pc_flag, k_pc_scatter, k_pc_ties;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
   struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
   struct cl_buf s_patch_i;                   /* hy_cl_state_patch: the holes */
@@ -115,6 +115,17 @@ struct hy_cl {
    * evlist of cl_build.c, finished by the build that takes them) */
   struct cl_buf pkey, pidx, pfix;
   size_t presort_n;
+  /* hy_cl_state_presort_all (HYTREE_PRESORT=2): every key sorted on the
+   * second queue, presort_all_n of them, awaiting the decomposition's
+   * moves (hy_cl_state_presort_finish: the holes' marks, the sources' new
+   * indices, the flags and their scan, the stayers' ends-of-beyond flags;
+   * the moves' host copy, read by a write that is not waited for); the
+   * second queue's own sort histogram and scan sums */
+  size_t presort_all_n;
+  struct cl_buf phmark, pfmap, pflag, pfill;
+  uint32_t *pmove_host;
+  size_t pmove_cap;
+  struct cl_buf hist_side, scan_side[HY_CL_SCAN_LEVELS];
   double presort_lo[3], presort_scale;
   void *presort_ev;
   size_t state_n;  /* particles in the state buffers (0: none) */

@@ -51,12 +51,15 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
       state_kernel(cl, "hy_st_owner", &cl->k_owner, err) || state_kernel(cl, "hy_st_flag", &cl->k_flag, err) ||
       state_kernel(cl, "hy_st_list", &cl->k_list, err) || state_kernel(cl, "hy_st_gather", &cl->k_gather_state, err) ||
       state_kernel(cl, "hy_st_move", &cl->k_move, err) || state_kernel(cl, "hy_st_keys", &cl->k_st_keys, err) ||
-      state_kernel(cl, "hy_st_keys_fix", &cl->k_st_keys_fix, err))
+      state_kernel(cl, "hy_st_keys_fix", &cl->k_st_keys_fix, err) ||
+      state_kernel(cl, "hy_pc_marks", &cl->k_pc_marks, err) || state_kernel(cl, "hy_pc_flag", &cl->k_pc_flag, err) ||
+      state_kernel(cl, "hy_pc_scatter", &cl->k_pc_scatter, err) || state_kernel(cl, "hy_pc_ties", &cl->k_pc_ties, err))
     return -1;
   return 0;
 }
 
 void hy_cl_state_free(struct hy_cl *cl) {
+  hy_cl_presort_wait(cl); /* a sort on the second queue may still read the state */
   if (cl->gather_ev) { /* a gather begun and never ended (a failed step): its read into staging memory first */
     clWaitForEvents(1, &cl->gather_ev);
     clReleaseEvent(cl->gather_ev);
@@ -64,15 +67,20 @@ void hy_cl_state_free(struct hy_cl *cl) {
   }
   cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_owner,
                     cl->k_flag, cl->k_list, cl->k_gather_state, cl->k_move, cl->k_st_keys,
-                    cl->k_st_keys_fix};
+                    cl->k_st_keys_fix, cl->k_pc_marks, cl->k_pc_flag, cl->k_pc_scatter, cl->k_pc_ties};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
   struct cl_buf *bs[] = {&cl->s_pos,  &cl->s_vel,   &cl->s_mass,  &cl->s_accw,   &cl->s_acc,
                          &cl->s_pot,  &cl->s_red,   &cl->s_dest,  &cl->s_flag,   &cl->s_idx,
                          &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i,
-                         &cl->pkey,   &cl->pidx,     &cl->pfix};
+                         &cl->pkey,   &cl->pidx,     &cl->pfix,    &cl->phmark,   &cl->pfmap,
+                         &cl->pflag,  &cl->pfill,    &cl->hist_side};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
+  for (int i = 0; i < HY_CL_SCAN_LEVELS; i++) hy_cl_buf_release(&cl->scan_side[i]);
+  hy_free(cl->pmove_host);
+  cl->pmove_host = NULL;
+  cl->pmove_cap = 0;
 }
 
 static int set_arg(struct hy_cl *cl, cl_kernel k, cl_uint i, size_t size, const void *v, const char *name,
@@ -108,6 +116,7 @@ int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, c
   if (n == 0 || n > (size_t)UINT32_MAX / 3)
     return hy_err_set(err, "internal error: device particle state of %zu particles", n);
   if (get_state_kernels(cl, err) != 0) return -1;
+  hy_cl_presort_wait(cl); /* HYTREE_PRESORT=2: its sort on the second queue reads the positions */
   size_t b3 = hy_size_mul_or_die(n, 3 * sizeof(double), "particle state");
   if (hy_cl_ensure_buf(cl, &cl->s_pos, b3, "positions (double)", err) ||
       hy_cl_ensure_buf(cl, &cl->s_vel, b3, "velocities (double)", err) ||
@@ -160,6 +169,7 @@ int hy_cl_state_download(struct hy_cl *cl, double *pos, double *vel, double *acc
 
 int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err) {
   if (need_state(cl, kick ? "kick" : "drift", err)) return -1;
+  if (!kick) hy_cl_presort_wait(cl); /* HYTREE_PRESORT=2: a sort on the second queue may read the positions */
   cl_uint n3 = (cl_uint)(3 * cl->state_n);
   cl_mem x = kick ? cl->s_vel.mem : cl->s_pos.mem, v = kick ? cl->s_accw.mem : cl->s_vel.mem;
   if (set_arg(cl, cl->k_axpy, 0, sizeof x, &x, "hy_st_axpy", err) ||
@@ -332,6 +342,7 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
   if (n_keep > cl->state_n || n_keep > n_new || n_new < 2 || n_new > (size_t)UINT32_MAX / 3 || m > n_keep)
     return hy_err_set(err, "internal error: patching a state of %zu particles to %zu (%zu kept, %zu moved)",
                       cl->state_n, n_new, n_keep, m);
+  hy_cl_presort_wait(cl); /* its keys read the positions this moves (on the second queue: HYTREE_PRESORT=2) */
   if (cl->presort_n != n_keep) cl->presort_n = 0; /* the presort's keys are those of the kept particles */
   const size_t b3 = hy_size_mul_or_die(n_new, 3 * sizeof(double), "particle state"), nt = n_new - n_keep;
   cl_int e = CL_SUCCESS;

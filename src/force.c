@@ -103,6 +103,7 @@ struct hy_force {
   double pre_c[3], pre_h;
   int pre_cube;             /* pre_c, pre_h hold this decomposition's cube */
   size_t pre_n;             /* the kept particles whose keys are sorted (0: none) */
+  int pre_full;             /* HYTREE_PRESORT=2: every key's sort queued (hy_cl_state_presort_all) */
   uint64_t *hkeys;          /* distributed, state on the host: keys and indices (hy_cl_build_args.keys) */
   size_t hkeys_cap;
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
@@ -876,8 +877,9 @@ static const uint32_t *dev_indices(struct hy_force *f, const size_t *idx, size_t
 static int dd_gather(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err) {
   struct hy_force *f = ctx;
   /* beside a presort (dd_kept), on the second queue: it reads positions
-   * that nothing on the first writes before the patch */
-  return hy_cl_state_gather_on(f->cl, f->pre_n > 0, dev_indices(f, idx, m), m, pos, vel, err);
+   * that nothing on the first writes before the patch (the first queue
+   * when the presort runs on the second, HYTREE_PRESORT=2) */
+  return hy_cl_state_gather_on(f->cl, f->pre_n > 0 && !f->pre_full, dev_indices(f, idx, m), m, pos, vel, err);
 }
 
 static int dd_gather_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
@@ -898,7 +900,7 @@ static int dd_gather_end(void *ctx, size_t m, double *pos, struct hy_err *err) {
  * dd_gather. */
 static int dd_leave_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
   struct hy_force *f = ctx;
-  return hy_cl_state_gather_begin(f->cl, f->pre_n > 0, dev_indices(f, idx, m), m, 1, err);
+  return hy_cl_state_gather_begin(f->cl, f->pre_n > 0 && !f->pre_full, dev_indices(f, idx, m), m, 1, err);
 }
 
 static int dd_leave_end(void *ctx, size_t m, const double **pv, struct hy_err *err) {
@@ -989,24 +991,36 @@ static int dd_kept(void *ctx, const size_t *holes, const size_t *srcs, size_t m,
   }
   double lo[3], scale;
   key_cube_args(f->pre_c, f->pre_h, lo, &scale);
-  if (hy_cl_state_presort(f->cl, n_keep, u, u + m, m, lo, scale, err) != 0)
+  if (f->pre_full ? hy_cl_state_presort_finish(f->cl, n_keep, u, u + m, m, err)
+                  : hy_cl_state_presort(f->cl, n_keep, u, u + m, m, lo, scale, err))
     return -1;
   f->pre_n = n_keep;
   hy_trace(HY_TRACE_MAIN, "dd_presort", t0);
   return 0;
 }
 
-/* HYTREE_PRESORT=0: the soft step's local keys sorted after the
- * decomposition, not inside it (the same tree, bit for bit). */
-static int presort_wanted(void) {
+/* HYTREE_PRESORT: 0, the soft step's local keys sorted after the
+ * decomposition, not inside it; 1 (the default), the kept particles' keys
+ * sorted once the decomposition's lists are known; 2, every key sorted on
+ * the second queue as soon as the cube is agreed, the leavers dropped once
+ * the lists are known (the same tree, bit for bit, each way). Read once. */
+static int presort_mode(void) {
   static atomic_int v = -1;
-  return env_on("HYTREE_PRESORT", &v);
+  int w = atomic_load(&v);
+  if (w < 0) {
+    const char *e = getenv("HYTREE_PRESORT");
+    w = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "2") == 0 ? 2 : 1;
+    atomic_store(&v, w);
+  }
+  return w;
 }
 
 int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, struct hy_err *err) {
   f->pre_cube = 0;
   f->pre_n = 0;
-  if (!f->let || !presort_wanted()) return 0;
+  f->pre_full = 0;
+  const int mode = presort_mode();
+  if (!f->let || mode == 0) return 0;
   const double t0 = hy_trace_t();
   double centre[3], half;
   int shrunk;
@@ -1025,6 +1039,14 @@ int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, st
   f->pre_h = half;
   f->pre_cube = dev;
   hy_trace(HY_TRACE_MAIN, "dd_cube", t0);
+  if (dev && mode == 2 && p->n >= 2) { /* every key sorted now, beside the decomposition's owners and lists */
+    const double ta = hy_trace_t();
+    double lo[3], scale;
+    key_cube_args(centre, half, lo, &scale);
+    if (hy_cl_state_presort_all(f->cl, lo, scale, err) != 0) return -1;
+    f->pre_full = 1;
+    hy_trace(HY_TRACE_MAIN, "dd_presort_all", ta);
+  }
   return 0;
 }
 

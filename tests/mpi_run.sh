@@ -20,7 +20,8 @@
 #    run says so, and its energy.csv and final snapshot equal, bit for bit,
 #    those of the 3-rank TreeBuild device run with the state on the host;
 #    the same on 2 ranks with LETWalk merged and separate (every walk merged,
-#    or every walk with a separate remote tree). The device selects the LET
+#    or every walk with a separate remote tree; the device runs with
+#    HYTREE_PRESORT=2). The device selects the LET
 #    items there (the host selects them for the host state); the 3-rank run
 #    does it one destination at a time from a room of one item
 #    (HYTREE_TEST_LET_SMALL), so the passes and the regrowth are compared
@@ -203,13 +204,21 @@ else
   echo "FAIL: 3-rank TreeBuild / ParticleState device runs:"; cat "$tmp/mpi3d.log" "$tmp/mpi3s.log"; fail=1
 fi
 
+# (the device runs with every soft step's keys sorted before the
+# decomposition's lists are known and the leavers dropped after,
+# HYTREE_PRESORT=2: the same trees)
 for lw in merged separate; do
+  # shellcheck disable=SC2086
   if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/lw-$lw-h" -P TreeBuild=device -P ParticleState=host \
        -P LETWalk=$lw --quiet &&
-     mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/lw-$lw-d" -P TreeBuild=device -P LETWalk=$lw \
-       -P ParticleState=device --quiet; then
+     $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 env HYTREE_PRESORT=2 HYTREE_TRACE="$tmp/tr-$lw" "$HYTREE" run "$tmp/p.txt" \
+       -P "OutputDir=$tmp/lw-$lw-d" -P TreeBuild=device -P LETWalk=$lw -P ParticleState=device --quiet; then
     cmp "$tmp/lw-$lw-h/energy.csv" "$tmp/lw-$lw-d/energy.csv" ||
       { echo "FAIL: 2 ranks, LETWalk $lw: energy.csv differs with the state on the device"; fail=1; }
+    for r in 0 1; do
+      grep -q "^0,dd_presort_all," "$tmp/tr-$lw.$r.csv" 2>/dev/null ||
+        { echo "FAIL: 2 ranks, LETWalk $lw, HYTREE_PRESORT=2: rank $r sorted no keys before its decomposition"; fail=1; }
+    done
   else
     echo "FAIL: 2-rank LETWalk $lw runs"; fail=1
   fi

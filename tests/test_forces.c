@@ -853,6 +853,13 @@ static void test_presort_build(void) {
   }
   for (size_t h = 0; h < m; h++) mv[m + h] = (uint32_t)(n_keep + 2 * h);
   memcpy(pos + 3 * mv[m], pos + 3 * 11, 3 * sizeof(double));           /* a filler on a kept particle */
+  { /* and one beside a kept particle in the same key cell: equal keys, other positions, whose order (by the
+     * index after the move: the filler's hole 10 before 18) a two-halves presort must restore */
+    const double c = floor(pos[3 * 18] * 2097152.0);
+    pos[3 * 18] = (c + 0.3) / 2097152.0;
+    memcpy(pos + 3 * mv[m + 1], pos + 3 * 18, 3 * sizeof(double));
+    pos[3 * mv[m + 1]] = (c + 0.6) / 2097152.0;
+  }
   memcpy(pos + 3 * n_old, pos + 3 * 12, 3 * sizeof(double));           /* an arrival on one */
   memcpy(pos + 3 * (n_old + 1), pos + 3 * (n_old + 2), 3 * sizeof(double)); /* two arrivals on one spot */
   const double centre[3] = {0.5, 0.5, 0.5}, half = 0.5, lo[3] = {0.0, 0.0, 0.0};
@@ -892,6 +899,44 @@ static void test_presort_build(void) {
   HY_CHECK(r[1].presort == 0.0 && r[2].presort == 0.0);
   dl_tree_same(&t[0], &t[1]);
   dl_tree_same(&t[1], &t[2]);
+  /* the same in two halves (HYTREE_PRESORT=2): every key sorted before the
+   * moves are known, the leavers dropped and the sources renumbered after;
+   * the filler on a kept particle's spot makes a tie whose order changes */
+  {
+    struct dl_tree tf = {0};
+    struct hy_cl_build_result rf;
+    if (hy_cl_state_upload(cl, pos, vel, mass, NULL, n_old, &err) != 0 ||
+        hy_cl_state_presort_all(cl, lo, scale, &err) != 0 ||
+        hy_cl_state_presort_finish(cl, n_keep, mv, mv + m, m, &err) != 0 ||
+        hy_cl_state_patch(cl, n_new, n_keep, pos + 3 * n_old, vel + 3 * n_old, mass + n_old, mv, mv + m, m, &err) !=
+            0 ||
+        hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0) {
+      HY_CHECK_MSG(0, "presort in two halves: the state: %s", err.msg);
+      goto out;
+    }
+    a.state_keys = 1;
+    a.keys = NULL;
+    a.presorted = n_keep;
+    a.tree_id = 9305;
+    if (hy_cl_tree_build(cl, &a, &rf, &err) != 0 || dl_tree_get(&tf, 0, n_new, &rf, &err) != 0) {
+      HY_CHECK_MSG(0, "presort in two halves: build: %s", err.msg);
+      dl_tree_free(&tf);
+      goto out;
+    }
+    HY_CHECK(rf.presort > 0.0);
+    dl_tree_same(&tf, &t[1]);
+    dl_tree_free(&tf);
+    /* begun and never finished (a decomposition that stopped): a build without it drops it */
+    if (hy_cl_state_presort_all(cl, lo, scale, &err) != 0 ||
+        hy_cl_state_upload(cl, pos, vel, mass, NULL, n_new, &err) != 0 ||
+        hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0) {
+      HY_CHECK_MSG(0, "presort in two halves, dropped: %s", err.msg);
+      goto out;
+    }
+    a.presorted = n_keep;
+    a.tree_id = 9306;
+    HY_CHECK_MSG(hy_cl_tree_build(cl, &a, &rf, &err) != 0, "a build took keys whose sort was never finished");
+  }
   /* a new state: the keys sorted for the old one are not taken */
   if (hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err) != 0 ||
       hy_cl_state_upload(cl, pos, vel, mass, NULL, n_new, &err) != 0 ||

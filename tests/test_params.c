@@ -44,6 +44,8 @@ static const char *all_keys_text =
     "OpenCLDevice      1:2\n"
     "DomainGrid        4x2x2\n"
     "SampleRate        0.125\n"
+    "DomainCost        walktime\n"
+    "DomainSmoothing   0.5\n"
     "TreeBuild         host\n"
     "HardStepTree      rebuild\n"
     "ParticleState     host\n"
@@ -85,7 +87,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 32);
+  HY_CHECK_INT(n, 34);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);
@@ -128,6 +130,8 @@ static void test_all_keys(void) {
   HY_CHECK_INT(dev, 2);
   HY_CHECK(strcmp(hy_params_get_str(p, "DomainGrid"), "4x2x2") == 0);
   HY_CHECK_ABS(hy_params_get_number(p, "SampleRate"), 0.125, 0);
+  HY_CHECK(strcmp(hy_params_get_str(p, "DomainCost"), "walktime") == 0);
+  HY_CHECK_ABS(hy_params_get_number(p, "DomainSmoothing"), 0.5, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "UnitLength_in_cm"), 3.085678e21, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "UnitMass_in_g"), 1.989e43, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "UnitVelocity_in_cm_per_s"), 1e5, 0);
@@ -302,6 +306,10 @@ static void test_errors(void) {
   expect_error(__LINE__, REQ "SampleRate 1.5\n",
                "p.txt:4: parameter 'SampleRate' = 1.5 is out of range (must be > 0 and <= 1)");
   HY_CHECK(errors_of(REQ "SampleRate 1\n", NULL, 0) == NULL);
+  expect_error(__LINE__, REQ "DomainSmoothing 0\n",
+               "p.txt:4: parameter 'DomainSmoothing' = 0 is out of range (must be > 0 and <= 1)");
+  HY_CHECK(errors_of(REQ "DomainSmoothing 1\n", NULL, 0) == NULL);
+  expect_error(__LINE__, REQ "DomainCost time\n", "p.txt:4: parameter 'DomainCost'");
   expect_error(__LINE__, REQ "LETOpenFactor 0.9\n",
                "p.txt:4: parameter 'LETOpenFactor' = 0.9 is out of range (allowed: 1 to 16)");
   HY_CHECK(errors_of(REQ "LETOpenFactor 1\n", NULL, 0) == NULL);
