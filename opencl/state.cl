@@ -335,6 +335,17 @@ __kernel void hy_pc_scatter(__global const ulong *akey, __global const uint *aid
   fill[k] = j >= n_keep;
 }
 
+/* The number of v[lo .. hi - 1] (ascending) below x. */
+inline uint hy_pc_below(__global const uint *v, uint lo, uint hi, const uint x) {
+  const uint first = lo;
+  while (lo < hi) {
+    const uint mid = lo + (hi - lo) / 2u;
+    if (v[mid] < x) lo = mid + 1u;
+    else hi = mid;
+  }
+  return lo - first;
+}
+
 /* Equal keys in the order of their new indices, as a stable sort of the
  * kept particles after the moves would give them: a run of equal keys holds
  * the particles that stayed in place, ascending (they sorted by their
@@ -376,22 +387,5 @@ __kernel void hy_pc_ties(__global const ulong *okey, __global const uint *oidx, 
     else hi = mid;
   }
   const uint b = lo;
-  uint r = 0u;
-  lo = s;
-  hi = b; /* those in place below me */
-  while (lo < hi) {
-    const uint mid = lo + (hi - lo) / 2u;
-    if (oidx[mid] < me) lo = mid + 1u;
-    else hi = mid;
-  }
-  r += lo - s;
-  lo = b;
-  hi = e; /* those from beyond below me */
-  while (lo < hi) {
-    const uint mid = lo + (hi - lo) / 2u;
-    if (oidx[mid] < me) lo = mid + 1u;
-    else hi = mid;
-  }
-  r += lo - b;
-  fidx[s + r] = me;
+  fidx[s + hy_pc_below(oidx, s, b, me) + hy_pc_below(oidx, b, e, me)] = me;
 }

@@ -133,14 +133,17 @@ void hy_cl_build_free(struct hy_cl *cl) {
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
   struct cl_buf *bs[] = {&cl->key[0], &cl->key[1], &cl->idx_tmp, &cl->n_child, &cl->hist,   &cl->uout0,
                          &cl->uout1,  &cl->big,    &cl->n_big,   &cl->gen,     &cl->gen_sums, &cl->blocks,
-                         &cl->ibefore, &cl->first_at, &cl->n_graft, &cl->graft_gl, &cl->item_b2};
+                         &cl->ibefore, &cl->first_at, &cl->n_graft, &cl->graft_gl, &cl->item_b2, &cl->hist_side};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int t = 0; t < 2; t++) {
     struct cl_tree *T = &cl->tree[t];
     struct cl_buf *tb[] = {&T->pos, &T->idx, &T->c_lo, &T->c_hi, &T->nxt, &T->mor, &T->c_b2, &T->grp, &T->skey};
     for (size_t i = 0; i < sizeof tb / sizeof tb[0]; i++) hy_cl_buf_release(tb[i]);
   }
-  for (int i = 0; i < HY_CL_SCAN_LEVELS; i++) hy_cl_buf_release(&cl->scan[i]);
+  for (int i = 0; i < HY_CL_SCAN_LEVELS; i++) {
+    hy_cl_buf_release(&cl->scan[i]);
+    hy_cl_buf_release(&cl->scan_side[i]);
+  }
   for (int i = 0; i < HY_CL_HOST_N; i++) pinned_release(cl, &cl->host[i]);
 }
 

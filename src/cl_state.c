@@ -75,9 +75,8 @@ void hy_cl_state_free(struct hy_cl *cl) {
                          &cl->s_pot,  &cl->s_red,   &cl->s_dest,  &cl->s_flag,   &cl->s_idx,
                          &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i,
                          &cl->pkey,   &cl->pidx,     &cl->pfix,    &cl->phmark,   &cl->pfmap,
-                         &cl->pflag,  &cl->pfill,    &cl->hist_side};
+                         &cl->pflag,  &cl->pfill};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
-  for (int i = 0; i < HY_CL_SCAN_LEVELS; i++) hy_cl_buf_release(&cl->scan_side[i]);
   hy_free(cl->pmove_host);
   cl->pmove_host = NULL;
   cl->pmove_cap = 0;
