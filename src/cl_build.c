@@ -389,20 +389,58 @@ int hy_cl_presort_wait(struct hy_cl *cl) {
   return 1;
 }
 
+/* The presort's keys and their sort, on the queue in use (hy_cl_queue):
+ * the keys of the state's first n positions into (pkey, pidx), those of
+ * the m holes from their sources' positions (pfix, uploaded before), and
+ * the sort; its events in a new list (cl->presort_ev), flushed, and its
+ * cube kept. On failure nothing is left queued. */
+static int presort_enqueue(struct hy_cl *cl, size_t n, size_t m, const double lo[3], double scale,
+                           struct hy_err *err);
+static int presort_sort(struct hy_cl *cl, size_t n, size_t m, const double lo[3], double scale,
+                        struct hy_err *err) {
+  if (presort_enqueue(cl, n, m, lo, scale, err) != 0) {
+    presort_drop(cl, NULL);
+    return -1;
+  }
+  memcpy(cl->presort_lo, lo, sizeof cl->presort_lo);
+  cl->presort_scale = scale;
+  return 0;
+}
+
+static int presort_enqueue(struct hy_cl *cl, size_t n, size_t m, const double lo[3], double scale,
+                           struct hy_err *err) {
+  const size_t tile = cl->build_wg * SORT_PER, n_tiles = (n + tile - 1) / tile;
+  if (hy_cl_ensure_buf(cl, &cl->pkey, hy_size_mul_or_die(n, 8, "keys"), "presorted keys", err) ||
+      hy_cl_ensure_buf(cl, &cl->pidx, hy_size_mul_or_die(n, 4, "keys"), "presorted indices", err) ||
+      hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(n, 8, "keys"), "sort keys", err) ||
+      hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(n, 4, "keys"), "sort indices", err) ||
+      hy_cl_ensure_buf(cl, sort_hist(cl), hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
+                       err))
+    return -1;
+  struct evlist *ev = hy_calloc("OpenCL events", 1, sizeof *ev);
+  ev->q = hy_cl_queue(cl);
+  cl->presort_ev = ev;
+  struct cl_buf *kb[2] = {&cl->pkey, &cl->key[1]}, *ib[2] = {&cl->pidx, &cl->idx_tmp};
+  const cl_uint um = (cl_uint)m;
+  if (state_keys(cl, 0, n, lo, scale, &cl->pkey, &cl->pidx, ev, PH_SORT, err) != 0 ||
+      (m && (hy_cl_set_args(cl, cl->k_st_keys_fix, "hy_st_keys_fix", err, M(cl->s_pos), M(cl->pfix), V(um), V(lo[0]),
+                            V(lo[1]), V(lo[2]), V(scale), M(cl->pkey), END) ||
+             hy_cl_launch(cl, cl->k_st_keys_fix, "hy_st_keys_fix", m, ev_new(ev, PH_SORT), err))) ||
+      sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0)
+    return -1;
+  ev_close(ev);
+  const cl_int e = clFlush(ev->q); /* started now, beside the host's work */
+  if (e != CL_SUCCESS) return hy_err_set(err, "OpenCL: clFlush failed on %s: %s", cl->name, hy_cl_errname(e));
+  return 0;
+}
+
 int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
                         const double lo[3], double scale, struct hy_err *err) {
   presort_drop(cl, NULL);
   cl->presort_n = 0;
   if (n_keep < 1 || n_keep > cl->state_n || m > n_keep)
     return hy_err_set(err, "internal error: presort of %zu of %zu particles (%zu moves)", n_keep, cl->state_n, m);
-  if (hy_cl_build_kernels(cl, err) != 0) return -1;
-  const size_t tile = cl->build_wg * SORT_PER, n_tiles = (n_keep + tile - 1) / tile;
-  if (hy_cl_ensure_buf(cl, &cl->pkey, hy_size_mul_or_die(n_keep, 8, "keys"), "presorted keys", err) ||
-      hy_cl_ensure_buf(cl, &cl->pidx, hy_size_mul_or_die(n_keep, 4, "keys"), "presorted indices", err) ||
-      hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(n_keep, 8, "keys"), "sort keys", err) ||
-      hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(n_keep, 4, "keys"), "sort indices", err) ||
-      hy_cl_ensure_buf(cl, sort_hist(cl), hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
-                       err) ||
+  if (hy_cl_build_kernels(cl, err) != 0 ||
       (m && hy_cl_ensure_buf(cl, &cl->pfix, hy_size_mul_or_die(m, 8, "moves"), "presort moves", err)))
     return -1;
   cl_int e;
@@ -411,50 +449,8 @@ int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, c
     clFinish(cl->q);
     return hy_err_set(err, "OpenCL: uploading the moves failed on %s: %s", cl->name, hy_cl_errname(e));
   }
-  struct evlist *ev = hy_calloc("OpenCL events", 1, sizeof *ev);
-  ev->q = cl->q;
-  cl->presort_ev = ev;
-  struct cl_buf *kb[2] = {&cl->pkey, &cl->key[1]}, *ib[2] = {&cl->pidx, &cl->idx_tmp};
-  const cl_uint um = (cl_uint)m;
-  if (state_keys(cl, 0, n_keep, lo, scale, &cl->pkey, &cl->pidx, ev, PH_SORT, err) != 0 ||
-      (m && (hy_cl_set_args(cl, cl->k_st_keys_fix, "hy_st_keys_fix", err, M(cl->s_pos), M(cl->pfix), V(um), V(lo[0]),
-                            V(lo[1]), V(lo[2]), V(scale), M(cl->pkey), END) ||
-             hy_cl_launch(cl, cl->k_st_keys_fix, "hy_st_keys_fix", m, ev_new(ev, PH_SORT), err))) ||
-      sort_pairs(cl, kb, ib, n_keep, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0) {
-    presort_drop(cl, NULL);
-    return -1;
-  }
-  ev_close(ev);
-  if ((e = clFlush(cl->q)) != CL_SUCCESS) { /* started now, beside the host's work */
-    presort_drop(cl, NULL);
-    return hy_err_set(err, "OpenCL: clFlush failed on %s: %s", cl->name, hy_cl_errname(e));
-  }
+  if (presort_sort(cl, n_keep, m, lo, scale, err) != 0) return -1;
   cl->presort_n = n_keep;
-  memcpy(cl->presort_lo, lo, sizeof cl->presort_lo);
-  cl->presort_scale = scale;
-  return 0;
-}
-
-/* hy_cl_state_presort_all's enqueues, on the second queue (hy_cl_on_side). */
-static int presort_all_enqueue(struct hy_cl *cl, size_t n, const double lo[3], double scale, struct hy_err *err) {
-  const size_t tile = cl->build_wg * SORT_PER, n_tiles = (n + tile - 1) / tile;
-  if (hy_cl_ensure_buf(cl, &cl->pkey, hy_size_mul_or_die(n, 8, "keys"), "presorted keys", err) ||
-      hy_cl_ensure_buf(cl, &cl->pidx, hy_size_mul_or_die(n, 4, "keys"), "presorted indices", err) ||
-      hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(n, 8, "keys"), "sort keys", err) ||
-      hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(n, 4, "keys"), "sort indices", err) ||
-      hy_cl_ensure_buf(cl, &cl->hist_side, hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
-                       "sort histogram (second queue)", err))
-    return -1;
-  struct evlist *ev = hy_calloc("OpenCL events", 1, sizeof *ev);
-  ev->q = cl->q2;
-  cl->presort_ev = ev;
-  struct cl_buf *kb[2] = {&cl->pkey, &cl->key[1]}, *ib[2] = {&cl->pidx, &cl->idx_tmp};
-  if (state_keys(cl, 0, n, lo, scale, &cl->pkey, &cl->pidx, ev, PH_SORT, err) != 0 ||
-      sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0)
-    return -1;
-  ev_close(ev);
-  const cl_int e = clFlush(cl->q2);
-  if (e != CL_SUCCESS) return hy_err_set(err, "OpenCL: clFlush failed on %s: %s", cl->name, hy_cl_errname(e));
   return 0;
 }
 
@@ -464,16 +460,11 @@ int hy_cl_state_presort_all(struct hy_cl *cl, const double lo[3], double scale, 
   const size_t n = cl->state_n;
   if (n < 2) return 0;
   if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_side_queue(cl, err) != 0) return -1;
-  hy_cl_on_side = 1;
-  const int rc = presort_all_enqueue(cl, n, lo, scale, err);
+  hy_cl_on_side = 1; /* its own histogram and scan sums there (sort_hist, scan) */
+  const int rc = presort_sort(cl, n, 0, lo, scale, err);
   hy_cl_on_side = 0;
-  if (rc != 0) {
-    presort_drop(cl, NULL);
-    return -1;
-  }
+  if (rc != 0) return -1;
   cl->presort_all_n = n;
-  memcpy(cl->presort_lo, lo, sizeof cl->presort_lo);
-  cl->presort_scale = scale;
   return 0;
 }
 
@@ -611,7 +602,11 @@ static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t n
 static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct evlist *ev, struct hy_err *err) {
   /* keys sorted on the second queue and not taken by this build: waited
-   * for and dropped, as its sort may still use the buffers this one does */
+   * for and dropped, as its sort may still use the buffers this one does.
+   * With the patch's wait (hy_cl_state_patch) this covers every write of
+   * the positions after hy_cl_state_presort_all: the soft step's local
+   * build follows it whether or not the decomposition finished it, before
+   * any drift. */
   if (!a->presorted && cl->presort_ev && ((struct evlist *)cl->presort_ev)->q != cl->q) presort_drop(cl, NULL);
   const size_t n = a->n;
   const int slot = a->slot;

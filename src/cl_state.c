@@ -168,7 +168,6 @@ int hy_cl_state_download(struct hy_cl *cl, double *pos, double *vel, double *acc
 
 int hy_cl_state_step(struct hy_cl *cl, int kick, double dt, struct hy_err *err) {
   if (need_state(cl, kick ? "kick" : "drift", err)) return -1;
-  if (!kick) hy_cl_presort_wait(cl); /* HYTREE_PRESORT=2: a sort on the second queue may read the positions */
   cl_uint n3 = (cl_uint)(3 * cl->state_n);
   cl_mem x = kick ? cl->s_vel.mem : cl->s_pos.mem, v = kick ? cl->s_accw.mem : cl->s_vel.mem;
   if (set_arg(cl, cl->k_axpy, 0, sizeof x, &x, "hy_st_axpy", err) ||

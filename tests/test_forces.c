@@ -865,21 +865,32 @@ static void test_presort_build(void) {
   const double centre[3] = {0.5, 0.5, 0.5}, half = 0.5, lo[3] = {0.0, 0.0, 0.0};
   const double scale = (double)(1u << HY_KEY_BITS) / (2.0 * half);
   struct hy_err err;
-  struct dl_tree t[3] = {{0}};
-  struct hy_cl_build_result r[3];
+  struct dl_tree t[4] = {{0}};
+  struct hy_cl_build_result r[4];
   double red[11], tk = 0.0;
-  if (hy_cl_state_upload(cl, pos, vel, mass, NULL, n_old, &err) != 0 ||
-      hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err) != 0 ||
-      hy_cl_state_patch(cl, n_new, n_keep, pos + 3 * n_old, vel + 3 * n_old, mass + n_old, mv, mv + m, m, &err) != 0 ||
-      hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0) {
-    HY_CHECK_MSG(0, "presort: the state: %s", err.msg);
-    goto out;
-  }
   struct hy_cl_build_args a = {.n = n_new, .lo = {-0.5, -0.5, -0.5}, .side = 1.0, .n_crit = 8, .a_err = 1e-3,
-                               .slot = 0, .state_keys = 1, .key_lo = {0.0, 0.0, 0.0}, .key_scale = scale};
-  for (int k = 0; k < 3; k++) {
+                               .slot = 0, .key_lo = {0.0, 0.0, 0.0}, .key_scale = scale};
+  /* builds 0 and 3 take keys sorted ahead, 0 once the moves are known, 3 in
+   * two halves (HYTREE_PRESORT=2: every key sorted before the moves are
+   * known, the leavers dropped and the sources renumbered after; the
+   * filler beside a kept particle makes a tie whose order changes); 1 sorts
+   * the state's keys after the patch, 2 takes the host's keys of it */
+  for (int k = 0; k < 4; k++) {
+    if ((k == 0 || k == 3) &&
+        (hy_cl_state_upload(cl, pos, vel, mass, NULL, n_old, &err) != 0 ||
+         (k == 0 ? hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err)
+                 : hy_cl_state_presort_all(cl, lo, scale, &err) ||
+                       hy_cl_state_presort_finish(cl, n_keep, mv, mv + m, m, &err)) != 0 ||
+         hy_cl_state_patch(cl, n_new, n_keep, pos + 3 * n_old, vel + 3 * n_old, mass + n_old, mv, mv + m, m,
+                           &err) != 0 ||
+         hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0)) {
+      HY_CHECK_MSG(0, "presort %d: the state: %s", k, err.msg);
+      goto out;
+    }
     a.tree_id = 9301 + (uint64_t)k;
-    a.presorted = k == 0 ? n_keep : 0;
+    a.presorted = k == 0 || k == 3 ? n_keep : 0;
+    a.state_keys = k != 2;
+    a.keys = NULL;
     if (k == 2) { /* keys from the host, of the state as the patch left it */
       for (size_t i = 0; i < n_new; i++) memcpy(post + 3 * i, pos + 3 * (i < n_keep ? i : n_old + i - n_keep), 24);
       for (size_t h = 0; h < m; h++) memcpy(post + 3 * mv[h], pos + 3 * mv[m + h], 24);
@@ -887,7 +898,6 @@ static void test_presort_build(void) {
         keys[i] = hy_tree_key(post + 3 * i, centre, half);
         ((uint32_t *)(keys + n_new))[i] = (uint32_t)i;
       }
-      a.state_keys = 0;
       a.keys = keys;
     }
     if (hy_cl_tree_build(cl, &a, &r[k], &err) != 0 || dl_tree_get(&t[k], 0, n_new, &r[k], &err) != 0) {
@@ -895,38 +905,12 @@ static void test_presort_build(void) {
       goto out;
     }
   }
-  HY_CHECK(r[0].presort > 0.0); /* the presort was taken (its device time, from profiling events) */
+  /* the presorts were taken (their device time, from profiling events) */
+  HY_CHECK(r[0].presort > 0.0 && r[3].presort > 0.0);
   HY_CHECK(r[1].presort == 0.0 && r[2].presort == 0.0);
   dl_tree_same(&t[0], &t[1]);
   dl_tree_same(&t[1], &t[2]);
-  /* the same in two halves (HYTREE_PRESORT=2): every key sorted before the
-   * moves are known, the leavers dropped and the sources renumbered after;
-   * the filler on a kept particle's spot makes a tie whose order changes */
-  {
-    struct dl_tree tf = {0};
-    struct hy_cl_build_result rf;
-    if (hy_cl_state_upload(cl, pos, vel, mass, NULL, n_old, &err) != 0 ||
-        hy_cl_state_presort_all(cl, lo, scale, &err) != 0 ||
-        hy_cl_state_presort_finish(cl, n_keep, mv, mv + m, m, &err) != 0 ||
-        hy_cl_state_patch(cl, n_new, n_keep, pos + 3 * n_old, vel + 3 * n_old, mass + n_old, mv, mv + m, m, &err) !=
-            0 ||
-        hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0) {
-      HY_CHECK_MSG(0, "presort in two halves: the state: %s", err.msg);
-      goto out;
-    }
-    a.state_keys = 1;
-    a.keys = NULL;
-    a.presorted = n_keep;
-    a.tree_id = 9305;
-    if (hy_cl_tree_build(cl, &a, &rf, &err) != 0 || dl_tree_get(&tf, 0, n_new, &rf, &err) != 0) {
-      HY_CHECK_MSG(0, "presort in two halves: build: %s", err.msg);
-      dl_tree_free(&tf);
-      goto out;
-    }
-    HY_CHECK(rf.presort > 0.0);
-    dl_tree_same(&tf, &t[1]);
-    dl_tree_free(&tf);
-  }
+  dl_tree_same(&t[3], &t[1]);
   /* a new state: the keys sorted for the old one (either way; the second
    * never finished, as by a decomposition that stopped) are not taken */
   for (int two = 0; two < 2; two++) {
@@ -941,13 +925,13 @@ static void test_presort_build(void) {
     a.state_keys = 1;
     a.keys = NULL;
     a.presorted = n_keep;
-    a.tree_id = 9306 + (uint64_t)two;
+    a.tree_id = 9305 + (uint64_t)two;
     HY_CHECK_MSG(hy_cl_tree_build(cl, &a, &r[0], &err) != 0, "a build took keys sorted for another state (%d)", two);
   }
   printf("presorted device build: %zu kept (%zu moved) + %zu arrivals, the tree of a full sort of the host's keys "
          "(%zu cells)\n", n_keep, m, n_in, r[1].n_cell);
 out:
-  for (int k = 0; k < 3; k++) dl_tree_free(&t[k]);
+  for (int k = 0; k < 4; k++) dl_tree_free(&t[k]);
   hy_free(pos);
   hy_free(vel);
   hy_free(mass);
