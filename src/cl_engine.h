@@ -115,7 +115,8 @@ enum {
   HY_CL_HOST_RTREE = 10, /* the node records of a remote tree built on the host (hard walks) */
   HY_CL_HOST_GATHER = 11, /* hy_cl_state_gather_begin: the gathered positions */
   HY_CL_HOST_COUNTS = 12, /* a walk's interaction counts per work-group */
-  HY_CL_HOST_N = 13
+  HY_CL_HOST_GIDX = 13,   /* hy_cl_state_gather(_begin): the indices to gather */
+  HY_CL_HOST_N = 14
 };
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its

@@ -109,6 +109,7 @@ struct hy_cl {
       k_st_keys_fix, k_pc_marks, k_pc_flag, k_pc_scatter, k_pc_ties;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
   struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
+  struct cl_buf s_gidx; /* the gathers' indices (their own: s_idx is the lists' and the patch's, on the first queue) */
   struct cl_buf s_patch_i;                   /* hy_cl_state_patch: the holes */
   /* hy_cl_state_presort: the kept particles' sorted keys and indices, their
    * count (0: none), cube, and the span of their sort's events (a struct

@@ -8,6 +8,7 @@
 
 #include "alloc.h"
 #include "cl_internal.h"
+#include "trace.h"
 #include "tree.h"
 
 extern const char hy_cl_source_state[];
@@ -73,7 +74,7 @@ void hy_cl_state_free(struct hy_cl *cl) {
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
   struct cl_buf *bs[] = {&cl->s_pos,  &cl->s_vel,   &cl->s_mass,  &cl->s_accw,   &cl->s_acc,
                          &cl->s_pot,  &cl->s_red,   &cl->s_dest,  &cl->s_flag,   &cl->s_idx,
-                         &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i,
+                         &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i, &cl->s_gidx,
                          &cl->pkey,   &cl->pidx,     &cl->pfix,    &cl->phmark,   &cl->pfmap,
                          &cl->pflag,  &cl->pfill};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
@@ -495,20 +496,27 @@ int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uin
 
 /* The gather kernel of m particles idx[j] (positions, then velocities when
  * with_vel) into s_out, enqueued behind the queue's earlier commands (the
- * indices uploaded first, blocking). */
+ * indices uploaded first). */
 static int gather_enqueue(struct hy_cl *cl, const uint32_t *idx, size_t m, int with_vel, struct hy_err *err) {
+  const double t0 = hy_trace_t();
   for (size_t j = 0; j < m; j++)
     if (idx[j] >= cl->state_n)
       return hy_err_set(err, "internal error: gathering particle %u of %zu", (unsigned)idx[j], cl->state_n);
   const size_t b3 = hy_size_mul_or_die(m, 24, "gathered particles");
-  if (hy_cl_ensure_buf(cl, &cl->s_idx, m * 4, "gathered particles", err) ||
+  /* the indices through page-locked memory, not waited for: the caller
+   * waits for the gather's read, behind this write on the same queue, before
+   * the next gather reuses the staging memory */
+  uint32_t *stage = hy_cl_host_buffer(cl, HY_CL_HOST_GIDX, m * 4, err);
+  if (!stage || hy_cl_ensure_buf(cl, &cl->s_gidx, m * 4, "gathered particles", err) ||
       hy_cl_ensure_buf(cl, &cl->s_out, 2 * b3, "gathered particles", err))
     return -1;
-  cl_int e = clEnqueueWriteBuffer(hy_cl_queue(cl), cl->s_idx.mem, CL_TRUE, 0, m * 4, idx, 0, NULL, NULL);
+  memcpy(stage, idx, m * 4);
+  cl_int e = clEnqueueWriteBuffer(hy_cl_queue(cl), cl->s_gidx.mem, CL_FALSE, 0, m * 4, stage, 0, NULL, NULL);
   if (e != CL_SUCCESS) {
     clFinish(hy_cl_queue(cl));
     return hy_err_set(err, "OpenCL: uploading particle indices failed on %s: %s", cl->name, hy_cl_errname(e));
   }
+  hy_trace(HY_TRACE_MAIN, "gather_upload", t0);
   const cl_uint um = (cl_uint)m;
   const cl_int wv = with_vel != 0;
   const char *nm = "hy_st_gather";
@@ -516,7 +524,7 @@ static int gather_enqueue(struct hy_cl *cl, const uint32_t *idx, size_t m, int w
   cl_mem out = cl->s_out.mem; /* positions, then velocities */
   if (set_arg(cl, k, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
       set_arg(cl, k, 1, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
-      set_arg(cl, k, 2, sizeof(cl_mem), &cl->s_idx.mem, nm, err) || set_arg(cl, k, 3, sizeof um, &um, nm, err) ||
+      set_arg(cl, k, 2, sizeof(cl_mem), &cl->s_gidx.mem, nm, err) || set_arg(cl, k, 3, sizeof um, &um, nm, err) ||
       set_arg(cl, k, 4, sizeof wv, &wv, nm, err) || set_arg(cl, k, 5, sizeof(cl_mem), &out, nm, err))
     return -1;
   size_t local = cl->build_wg, global = STATE_GROUPS * local;

@@ -1319,6 +1319,7 @@ static int exchange(struct hy_decomp *d, struct hy_part *p, double weight_extra,
       ret = -1;
       goto done;
     }
+    hy_trace(HY_TRACE_MAIN, "dd_reserve", tt);
     sbuf = hy_shm_mine(d->shm);
   } else {
     sbuf = scratch(&d->sbuf, n_out, REC_BYTES, "decomposition send buffer");
