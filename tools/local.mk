@@ -24,3 +24,8 @@ tools_bench_devbuild_LDADD = src/libhytree.a $(HY_LIBS)
 
 # Benchmark driver (not installed): tools/benchmark.sh -N N -d gpu
 EXTRA_DIST += tools/benchmark.sh tools/scaling.sh tools/device_work.sh tools/trace_report.py tools/energy_seeds.sh
+
+# A second command queue beside a long kernel (not a test): tools/bench_queues -d gpu
+noinst_PROGRAMS += tools/bench_queues
+tools_bench_queues_SOURCES = tools/bench_queues.c
+tools_bench_queues_LDADD = $(OPENCL_LIBS)
