@@ -197,24 +197,29 @@ __kernel void hy_st_owner(__global const double *pos, const uint n, __global con
 
 /* flag[i] for i < n: mode 0: the particle leaves (dest != me); mode 1: it
  * stays and lies beyond the kept count (i >= n_keep, dest == me). flag[n] =
- * 0, so that its exclusive scan ends with the total. */
+ * 0, so that its exclusive scan ends with the total. The kept count is
+ * n_keep, or with keep_at >= 0 the owners' count keep_count[keep_at] (the
+ * lists queued before the host has read the counts). */
 inline uint hy_st_flagged(__global const uint *dest, const uint i, const uint me, const uint n_keep, const int mode) {
   return mode == 0 ? (uint)(dest[i] != me) : (uint)(i >= n_keep && dest[i] == me);
 }
 
 __kernel void hy_st_flag(__global const uint *dest, const uint n, const uint me, const uint n_keep, const int mode,
-                         __global uint *flag) {
+                         __global uint *flag, __global const uint *keep_count, const int keep_at) {
   const uint i = (uint)get_global_id(0);
-  if (i < n) flag[i] = hy_st_flagged(dest, i, me, n_keep, mode);
+  const uint k = keep_at >= 0 ? keep_count[keep_at] : n_keep;
+  if (i < n) flag[i] = hy_st_flagged(dest, i, me, k, mode);
   if (i == n) flag[n] = 0u;
 }
 
 /* After the exclusive scan of the flags: the flagged indices, ascending, and
  * (mode 0) their ranks. */
 __kernel void hy_st_list(__global const uint *dest, __global const uint *at, const uint n, const uint me,
-                         const uint n_keep, const int mode, __global uint *idx, __global uint *rank) {
+                         const uint n_keep, const int mode, __global uint *idx, __global uint *rank,
+                         __global const uint *keep_count, const int keep_at) {
   const uint i = (uint)get_global_id(0);
-  if (i >= n || !hy_st_flagged(dest, i, me, n_keep, mode)) return;
+  const uint k = keep_at >= 0 ? keep_count[keep_at] : n_keep;
+  if (i >= n || !hy_st_flagged(dest, i, me, k, mode)) return;
   idx[at[i]] = i;
   if (mode == 0) rank[at[i]] = dest[i];
 }

@@ -116,7 +116,8 @@ enum {
   HY_CL_HOST_GATHER = 11, /* hy_cl_state_gather_begin: the gathered positions */
   HY_CL_HOST_COUNTS = 12, /* a walk's interaction counts per work-group */
   HY_CL_HOST_GIDX = 13,   /* hy_cl_state_gather(_begin): the indices to gather */
-  HY_CL_HOST_N = 14
+  HY_CL_HOST_AHEAD = 14,  /* hy_cl_state_ahead: the owner counts and the lists' lengths */
+  HY_CL_HOST_N = 15
 };
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its
@@ -353,6 +354,24 @@ int hy_cl_state_owners(struct hy_cl *cl, const double *bounds, size_t n_bounds, 
  *  buffer per mode, valid until its next use). */
 int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uint32_t **idx, uint32_t **rank,
                      size_t *m, struct hy_err *err);
+/** hy_cl_state_owners and both modes of hy_cl_state_list for rank me, queued
+ *  on the second queue and not waited for (the kept count taken from the
+ *  device's owner counts), so that a sort queued behind them (the presort of
+ *  every key, HYTREE_PRESORT=2) starts without waiting for the host. The
+ *  boundaries are copied. Returns 0 or -1 with err set. */
+int hy_cl_state_ahead(struct hy_cl *cl, const double *bounds, size_t n_bounds, const int grid[3], unsigned me,
+                      struct hy_err *err);
+/** 1 if hy_cl_state_ahead was queued for exactly these boundaries, grid and
+ *  rank (and not dropped since), else 0. */
+int hy_cl_state_ahead_match(const struct hy_cl *cl, const double *bounds, size_t n_bounds, const int grid[3],
+                            unsigned me);
+/** hy_cl_state_owners' counts from the work of hy_cl_state_ahead (waits for it). */
+int hy_cl_state_ahead_counts(struct hy_cl *cl, uint64_t *count, struct hy_err *err);
+/** hy_cl_state_list's result for `mode` from the work of hy_cl_state_ahead. */
+int hy_cl_state_ahead_list(struct hy_cl *cl, int mode, uint32_t **idx, uint32_t **rank, size_t *m,
+                           struct hy_err *err);
+/** Wait for and forget the work of hy_cl_state_ahead (none: nothing). */
+void hy_cl_state_ahead_drop(struct hy_cl *cl);
 /** The positions (and velocities, vel not NULL) of the m particles idx[j]
  *  into pos (vel), 3 doubles each. */
 int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *pos, double *vel,

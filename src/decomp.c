@@ -1086,6 +1086,16 @@ static int pre_cut_end(struct hy_decomp *d, struct hy_err *err) {
   return 0;
 }
 
+int hy_decomp_pre_bounds(struct hy_decomp *d, size_t n, const double **bounds, size_t *n_bounds, struct hy_err *err) {
+  *bounds = NULL;
+  *n_bounds = 0;
+  if (d->pre == PRE_CUTTING && pre_cut_end(d, err) != 0) return -1;
+  if (d->pre != PRE_CUT || d->pre_n != n) return 0;
+  *bounds = d->new_bounds;
+  *n_bounds = d->n_bounds;
+  return 1;
+}
+
 int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err) {
   if (hy_decomp_pre_cut_begin(d, err) != 0) return -1;
   return pre_cut_end(d, err);

@@ -142,6 +142,13 @@ int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err);
  *  broadcasts the boundaries first. The cut uses the pool of
  *  hy_decomp_set_pool, whose jobs from other threads wait their turn. */
 int hy_decomp_pre_cut_begin(struct hy_decomp *d, struct hy_err *err);
+/** Collective. The end of hy_decomp_pre_cut_begin (the cut joined, the
+ *  boundaries broadcast) ahead of the exchange, and the boundaries that the
+ *  next exchange of n particles will use (hy_decomp_bounds' layout, borrowed
+ *  until then): returns 1 with *bounds set, 0 when the exchange will cut
+ *  anew (nothing cut ahead, another particle count, a non-finite sample),
+ *  or -1 with err set. */
+int hy_decomp_pre_bounds(struct hy_decomp *d, size_t n, const double **bounds, size_t *n_bounds, struct hy_err *err);
 
 /** Where hy_decomp_exchange_dev finds the positions and velocities: on a
  *  device that holds them (an OpenCL device with the particle state; the

@@ -104,6 +104,14 @@ struct hy_force {
   int pre_cube;             /* pre_c, pre_h hold this decomposition's cube */
   size_t pre_n;             /* the kept particles whose keys are sorted (0: none) */
   int pre_full;             /* HYTREE_PRESORT=2: every key's sort queued (hy_cl_state_presort_all) */
+  /* HYTREE_PRESORT=2: the next decomposition's boundaries made ahead
+   * (hy_force_lists_ahead; ahead_nb 0: none), and whether the device's
+   * owners and lists were queued for them (hy_cl_state_ahead, as rank
+   * ahead_me) and their counts taken (ahead_used) */
+  double *ahead_b;
+  size_t ahead_nb, ahead_cap;
+  int ahead_grid[3], ahead_queued, ahead_used;
+  unsigned ahead_me;
   uint64_t *hkeys;          /* distributed, state on the host: keys and indices (hy_cl_build_args.keys) */
   size_t hkeys_cap;
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
@@ -183,6 +191,7 @@ void hy_force_free(struct hy_force *f) {
   hy_free(f->dd_leave);
   hy_free(f->dd_beyond);
   hy_free(f->dd_rank);
+  hy_free(f->ahead_b);
   hy_free(f);
 }
 
@@ -916,8 +925,12 @@ static int dd_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, stru
   hy_decomp_grid(d, grid);
   if (!b) return hy_err_set(err, "internal error: device owners without decomposition boundaries");
   const double t0 = hy_trace_t();
-  const int rc = hy_cl_state_owners(f->cl, b, nb, grid, count, err);
-  hy_trace(HY_TRACE_MAIN, "dd_own_kernel", t0);
+  /* queued ahead of the presort for these boundaries (HYTREE_PRESORT=2) */
+  f->ahead_used = f->ahead_queued && hy_cl_state_ahead_match(f->cl, b, nb, grid, f->ahead_me);
+  f->ahead_queued = 0;
+  const int rc = f->ahead_used ? hy_cl_state_ahead_counts(f->cl, count, err)
+                               : hy_cl_state_owners(f->cl, b, nb, grid, count, err);
+  hy_trace(HY_TRACE_MAIN, f->ahead_used ? "dd_own_ahead" : "dd_own_kernel", t0);
   return rc;
 }
 
@@ -928,7 +941,9 @@ static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, cons
   size_t m;
   for (int mode = 0; mode < 2; mode++) {
     const double t0 = hy_trace_t();
-    if (hy_cl_state_list(f->cl, mode, (unsigned)me, n_keep, &idx, &rank, &m, err) != 0) return -1;
+    if ((f->ahead_used ? hy_cl_state_ahead_list(f->cl, mode, &idx, &rank, &m, err)
+                       : hy_cl_state_list(f->cl, mode, (unsigned)me, n_keep, &idx, &rank, &m, err)) != 0)
+      return -1;
     hy_trace(HY_TRACE_MAIN, mode == 0 ? "dd_list_leave" : "dd_list_beyond", t0);
     if (m + 1 > f->dd_list_cap[mode]) {
       const size_t cap = m + m / 4 + 64;
@@ -956,10 +971,27 @@ static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, cons
     else
       *n_beyond = m;
   }
+  if (f->ahead_used) {
+    hy_cl_state_ahead_drop(f->cl);
+    f->ahead_used = 0;
+  }
   *leave = f->dd_leave;
   *leave_rank = f->dd_rank;
   *beyond = f->dd_beyond;
   return 0;
+}
+
+void hy_force_lists_ahead(struct hy_force *f, const double *bounds, size_t n, const int grid[3]) {
+  f->ahead_nb = 0;
+  if (!bounds || n == 0) return;
+  if (n > f->ahead_cap) {
+    hy_free(f->ahead_b);
+    f->ahead_b = hy_malloc("decomposition boundaries", n, sizeof(double));
+    f->ahead_cap = n;
+  }
+  memcpy(f->ahead_b, bounds, n * sizeof(double));
+  memcpy(f->ahead_grid, grid, sizeof f->ahead_grid);
+  f->ahead_nb = n;
 }
 
 void hy_force_set_overlap(struct hy_force *f, hy_force_overlap_fn fn, void *ctx) {
@@ -1019,6 +1051,7 @@ int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, st
   f->pre_cube = 0;
   f->pre_n = 0;
   f->pre_full = 0;
+  f->ahead_queued = f->ahead_used = 0;
   const int mode = presort_mode();
   if (!f->let || mode == 0) return 0;
   const double t0 = hy_trace_t();
@@ -1041,6 +1074,16 @@ int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, st
   hy_trace(HY_TRACE_MAIN, "dd_cube", t0);
   if (dev && mode == 2 && p->n >= 2) { /* every key sorted now, beside the decomposition's owners and lists */
     const double ta = hy_trace_t();
+    if (f->ahead_nb > 0) { /* those queued first, on the same queue, from the boundaries cut ahead */
+      int me = 0;
+      if (hy_mpi_check(MPI_Comm_rank(f->comm, &me), "MPI_Comm_rank", err) ||
+          hy_cl_state_ahead(f->cl, f->ahead_b, f->ahead_nb, f->ahead_grid, (unsigned)me, err) != 0)
+        return -1;
+      f->ahead_queued = 1;
+      f->ahead_me = (unsigned)me;
+      f->ahead_nb = 0; /* used once */
+      hy_trace(HY_TRACE_MAIN, "dd_lists_ahead", ta);
+    }
     double lo[3], scale;
     key_cube_args(centre, half, lo, &scale);
     if (hy_cl_state_presort_all(f->cl, lo, scale, err) != 0) return -1;

@@ -221,6 +221,13 @@ const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f);
  *  turns it off (the same trees, bit for bit). Returns 0 or -1 with err
  *  set. */
 int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, struct hy_err *err);
+/** Before hy_force_cube_ahead: the boundaries (hy_decomp_bounds' layout, n
+ *  of them, copied; NULL: none) and grid that the next decomposition will
+ *  use, made ahead. With HYTREE_PRESORT=2 the cube's presort of every key
+ *  then queues the device's owners and lists first, on its own queue, and
+ *  the decomposition takes them from there (hy_cl_state_ahead) when its
+ *  boundaries are these. */
+void hy_force_lists_ahead(struct hy_force *f, const double *bounds, size_t n, const int grid[3]);
 /** After hy_decomp_exchange_dev of the state's particles: the device moves
  *  the particle from srcs[h] into holes[h] for the n_holes holes below
  *  n_keep (hy_decomp_moved) and receives p's particles from n_keep on (the

@@ -487,6 +487,16 @@ static int dd_pre_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev *d
     hy_decomp_pre_draw(r->dd, p->n, (double)hy_force_last_hard_items(r->force));
     return 0;
   }
+  if (step == 3) { /* the cut's end, its boundaries to the force for lists queued ahead (dev) */
+    const double *b = NULL;
+    size_t nb = 0;
+    const int have = hy_decomp_pre_bounds(r->dd, p->n, &b, &nb, err);
+    if (have < 0) return -1;
+    int grid[3];
+    hy_decomp_grid(r->dd, grid);
+    hy_force_lists_ahead(r->force, dev && have ? b : NULL, nb, grid);
+    return 0;
+  }
   /* the cut on a thread of rank 0's: the exchange at the soft step waits for it */
   return step == 1 ? hy_decomp_pre_sample(r->dd, p, dev, err) : hy_decomp_pre_cut_begin(r->dd, err);
 }

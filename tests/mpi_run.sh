@@ -206,7 +206,8 @@ fi
 
 # (the device runs with every soft step's keys sorted before the
 # decomposition's lists are known and the leavers dropped after,
-# HYTREE_PRESORT=2: the same trees)
+# HYTREE_PRESORT=2, the owners and lists queued before that sort from the
+# boundaries cut ahead: the same trees)
 for lw in merged separate; do
   # shellcheck disable=SC2086
   if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/lw-$lw-h" -P TreeBuild=device -P ParticleState=host \
@@ -218,6 +219,10 @@ for lw in merged separate; do
     for r in 0 1; do
       grep -q "^0,dd_presort_all," "$tmp/tr-$lw.$r.csv" 2>/dev/null ||
         { echo "FAIL: 2 ranks, LETWalk $lw, HYTREE_PRESORT=2: rank $r sorted no keys before its decomposition"; fail=1; }
+      # the owners and lists queued ahead of that sort, and taken by the decomposition
+      grep -q "^0,dd_lists_ahead," "$tmp/tr-$lw.$r.csv" 2>/dev/null &&
+        grep -q "^0,dd_own_ahead," "$tmp/tr-$lw.$r.csv" 2>/dev/null ||
+        { echo "FAIL: 2 ranks, LETWalk $lw, HYTREE_PRESORT=2: rank $r took no owners and lists queued ahead"; fail=1; }
     done
   else
     echo "FAIL: 2-rank LETWalk $lw runs"; fail=1
