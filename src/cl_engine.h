@@ -358,13 +358,11 @@ int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uin
  *  on the second queue and not waited for (the kept count taken from the
  *  device's owner counts), so that a sort queued behind them (the presort of
  *  every key, HYTREE_PRESORT=2) starts without waiting for the host. The
- *  boundaries are copied. Returns 0 or -1 with err set. */
+ *  caller keeps `bounds` as they are until it has taken the counts or
+ *  dropped the work (the queue copies them later). Returns 0 or -1 with err
+ *  set. */
 int hy_cl_state_ahead(struct hy_cl *cl, const double *bounds, size_t n_bounds, const int grid[3], unsigned me,
                       struct hy_err *err);
-/** 1 if hy_cl_state_ahead was queued for exactly these boundaries, grid and
- *  rank (and not dropped since), else 0. */
-int hy_cl_state_ahead_match(const struct hy_cl *cl, const double *bounds, size_t n_bounds, const int grid[3],
-                            unsigned me);
 /** hy_cl_state_owners' counts from the work of hy_cl_state_ahead (waits for it). */
 int hy_cl_state_ahead_counts(struct hy_cl *cl, uint64_t *count, struct hy_err *err);
 /** hy_cl_state_list's result for `mode` from the work of hy_cl_state_ahead. */
@@ -381,6 +379,9 @@ int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *
  *  presort). */
 int hy_cl_state_gather_on(struct hy_cl *cl, int side, const uint32_t *idx, size_t m, double *pos, double *vel,
                           struct hy_err *err);
+/** Waits for the sort queued by hy_cl_state_presort, if one is queued;
+ *  returns 1 then, else 0 (for a trace of how long the host waits for it). */
+int hy_cl_presort_wait(struct hy_cl *cl);
 /** hy_cl_state_gather in two halves: _begin enqueues the gather of the
  *  positions (and velocities, with_vel) and its read into staging memory
  *  behind the earlier commands of the first queue (side 0; the commands
@@ -390,9 +391,6 @@ int hy_cl_state_gather_on(struct hy_cl *cl, int side, const uint32_t *idx, size_
  *  by the m velocities when with_vel, in the staging memory, valid until
  *  the next gather. One gather under way at a time; the state must not move
  *  in between. */
-/** Waits for the sort queued by hy_cl_state_presort, if one is queued;
- *  returns 1 then, else 0 (for a trace of how long the host waits for it). */
-int hy_cl_presort_wait(struct hy_cl *cl);
 int hy_cl_state_gather_begin(struct hy_cl *cl, int side, const uint32_t *idx, size_t m, int with_vel,
                              struct hy_err *err);
 int hy_cl_state_gather_end(struct hy_cl *cl, size_t m, const double **data, struct hy_err *err);

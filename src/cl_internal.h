@@ -112,13 +112,10 @@ struct hy_cl {
   struct cl_buf s_gidx; /* the gathers' indices (their own: s_idx is the lists' and the patch's, on the first queue) */
   /* hy_cl_state_ahead: the owners and both lists queued on the second queue
    * (the stayers beyond the kept count in s_flag1, s_idx1), the event after
-   * the read of their counts (NULL: none), for these boundaries */
+   * the read of their counts (NULL: none) and the rank count */
   struct cl_buf s_flag1, s_idx1;
   cl_event ahead_ev;
-  size_t ahead_P, ahead_nb, ahead_bounds_cap;
-  unsigned ahead_me;
-  int ahead_grid[3];
-  double *ahead_bounds;
+  size_t ahead_P;
   struct cl_buf s_patch_i;                   /* hy_cl_state_patch: the holes */
   /* hy_cl_state_presort: the kept particles' sorted keys and indices, their
    * count (0: none), cube, and the span of their sort's events (a struct

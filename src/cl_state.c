@@ -62,9 +62,6 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
 void hy_cl_state_free(struct hy_cl *cl) {
   hy_cl_presort_wait(cl); /* a sort on the second queue may still read the state */
   hy_cl_state_ahead_drop(cl);
-  hy_free(cl->ahead_bounds);
-  cl->ahead_bounds = NULL;
-  cl->ahead_bounds_cap = 0;
   if (cl->gather_ev) { /* a gather begun and never ended (a failed step): its read into staging memory first */
     clWaitForEvents(1, &cl->gather_ev);
     clReleaseEvent(cl->gather_ev);
@@ -564,13 +561,6 @@ int hy_cl_state_ahead(struct hy_cl *cl, const double *bounds, size_t n_bounds, c
     return -1;
   const size_t n = cl->state_n, P = (size_t)grid[0] * (size_t)grid[1] * (size_t)grid[2];
   if (me >= P) return hy_err_set(err, "internal error: decomposition lists ahead for rank %u of %zu", me, P);
-  /* the boundaries kept here until the queue has copied them */
-  if (n_bounds > cl->ahead_bounds_cap) {
-    hy_free(cl->ahead_bounds);
-    cl->ahead_bounds = hy_malloc("decomposition boundaries", n_bounds, sizeof(double));
-    cl->ahead_bounds_cap = n_bounds;
-  }
-  memcpy(cl->ahead_bounds, bounds, n_bounds * sizeof(double));
   /* the counts and the two totals land here (page-locked) */
   uint32_t *h = hy_cl_host_buffer(cl, HY_CL_HOST_AHEAD, hy_size_mul_or_die(P + 2, 4, "owner counts"), err);
   if (!h) return -1;
@@ -581,7 +571,7 @@ int hy_cl_state_ahead(struct hy_cl *cl, const double *bounds, size_t n_bounds, c
       hy_cl_ensure_buf(cl, &cl->s_idx1, room, "decomposition lists", err))
     return -1;
   hy_cl_on_side = 1;
-  int rc = owners_enqueue(cl, cl->ahead_bounds, n_bounds, grid, err);
+  int rc = owners_enqueue(cl, bounds, n_bounds, grid, err);
   if (rc == 0) rc = flags_enqueue(cl, 0, me, 0, (int)me, &cl->s_flag, err);
   if (rc == 0) rc = list_enqueue(cl, 0, me, 0, (int)me, &cl->s_flag, &cl->s_idx, err);
   if (rc == 0) rc = flags_enqueue(cl, 1, me, 0, (int)me, &cl->s_flag1, err);
@@ -604,17 +594,7 @@ int hy_cl_state_ahead(struct hy_cl *cl, const double *bounds, size_t n_bounds, c
                       hy_cl_errname(e));
   }
   cl->ahead_P = P;
-  cl->ahead_me = me;
-  cl->ahead_nb = n_bounds;
-  memcpy(cl->ahead_grid, grid, sizeof cl->ahead_grid);
   return 0;
-}
-
-int hy_cl_state_ahead_match(const struct hy_cl *cl, const double *bounds, size_t n_bounds, const int grid[3],
-                            unsigned me) {
-  return cl->ahead_P > 0 && cl->ahead_ev && me == cl->ahead_me && n_bounds == cl->ahead_nb &&
-         memcmp(grid, cl->ahead_grid, sizeof cl->ahead_grid) == 0 &&
-         memcmp(bounds, cl->ahead_bounds, n_bounds * sizeof(double)) == 0;
 }
 
 /* The lists queued ahead, finished (their counts and totals read). */

@@ -106,12 +106,11 @@ struct hy_force {
   int pre_full;             /* HYTREE_PRESORT=2: every key's sort queued (hy_cl_state_presort_all) */
   /* HYTREE_PRESORT=2: the next decomposition's boundaries made ahead
    * (hy_force_lists_ahead; ahead_nb 0: none), and whether the device's
-   * owners and lists were queued for them (hy_cl_state_ahead, as rank
-   * ahead_me) and their counts taken (ahead_used) */
+   * owners and lists were queued for them (hy_cl_state_ahead, which reads
+   * ahead_b until they are taken) and their counts taken (ahead_used) */
   double *ahead_b;
   size_t ahead_nb, ahead_cap;
   int ahead_grid[3], ahead_queued, ahead_used;
-  unsigned ahead_me;
   uint64_t *hkeys;          /* distributed, state on the host: keys and indices (hy_cl_build_args.keys) */
   size_t hkeys_cap;
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
@@ -191,6 +190,7 @@ void hy_force_free(struct hy_force *f) {
   hy_free(f->dd_leave);
   hy_free(f->dd_beyond);
   hy_free(f->dd_rank);
+  if (f->ahead_queued && f->cl) hy_cl_state_ahead_drop(f->cl); /* it may still read ahead_b */
   hy_free(f->ahead_b);
   hy_free(f);
 }
@@ -926,8 +926,10 @@ static int dd_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, stru
   if (!b) return hy_err_set(err, "internal error: device owners without decomposition boundaries");
   const double t0 = hy_trace_t();
   /* queued ahead of the presort for these boundaries (HYTREE_PRESORT=2) */
-  f->ahead_used = f->ahead_queued && hy_cl_state_ahead_match(f->cl, b, nb, grid, f->ahead_me);
+  f->ahead_used = f->ahead_queued && nb == f->ahead_nb && memcmp(grid, f->ahead_grid, sizeof grid) == 0 &&
+                  memcmp(b, f->ahead_b, nb * sizeof(double)) == 0;
   f->ahead_queued = 0;
+  f->ahead_nb = 0; /* used once */
   const int rc = f->ahead_used ? hy_cl_state_ahead_counts(f->cl, count, err)
                                : hy_cl_state_owners(f->cl, b, nb, grid, count, err);
   hy_trace(HY_TRACE_MAIN, f->ahead_used ? "dd_own_ahead" : "dd_own_kernel", t0);
@@ -982,6 +984,8 @@ static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, cons
 }
 
 void hy_force_lists_ahead(struct hy_force *f, const double *bounds, size_t n, const int grid[3]) {
+  if (f->ahead_queued) hy_cl_state_ahead_drop(f->cl); /* it may still read ahead_b */
+  f->ahead_queued = 0;
   f->ahead_nb = 0;
   if (!bounds || n == 0) return;
   if (n > f->ahead_cap) {
@@ -1051,6 +1055,7 @@ int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, st
   f->pre_cube = 0;
   f->pre_n = 0;
   f->pre_full = 0;
+  if (f->ahead_queued) hy_cl_state_ahead_drop(f->cl); /* not taken by the last decomposition */
   f->ahead_queued = f->ahead_used = 0;
   const int mode = presort_mode();
   if (!f->let || mode == 0) return 0;
@@ -1080,8 +1085,6 @@ int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, st
           hy_cl_state_ahead(f->cl, f->ahead_b, f->ahead_nb, f->ahead_grid, (unsigned)me, err) != 0)
         return -1;
       f->ahead_queued = 1;
-      f->ahead_me = (unsigned)me;
-      f->ahead_nb = 0; /* used once */
       hy_trace(HY_TRACE_MAIN, "dd_lists_ahead", ta);
     }
     double lo[3], scale;
