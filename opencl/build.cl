@@ -652,6 +652,83 @@ __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __
   if (get_local_id(0) == 0 && l_count > 0u) atomic_add(n_graft, l_count);
 }
 
+/* Open-all trees (a hard step's remote tree: every cell is opened, so a
+ * cell's record serves only the hard walk's cut-off at R2 + b_max and the
+ * block marks): a cell's sphere is the box of its particles, which are
+ * contiguous in key order (c_lo .. c_hi - 1): its centre, and the distance
+ * from there to the farthest corner as b_max. The boxes come from boxes of
+ * HY_BOX1 particles (hy_box_small), of HY_BOX1 such boxes (hy_box_large),
+ * and per cell its partial ends and the whole boxes between them
+ * (hy_box_cells): three launches, where the moments take two per cell
+ * generation. A box's record: (min, mass), (max, 0). */
+#define HY_BOX1 64u
+#define HY_BOX2 (HY_BOX1 * HY_BOX1)
+
+inline void hy_box_add(float4 *mn, float4 *mx, float4 lo, float4 hi) {
+  *mn = (float4)(fmin((*mn).xyz, lo.xyz), (*mn).w + lo.w);
+  *mx = (float4)(fmax((*mx).xyz, hi.xyz), 0.0f);
+}
+
+__kernel void hy_box_small(__global const float4 *node, const uint n, __global float4 *box1) {
+  const uint b = (uint)get_global_id(0);
+  const uint lo = b * HY_BOX1;
+  if (lo >= n) return;
+  const uint hi = min(n, lo + HY_BOX1);
+  float4 mn = (float4)(INFINITY, INFINITY, INFINITY, 0.0f), mx = (float4)(-INFINITY, -INFINITY, -INFINITY, 0.0f);
+  for (uint i = lo; i < hi; i++) {
+    const float4 p = node[2u * i];
+    hy_box_add(&mn, &mx, p, p);
+  }
+  box1[2u * b] = mn;
+  box1[2u * b + 1u] = mx;
+}
+
+/* box: the n1 small boxes, then the large ones */
+__kernel void hy_box_large(__global float4 *box, const uint n1) {
+  __global const float4 *box1 = box;
+  __global float4 *box2 = box + 2u * n1;
+  const uint b = (uint)get_global_id(0);
+  const uint lo = b * HY_BOX1;
+  if (lo >= n1) return;
+  const uint hi = min(n1, lo + HY_BOX1);
+  float4 mn = (float4)(INFINITY, INFINITY, INFINITY, 0.0f), mx = (float4)(-INFINITY, -INFINITY, -INFINITY, 0.0f);
+  for (uint i = lo; i < hi; i++) hy_box_add(&mn, &mx, box1[2u * i], box1[2u * i + 1u]);
+  box2[2u * b] = mn;
+  box2[2u * b + 1u] = mx;
+}
+
+__kernel void hy_box_cells(const int n_part, const uint n_cell, __global const uint *c_lo, __global const uint *c_hi,
+                           __global const int *nxt, __global const int *mor, __global const float4 *box,
+                           const uint n1, __global float4 *node) {
+  __global const float4 *box1 = box, *box2 = box + 2u * n1;
+  const uint c = (uint)get_global_id(0);
+  if (c >= n_cell) return;
+  const uint hi = c_hi[c];
+  uint i = c_lo[c];
+  float4 mn = (float4)(INFINITY, INFINITY, INFINITY, 0.0f), mx = (float4)(-INFINITY, -INFINITY, -INFINITY, 0.0f);
+  for (; i < hi && i % HY_BOX1 != 0u; i++) {
+    const float4 p = node[2u * i];
+    hy_box_add(&mn, &mx, p, p);
+  }
+  for (; i + HY_BOX1 <= hi && i % HY_BOX2 != 0u; i += HY_BOX1)
+    hy_box_add(&mn, &mx, box1[2u * (i / HY_BOX1)], box1[2u * (i / HY_BOX1) + 1u]);
+  for (; i + HY_BOX2 <= hi; i += HY_BOX2) hy_box_add(&mn, &mx, box2[2u * (i / HY_BOX2)], box2[2u * (i / HY_BOX2) + 1u]);
+  for (; i + HY_BOX1 <= hi; i += HY_BOX1)
+    hy_box_add(&mn, &mx, box1[2u * (i / HY_BOX1)], box1[2u * (i / HY_BOX1) + 1u]);
+  for (; i < hi; i++) {
+    const float4 p = node[2u * i];
+    hy_box_add(&mn, &mx, p, p);
+  }
+  /* the farthest corner from the rounded centre (each difference exact or
+   * rounded by half an ulp of itself, which hy_bmax_safe covers with the
+   * norm's own rounding) */
+  const float3 cen = 0.5f * (mn.xyz + mx.xyz);
+  const float3 far = fmax(cen - mn.xyz, mx.xyz - cen);
+  const int self = n_part + (int)c;
+  node[2 * self] = (float4)(cen, mn.w);
+  node[2 * self + 1] = (float4)(FLT_MAX, hy_bmax_safe(sqrt(dot(far, far))), as_float(nxt[self]), as_float(mor[self]));
+}
+
 /* The outermost slot-0 cell that starts at each particle position: the
  * lowest cell number (cells are numbered from the root down). first_at
  * holds UINT_MAX before. */

@@ -11,6 +11,7 @@
 
 #include "alloc.h"
 #include "cl_internal.h"
+#include "trace.h"
 #include "tree.h"
 
 extern const char hy_cl_source_build[];
@@ -24,10 +25,12 @@ extern const unsigned long hy_cl_source_build_len;
 
 /* ------------------------------------------------- host staging memory */
 
+/* Unmapped and released without a wait: the unmap follows the transfers
+ * queued before it on this thread's queue, and OpenCL frees the memory only
+ * when every command that uses it has finished (a wait here would hold the
+ * caller until the queue's walk or build ends). */
 static void pinned_release(struct hy_cl *cl, struct cl_pinned *h) {
-  if (h->mem && h->ptr) {
-    if (clEnqueueUnmapMemObject(hy_cl_queue(cl), h->mem, h->ptr, 0, NULL, NULL) == CL_SUCCESS) clFinish(hy_cl_queue(cl));
-  }
+  if (h->mem && h->ptr) (void)clEnqueueUnmapMemObject(hy_cl_queue(cl), h->mem, h->ptr, 0, NULL, NULL);
   if (h->mem) clReleaseMemObject(h->mem);
   memset(h, 0, sizeof *h);
 }
@@ -40,6 +43,7 @@ void *hy_cl_host_buffer(struct hy_cl *cl, int which, size_t bytes, struct hy_err
   struct cl_pinned *h = &cl->host[which];
   if (bytes == 0) bytes = 16;
   if (h->ptr && h->size >= bytes) return h->ptr;
+  const double t0 = hy_trace_t();
   pinned_release(cl, h);
   size_t want = bytes + bytes / 8;
   if (want > cl->max_alloc) want = bytes;
@@ -51,7 +55,9 @@ void *hy_cl_host_buffer(struct hy_cl *cl, int which, size_t bytes, struct hy_err
                hy_cl_errname(e));
     return NULL;
   }
-  h->ptr = clEnqueueMapBuffer(hy_cl_queue(cl), h->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, want, 0, NULL, NULL, &e);
+  /* mapped on the engine's map queue: a new buffer needs no other command
+   * first, and on the queue of the caller the map would wait for its walk */
+  h->ptr = clEnqueueMapBuffer(cl->qm, h->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, want, 0, NULL, NULL, &e);
   if (e != CL_SUCCESS || !h->ptr) {
     h->ptr = NULL;
     pinned_release(cl, h);
@@ -60,6 +66,8 @@ void *hy_cl_host_buffer(struct hy_cl *cl, int which, size_t bytes, struct hy_err
     return NULL;
   }
   h->size = want;
+  /* on the lane of the thread that grows it: walks' counts on the device thread's */
+  hy_trace(which == HY_CL_HOST_COUNTS ? HY_TRACE_DEVICE : HY_TRACE_MAIN, "pinned_grow", t0);
   return h->ptr;
 }
 
@@ -103,7 +111,9 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_graft_links", &cl->k_graft_links, err) ||
       make_kernel(cl, "hy_graft_stubs", &cl->k_graft_stubs, err) ||
       make_kernel(cl, "hy_graft_moments", &cl->k_graft_moments, err) ||
-      make_kernel(cl, "hy_graft_bmax_big", &cl->k_graft_bmax_big, err))
+      make_kernel(cl, "hy_graft_bmax_big", &cl->k_graft_bmax_big, err) ||
+      make_kernel(cl, "hy_box_small", &cl->k_box_small, err) || make_kernel(cl, "hy_box_large", &cl->k_box_large, err) ||
+      make_kernel(cl, "hy_box_cells", &cl->k_box_cells, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
   cl_kernel need[] = {cl->k_scan_block, cl->k_count,    cl->k_scatter,  cl->k_bmax_big,
@@ -127,13 +137,15 @@ void hy_cl_build_free(struct hy_cl *cl) {
                     cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
                     cl->k_unsort, cl->k_open_cells, cl->k_add_unsort, cl->k_merge_keys,
                     cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark, cl->k_first_cells, cl->k_item_blocks,
-                    cl->k_graft_links, cl->k_graft_stubs, cl->k_graft_moments, cl->k_graft_bmax_big};
+                    cl->k_graft_links, cl->k_graft_stubs, cl->k_graft_moments, cl->k_graft_bmax_big,
+                    cl->k_box_small, cl->k_box_large, cl->k_box_cells};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
   struct cl_buf *bs[] = {&cl->key[0], &cl->key[1], &cl->idx_tmp, &cl->n_child, &cl->hist,   &cl->uout0,
                          &cl->uout1,  &cl->big,    &cl->n_big,   &cl->gen,     &cl->gen_sums, &cl->blocks,
-                         &cl->ibefore, &cl->first_at, &cl->n_graft, &cl->graft_gl, &cl->item_b2, &cl->hist_side};
+                         &cl->ibefore, &cl->first_at, &cl->n_graft, &cl->graft_gl, &cl->item_b2, &cl->hist_side,
+                         &cl->boxes};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int t = 0; t < 2; t++) {
     struct cl_tree *T = &cl->tree[t];
@@ -596,6 +608,8 @@ static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, s
  * slot-0 tree's same cells (hy_moments) */
 static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d, int graft,
                            struct evlist *ev, struct hy_err *err);
+static int enqueue_boxes(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, cl_uint total, struct evlist *ev,
+                         struct hy_err *err);
 static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t nl, cl_uint total, double a_err_d,
                          struct evlist *ev, struct hy_err *err);
 
@@ -822,9 +836,14 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   const cl_uint total = table[2 * used];
   T->n_gen = n_gen;
   T->gen_hint = n_gen;
-  if (whole ? enqueue_graft(cl, T, n, nl, total, a->a_err, ev, err) : enqueue_moments(cl, T, slot, n, a->a_err, graft, ev, err))
+  /* an open-all tree of plain particles: its cells' spheres from boxes,
+   * opened by every sink (r_b^2 = FLT_MAX) */
+  const int boxes = a->open_all && !whole && !graft && !T->has_grp && cl->box_moments;
+  if (boxes ? enqueue_boxes(cl, T, slot, n, total, ev, err)
+      : whole ? enqueue_graft(cl, T, n, nl, total, a->a_err, ev, err)
+              : enqueue_moments(cl, T, slot, n, a->a_err, graft, ev, err))
     return -1;
-  if (a->open_all && total > 0) { /* every cell opened by every sink: r_b^2 = FLT_MAX */
+  if (a->open_all && !boxes && total > 0) { /* every cell opened by every sink: r_b^2 = FLT_MAX */
     cl_uint nc = total;
     if (hy_cl_set_args(cl, cl->k_open_cells, "hy_open_cells", err, M(cl->node[slot]), V(n_part), V(nc), END) ||
         hy_cl_launch(cl, cl->k_open_cells, "hy_open_cells", nc, ev_new(ev, PH_MOMENTS), err))
@@ -910,11 +929,43 @@ static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t n
   return 0;
 }
 
+/* The particle records in key order (hy_gather). */
+static int enqueue_gather(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, struct evlist *ev,
+                          struct hy_err *err) {
+  const cl_uint un = (cl_uint)n;
+  return hy_cl_set_args(cl, cl->k_gather, "hy_gather", err, M(T->pos), M(T->idx), V(un), M(T->nxt), M(cl->node[slot]),
+                        END) ||
+                 hy_cl_launch(cl, cl->k_gather, "hy_gather", n, ev_new(ev, PH_MOMENTS), err)
+             ? -1
+             : 0;
+}
+
+/* An open-all tree (build.cl, "Open-all trees"): the particle records, then
+ * every cell's sphere from the boxes of its particles, r_b^2 = FLT_MAX. */
+static int enqueue_boxes(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, cl_uint total, struct evlist *ev,
+                         struct hy_err *err) {
+  const size_t n1 = (n + 63) / 64, n2 = (n1 + 63) / 64;
+  if (hy_cl_ensure_buf(cl, &cl->boxes, hy_size_mul_or_die(n1 + n2, 32, "particle boxes"), "particle boxes", err) ||
+      enqueue_gather(cl, T, slot, n, ev, err))
+    return -1;
+  if (total == 0) return 0;
+  const cl_uint un = (cl_uint)n, un1 = (cl_uint)n1;
+  const cl_int n_part = (cl_int)n;
+  if (hy_cl_set_args(cl, cl->k_box_small, "hy_box_small", err, M(cl->node[slot]), V(un), M(cl->boxes), END) ||
+      hy_cl_launch(cl, cl->k_box_small, "hy_box_small", n1, ev_new(ev, PH_MOMENTS), err) ||
+      hy_cl_set_args(cl, cl->k_box_large, "hy_box_large", err, M(cl->boxes), V(un1), END) ||
+      hy_cl_launch(cl, cl->k_box_large, "hy_box_large", n2, ev_new(ev, PH_MOMENTS), err) ||
+      hy_cl_set_args(cl, cl->k_box_cells, "hy_box_cells", err, V(n_part), V(total), M(T->c_lo), M(T->c_hi), M(T->nxt),
+                     M(T->mor), M(cl->boxes), V(un1), M(cl->node[slot]), END) ||
+      hy_cl_launch(cl, cl->k_box_cells, "hy_box_cells", total, ev_new(ev, PH_MOMENTS), err))
+    return -1;
+  return 0;
+}
+
 /* Particle records in key order, then the cell moments from the deepest
  * generation up (the generations of T). */
 static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d, int graft,
                            struct evlist *ev, struct hy_err *err) {
-  const cl_uint un = (cl_uint)n;
   const cl_int n_part = (cl_int)n;
   const int n_gen = T->n_gen;
   const cl_uint *gen_first = T->gen_first, *gen_count = T->gen_count;
@@ -923,10 +974,7 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
   /* without item moments the kernels get a valid buffer they do not read */
   const cl_int has_grp = T->has_grp;
   const struct cl_buf *grp = has_grp ? &T->grp : &T->pos;
-  if (hy_cl_set_args(cl, cl->k_gather, "hy_gather", err, M(T->pos), M(T->idx), V(un), M(T->nxt), M(cl->node[slot]),
-               END) ||
-      hy_cl_launch(cl, cl->k_gather, "hy_gather", n, ev_new(ev, PH_MOMENTS), err))
-    return -1;
+  if (enqueue_gather(cl, T, slot, n, ev, err) != 0) return -1;
   const cl_uint zero = 0;
   /* the slot-0 tree lending moments to a merged build (else valid buffers that are not read) */
   const cl_int use_graft = graft ? 1 : 0;

@@ -216,6 +216,17 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
     }
     if (v < cl->mem_limit) cl->mem_limit = (size_t)v;
   }
+  /* open-all builds' cell spheres from boxes (1, the default) or from the
+   * moments (0: the earlier path, kept for comparisons) */
+  const char *ob = getenv("HYTREE_OPEN_BOXES");
+  cl->box_moments = 1;
+  if (ob && *ob) {
+    if (strcmp(ob, "0") != 0 && strcmp(ob, "1") != 0) {
+      hy_cl_free(cl);
+      return hy_err_set(err, "HYTREE_OPEN_BOXES='%s': must be 0 or 1", ob);
+    }
+    cl->box_moments = ob[0] == '1';
+  }
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)cl->platform, 0};
   cl->ctx = clCreateContext(props, 1, &cl->device, NULL, NULL, &e);
   if (e != CL_SUCCESS) {
@@ -229,6 +240,13 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
   if (e != CL_SUCCESS) {
     int r = hy_err_set(err, "OpenCL: clCreateCommandQueue failed on %s: %s", cl->name, hy_cl_errname(e));
     cl->q = NULL;
+    hy_cl_free(cl);
+    return r;
+  }
+  cl->qm = clCreateCommandQueue(cl->ctx, cl->device, 0, &e);
+  if (e != CL_SUCCESS) {
+    int r = hy_err_set(err, "OpenCL: clCreateCommandQueue (staging maps) failed on %s: %s", cl->name, hy_cl_errname(e));
+    cl->qm = NULL;
     hy_cl_free(cl);
     return r;
   }
@@ -246,6 +264,7 @@ void hy_cl_free(struct hy_cl *cl) {
   if (!cl) return;
   if (cl->q2) clFinish(cl->q2);
   if (cl->q) clFinish(cl->q);
+  if (cl->qm) clFinish(cl->qm);
   if (cl->l_read) clReleaseEvent(cl->l_read);
   for (int m = 0; m < HY_WALK_NMODES; m++)
     for (int p = 0; p < 2; p++) {
@@ -265,6 +284,7 @@ void hy_cl_free(struct hy_cl *cl) {
   hy_cl_buf_release(&cl->counts);
   hy_cl_buf_release(&cl->dsrc);
   if (cl->q2) clReleaseCommandQueue(cl->q2);
+  if (cl->qm) clReleaseCommandQueue(cl->qm);
   if (cl->q) clReleaseCommandQueue(cl->q);
   if (cl->ctx) clReleaseContext(cl->ctx);
   if (cl->mem_lock_ok) pthread_mutex_destroy(&cl->mem_lock);

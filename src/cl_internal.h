@@ -59,6 +59,8 @@ struct hy_cl {
   cl_context ctx;
   cl_command_queue q;
   cl_command_queue q2; /* hy_cl_tree_build_side's queue (made on first use; NULL: none yet) */
+  cl_command_queue qm; /* maps of new page-locked staging memory (hy_cl_host_buffer): nothing else is
+                          queued there, so a map waits for no kernel of q or q2 */
   pthread_mutex_t mem_lock; /* in_use: buffers grow on two threads while a side build runs */
   int mem_lock_ok;          /* mem_lock initialised */
   cl_device_type type;
@@ -85,12 +87,14 @@ struct hy_cl {
       k_gather,
       k_moments, k_bmax_big, k_unsort, k_open_cells, k_add_unsort, k_merge_keys, k_tile_sort,
       k_merge_pass, k_block_mark, k_first_cells, k_item_blocks, k_graft_links, k_graft_stubs, k_graft_moments,
-      k_graft_bmax_big;
+      k_graft_bmax_big, k_box_small, k_box_large, k_box_cells;
   size_t merge_sort_max;           /* sorts of up to this many pairs merge (hy_cl_set_merge_sort_max) */
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_tree tree[2];
   struct cl_buf key[2], idx_tmp;   /* sort scratch: keys (ping-pong) and the indices' second buffer */
   struct cl_buf n_child, hist, uout0, uout1, big, n_big, gen, gen_sums, blocks;
+  struct cl_buf boxes; /* open-all builds: the boxes of 64 particles, then of 64 such boxes */
+  int box_moments;    /* open-all builds take their cells' spheres from boxes (HYTREE_OPEN_BOXES, default 1) */
   struct cl_buf ibefore, first_at, n_graft; /* merged builds: items before each position, the slot-0 tree's
                                                outermost cell at each position, cells copied from it */
   struct cl_buf graft_gl, item_b2; /* grafted merged builds: each merged cell's slot-0 cell taken whole (or

@@ -11,8 +11,8 @@
  *   - a chain of 30 kernels of 300 000 work-items each: queued at once, or
  *     with a blocking 4-byte read after every third (as a build that reads a
  *     count between its kernels).
- * The long kernel takes about 12 ms alone and is launched with 1, 8 and 64
- * times the work-items the device holds at once. Times are wall-clock from
+ * The long kernel takes about 12 ms alone and is launched with 1/4, 1/2, 1,
+ * 8 and 64 times the work-items the device holds at once. Times are wall-clock from
  * the second queue's first command (0.5 ms after the long kernel's launch).
  *
  * usage: tools/bench_queues [-d gpu|cpu|any]   (OCL_ICD_FILENAMES picks the
@@ -182,9 +182,16 @@ int main(int argc, char **argv) {
   check(clSetKernelArg(c.step, 1, sizeof n_step, &n_step), "clSetKernelArg");
   c.l_spin = wg_max < 256 ? wg_max : 256;
   printf("device: %s, %u compute units\n", name, cu);
-  for (int waves = 1; waves <= 64; waves *= 8) {
-    /* 2048 resident work-items per compute unit (an NVIDIA SM's limit) */
-    c.g_spin = (size_t)cu * 2048 * (size_t)waves / c.l_spin * c.l_spin;
+  char ext[8192] = "";
+  if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL) != CL_SUCCESS) ext[0] = '\0';
+  printf("cl_khr_priority_hints: %s\n", strstr(ext, "cl_khr_priority_hints") ? "yes" : "no");
+  /* the long kernel's size in waves of 2048 resident work-items per compute
+   * unit (an NVIDIA SM's limit): a quarter and a half of one wave leave
+   * room on every compute unit, as hytree's narrow walks (HYTREE_WALK_ROOM) */
+  static const double fills[] = {0.25, 0.5, 1.0, 8.0, 64.0};
+  for (size_t fi = 0; fi < sizeof fills / sizeof fills[0]; fi++) {
+    const double waves = fills[fi];
+    c.g_spin = (size_t)((double)cu * 2048.0 * waves) / c.l_spin * c.l_spin;
     cl_mem big = clCreateBuffer(ctx, CL_MEM_READ_WRITE, c.g_spin * 4, NULL, &e);
     check(e, "clCreateBuffer");
     check(clSetKernelArg(c.spin, 0, sizeof big, &big), "clSetKernelArg");
@@ -204,7 +211,7 @@ int main(int argc, char **argv) {
     double alone[T_N];
     for (int k = 0; k < T_N; k++) (void)second_queue(&c, k); /* first launches */
     for (int k = 0; k < T_N; k++) alone[k] = second_queue(&c, k);
-    printf("long kernel: %d wave(s) of %zu work-items, %.2f ms alone\n", waves, c.g_spin, 1e3 * t_spin);
+    printf("long kernel: %g wave(s), %zu work-items, %.2f ms alone\n", waves, c.g_spin, 1e3 * t_spin);
     printf("  %-48s %14s %16s %16s\n", "second queue", "alone [ms]", "beside it [ms]", "long kernel [ms]");
     for (int k = 0; k < T_N; k++) {
       double sum = 0.0, sum_a = 0.0;
