@@ -662,10 +662,12 @@ static int gather_enqueue(struct hy_cl *cl, const uint32_t *idx, size_t m, int w
       set_arg(cl, k, 4, sizeof wv, &wv, nm, err) || set_arg(cl, k, 5, sizeof(cl_mem), &out, nm, err))
     return -1;
   size_t local = cl->build_wg, global = STATE_GROUPS * local;
+  const double tk = hy_trace_t();
   if ((e = clEnqueueNDRangeKernel(hy_cl_queue(cl), k, 1, NULL, &global, &local, 0, NULL, NULL)) != CL_SUCCESS) {
     clFinish(hy_cl_queue(cl));
     return hy_err_set(err, "OpenCL: gathering particles failed on %s: %s", cl->name, hy_cl_errname(e));
   }
+  hy_trace(HY_TRACE_MAIN, "gather_kernel", tk);
   return 0;
 }
 
@@ -704,9 +706,11 @@ static int gather_begin_on(struct hy_cl *cl, const uint32_t *idx, size_t m, int 
   /* the staging memory first: a new one is mapped on the queue, blocking */
   if (!hy_cl_host_buffer(cl, HY_CL_HOST_GATHER, b, err) || gather_enqueue(cl, idx, m, with_vel, err) != 0) return -1;
   cl_command_queue q = hy_cl_queue(cl);
+  const double tr = hy_trace_t();
   cl_int e = clEnqueueReadBuffer(q, cl->s_out.mem, CL_FALSE, 0, b, cl->host[HY_CL_HOST_GATHER].ptr, 0, NULL,
                                  &cl->gather_ev);
   if (e == CL_SUCCESS) e = clFlush(q);
+  hy_trace(HY_TRACE_MAIN, "gather_read", tr);
   if (e != CL_SUCCESS) {
     clFinish(q);
     if (cl->gather_ev) clReleaseEvent(cl->gather_ev);
