@@ -47,7 +47,9 @@
  * sort tile), -D HY_BMAX_EXACT=b, -D HY_BMAX_SERIAL=s (cells up to s
  * particles get their exact b_max from one work-item, larger ones up to b
  * from a work-group), -D HY_GEN_FLAG=f (the error flag's index in the
- * generation table). OpenCL C 1.2; uses 64-bit integers (ulong). */
+ * generation table), -D HY_BOX1=u (unsigned: particles per small box of
+ * an open-all build, and small boxes per large one). OpenCL C 1.2; uses
+ * 64-bit integers (ulong). */
 #ifndef HY_SHARED_H
 #include "hy_shared.h"
 #endif
@@ -660,8 +662,11 @@ __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __
  * HY_BOX1 particles (hy_box_small), of HY_BOX1 such boxes (hy_box_large),
  * and per cell its partial ends and the whole boxes between them
  * (hy_box_cells): three launches, where the moments take two per cell
- * generation. A box's record: (min, mass), (max, 0). */
-#define HY_BOX1 64u
+ * generation. A box's record: (min,
+ * mass), (max, 0). */
+#ifndef HY_BOX1
+#error "HY_BOX1 must be defined"
+#endif
 #define HY_BOX2 (HY_BOX1 * HY_BOX1)
 
 inline void hy_box_add(float4 *mn, float4 *mx, float4 lo, float4 hi) {

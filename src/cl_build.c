@@ -20,6 +20,7 @@ extern const unsigned long hy_cl_source_build_len;
 #define SORT_PER 8 /* keys per work-item of a sort tile (HY_PER) */
 #define BMAX_SERIAL 128 /* exact b_max by one work-item up to this many particles */
 #define BMAX_GROUPS 1024 /* work-groups of hy_bmax_big */
+#define BOX_SMALL 64 /* open-all builds: particles per small box, small boxes per large one (HY_BOX1) */
 #define RADIX_BITS 4
 #define RADIX (1u << RADIX_BITS)
 
@@ -90,8 +91,9 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
     return hy_err_set(err, "OpenCL device %s: work-groups of %zu work-items are too small for the device tree build "
                            "(16 needed); use TreeBuild host", cl->name, cl->max_wg);
   char defs[256];
-  snprintf(defs, sizeof defs, "-D HY_WG=%zu -D HY_PER=%d -D HY_BMAX_EXACT=%d -D HY_BMAX_SERIAL=%d -D HY_GEN_FLAG=%d",
-           wg, SORT_PER, HY_BMAX_EXACT, BMAX_SERIAL, GEN_TABLE - 1);
+  snprintf(defs, sizeof defs,
+           "-D HY_WG=%zu -D HY_PER=%d -D HY_BMAX_EXACT=%d -D HY_BMAX_SERIAL=%d -D HY_GEN_FLAG=%d -D HY_BOX1=%du", wg,
+           SORT_PER, HY_BMAX_EXACT, BMAX_SERIAL, GEN_TABLE - 1, BOX_SMALL);
   if (hy_cl_build_program(cl, "build.cl", hy_cl_source_build, defs, &cl->build_prog, err) != 0) return -1;
   cl->build_wg = wg;
   if (make_kernel(cl, "hy_keys", &cl->k_keys, err) || make_kernel(cl, "hy_scan_block", &cl->k_scan_block, err) ||
@@ -944,7 +946,7 @@ static int enqueue_gather(struct hy_cl *cl, struct cl_tree *T, int slot, size_t 
  * every cell's sphere from the boxes of its particles, r_b^2 = FLT_MAX. */
 static int enqueue_boxes(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, cl_uint total, struct evlist *ev,
                          struct hy_err *err) {
-  const size_t n1 = (n + 63) / 64, n2 = (n1 + 63) / 64;
+  const size_t n1 = (n + BOX_SMALL - 1) / BOX_SMALL, n2 = (n1 + BOX_SMALL - 1) / BOX_SMALL;
   if (hy_cl_ensure_buf(cl, &cl->boxes, hy_size_mul_or_die(n1 + n2, 32, "particle boxes"), "particle boxes", err) ||
       enqueue_gather(cl, T, slot, n, ev, err))
     return -1;

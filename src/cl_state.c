@@ -94,10 +94,16 @@ static int set_arg(struct hy_cl *cl, cl_kernel k, cl_uint i, size_t size, const 
 }
 
 /* Launch k on the fixed grid; wait for it; its kernel time into *seconds. */
-static int run_grid(struct hy_cl *cl, cl_kernel k, const char *name, double *seconds, struct hy_err *err) {
+/* Kernel k over the state kernels' fixed grid (STATE_GROUPS work-groups
+ * that stride over the particles) on queue q, not waited for. */
+static cl_int grid_enqueue(struct hy_cl *cl, cl_command_queue q, cl_kernel k, cl_event *ev) {
   size_t local = cl->build_wg, global = STATE_GROUPS * local;
+  return clEnqueueNDRangeKernel(q, k, 1, NULL, &global, &local, 0, NULL, ev);
+}
+
+static int run_grid(struct hy_cl *cl, cl_kernel k, const char *name, double *seconds, struct hy_err *err) {
   cl_event ev = NULL;
-  cl_int e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, seconds ? &ev : NULL);
+  cl_int e = grid_enqueue(cl, cl->q, k, seconds ? &ev : NULL);
   if (e == CL_SUCCESS) e = clFinish(cl->q);
   if (seconds) *seconds += e == CL_SUCCESS ? hy_cl_event_seconds(ev) : 0.0;
   if (ev) clReleaseEvent(ev);
@@ -434,8 +440,7 @@ static int owners_enqueue(struct hy_cl *cl, const double *bounds, size_t n_bound
       set_arg(cl, k, 7, sizeof(cl_mem), &cl->s_count.mem, nm, err) || set_arg(cl, k, 8, sizeof up, &up, nm, err) ||
       set_arg(cl, k, 9, P * 4, NULL, nm, err))
     return -1;
-  size_t local = cl->build_wg, global = STATE_GROUPS * local;
-  if ((e = clEnqueueNDRangeKernel(q, k, 1, NULL, &global, &local, 0, NULL, NULL)) != CL_SUCCESS) {
+  if ((e = grid_enqueue(cl, q, k, NULL)) != CL_SUCCESS) {
     clFinish(q);
     return hy_err_set(err, "OpenCL: the decomposition's owners failed on %s: %s", cl->name, hy_cl_errname(e));
   }
@@ -661,9 +666,8 @@ static int gather_enqueue(struct hy_cl *cl, const uint32_t *idx, size_t m, int w
       set_arg(cl, k, 2, sizeof(cl_mem), &cl->s_gidx.mem, nm, err) || set_arg(cl, k, 3, sizeof um, &um, nm, err) ||
       set_arg(cl, k, 4, sizeof wv, &wv, nm, err) || set_arg(cl, k, 5, sizeof(cl_mem), &out, nm, err))
     return -1;
-  size_t local = cl->build_wg, global = STATE_GROUPS * local;
   const double tk = hy_trace_t();
-  if ((e = clEnqueueNDRangeKernel(hy_cl_queue(cl), k, 1, NULL, &global, &local, 0, NULL, NULL)) != CL_SUCCESS) {
+  if ((e = grid_enqueue(cl, hy_cl_queue(cl), k, NULL)) != CL_SUCCESS) {
     clFinish(hy_cl_queue(cl));
     return hy_err_set(err, "OpenCL: gathering particles failed on %s: %s", cl->name, hy_cl_errname(e));
   }
@@ -699,11 +703,10 @@ int hy_cl_state_gather_on(struct hy_cl *cl, int side, const uint32_t *idx, size_
   return rc;
 }
 
-/* hy_cl_state_gather_begin on the queue of hy_cl_queue (also the staging
- * memory's map, if it grows). */
+/* hy_cl_state_gather_begin on the queue of hy_cl_queue. */
 static int gather_begin_on(struct hy_cl *cl, const uint32_t *idx, size_t m, int with_vel, struct hy_err *err) {
   const size_t b = hy_size_mul_or_die(m, with_vel ? 48 : 24, "gathered particles");
-  /* the staging memory first: a new one is mapped on the queue, blocking */
+  /* the staging memory first (a new one is mapped on the engine's map queue) */
   if (!hy_cl_host_buffer(cl, HY_CL_HOST_GATHER, b, err) || gather_enqueue(cl, idx, m, with_vel, err) != 0) return -1;
   cl_command_queue q = hy_cl_queue(cl);
   const double tr = hy_trace_t();
