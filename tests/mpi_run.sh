@@ -202,6 +202,11 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
     python3 "$top_srcdir/tools/trace_report.py" "$tmp/trace" --timeline 2 >"$tmp/trace.txt" 2>&1 &&
       grep -q "^rank 2: .* sub-steps" "$tmp/trace.txt" ||
       { echo "FAIL: tools/trace_report.py on the 3-rank trace:"; cat "$tmp/trace.txt"; fail=1; }
+    # the sub-steps by their place: every rank's hard steps 1 .. n - 1 and its soft step
+    python3 "$top_srcdir/tools/trace_report.py" "$tmp/trace" --by-substep >"$tmp/trace2.txt" 2>&1 &&
+      grep -q "^rank 2 *hard 1 " "$tmp/trace2.txt" && grep -q "^rank 2 *hard 3 " "$tmp/trace2.txt" &&
+      grep -q "^rank 0 *soft " "$tmp/trace2.txt" ||
+      { echo "FAIL: tools/trace_report.py --by-substep on the 3-rank trace:"; cat "$tmp/trace2.txt"; fail=1; }
   fi
 else
   echo "FAIL: 3-rank TreeBuild / ParticleState device runs:"; cat "$tmp/mpi3d.log" "$tmp/mpi3s.log"; fail=1

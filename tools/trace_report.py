@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """trace_report.py: summarise the timelines of a run made with HYTREE_TRACE=PREFIX.
 
-usage: tools/trace_report.py PREFIX [--skip K] [--timeline STEP] [--compare]
+usage: tools/trace_report.py PREFIX [--skip K] [--timeline STEP] [--compare] [--by-substep]
 
 Reads PREFIX.R.csv of every rank R. For the hard and the soft sub-steps
 (their windows are the "hard_step" and "soft_step" phases; the first K
@@ -17,6 +17,10 @@ start and end relative to the step's start, to show which part waits for
 which. --compare prints instead, per phase of at least 0.3 ms, every
 rank's mean time and mean start (from the earliest rank's start of the
 same sub-step) side by side, to show which rank the others wait for.
+--by-substep prints instead, per rank, the sub-steps by their place in
+the step (hard 1, hard 2, ..., soft): the mean time of each place and of
+its refit or build and walks, to show how the hard steps change as the
+soft step's tree is refitted.
 """
 import argparse
 import collections
@@ -140,6 +144,39 @@ def compare(ranks, kind, skip_steps, min_ms=0.3):
     print()
 
 
+SUBSTEP_PHASES = [(0, "refit"), (0, "build"), (1, "walk_local"), (1, "w_kernel"), (1, "walk_remote"),
+                  (1, "walk_merged")]
+
+
+def by_substep(ranks, skip_steps):
+    """Per rank, the sub-steps by their place in the step (hard 1, 2, ...,
+    then soft): the mean time of each place and of some of its phases over
+    the steps, to show what changes from one hard step to the next (the
+    refits of the soft step's tree)."""
+    print("## sub-steps by their place in the step: mean time [ms] over the steps")
+    print("%-8s %-8s %8s" % ("rank", "place", "total") + "".join("%13s" % ph for _, ph in SUBSTEP_PHASES))
+    for r, ev in enumerate(ranks):
+        steps = windows(ev, "step")[skip_steps:]
+        acc = collections.defaultdict(lambda: collections.defaultdict(float))
+        cnt = collections.defaultdict(int)
+        for w in steps:
+            evw = inside(ev, w)
+            hard = sorted((t0, t1) for lane, ph, t0, t1 in evw if lane == 0 and ph == "hard_step")
+            soft = sorted((t0, t1) for lane, ph, t0, t1 in evw if lane == 0 and ph == "soft_step")
+            places = [("hard %d" % (k + 1), sw) for k, sw in enumerate(hard)] + [("soft", sw) for sw in soft]
+            for place, sw in places:
+                cnt[place] += 1
+                acc[place]["total"] += sw[1] - sw[0]
+                for lane, ph, t0, t1 in inside(ev, sw):
+                    if (lane, ph) in SUBSTEP_PHASES:
+                        acc[place][(lane, ph)] += t1 - t0
+        for place in sorted(cnt, key=lambda pl: (pl == "soft", pl)):
+            n = cnt[place]
+            cells = "".join("%13.2f" % (1e3 * acc[place][key] / n) for key in SUBSTEP_PHASES)
+            print("%-8s %-8s %8.2f" % ("rank %d" % r, place, 1e3 * acc[place]["total"] / n) + cells)
+    print()
+
+
 def timeline(ranks, step_no):
     print("## step %d, phases from the step's start [ms]" % step_no)
     for r, ev in enumerate(ranks):
@@ -162,8 +199,12 @@ def main():
     ap.add_argument("--skip", type=int, default=1)
     ap.add_argument("--timeline", type=int, default=0)
     ap.add_argument("--compare", action="store_true")
+    ap.add_argument("--by-substep", action="store_true")
     a = ap.parse_args()
     ranks = load(a.prefix)
+    if a.by_substep:
+        by_substep(ranks, a.skip)
+        return
     if a.compare:
         compare(ranks, "hard", a.skip)
         compare(ranks, "soft", a.skip)
