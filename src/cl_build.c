@@ -627,6 +627,8 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   const size_t n = a->n;
   const int slot = a->slot;
   struct cl_tree *T = &cl->tree[slot];
+  /* records uploaded into slot 1 beside a walk (hy_cl_nodes_upload_side) are in place before it is rebuilt */
+  if (slot == 1 && hy_cl_nodes_upload_wait(cl, err) != 0) return -1;
   const size_t tile = cl->build_wg * SORT_PER;
   const size_t n_tiles = (n + tile - 1) / tile;
   if (ensure_build_buffers(cl, T, slot, n, n_tiles, err) != 0) return -1;

@@ -266,6 +266,7 @@ void hy_cl_free(struct hy_cl *cl) {
   if (cl->q) clFinish(cl->q);
   if (cl->qm) clFinish(cl->qm);
   if (cl->l_read) clReleaseEvent(cl->l_read);
+  if (cl->side_up) clReleaseEvent(cl->side_up);
   for (int m = 0; m < HY_WALK_NMODES; m++)
     for (int p = 0; p < 2; p++) {
       if (cl->walk_k[m][p]) clReleaseKernel(cl->walk_k[m][p]);
@@ -289,6 +290,36 @@ void hy_cl_free(struct hy_cl *cl) {
   if (cl->ctx) clReleaseContext(cl->ctx);
   if (cl->mem_lock_ok) pthread_mutex_destroy(&cl->mem_lock);
   hy_free(cl);
+}
+
+int hy_cl_nodes_upload_side(struct hy_cl *cl, const float *node, size_t n_nodes, uint64_t tree_id,
+                            struct hy_err *err) {
+  if (hy_cl_nodes_upload_wait(cl, err) != 0 || hy_cl_side_queue(cl, err) != 0) return -1;
+  const size_t bytes = hy_size_mul_or_die(n_nodes, 8 * sizeof(float), "tree nodes");
+  cl->node_id[1] = 0;
+  if (hy_cl_ensure_buf(cl, &cl->node[1], bytes, "tree nodes", err) != 0) return -1;
+  cl_int e = clEnqueueWriteBuffer(cl->q2, cl->node[1].mem, CL_FALSE, 0, bytes, node, 0, NULL, &cl->side_up);
+  if (e == CL_SUCCESS) e = clFlush(cl->q2);
+  if (e != CL_SUCCESS) {
+    clFinish(cl->q2);
+    if (cl->side_up) clReleaseEvent(cl->side_up);
+    cl->side_up = NULL;
+    return hy_err_set(err, "OpenCL: uploading %zu tree nodes failed on %s: %s", n_nodes, cl->name, hy_cl_errname(e));
+  }
+  cl->side_up_slot = 1;
+  cl->side_up_id = tree_id;
+  return 0;
+}
+
+int hy_cl_nodes_upload_wait(struct hy_cl *cl, struct hy_err *err) {
+  if (!cl->side_up) return 0;
+  const cl_int e = clWaitForEvents(1, &cl->side_up);
+  clReleaseEvent(cl->side_up);
+  cl->side_up = NULL;
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: uploading tree nodes failed on %s: %s", cl->name, hy_cl_errname(e));
+  cl->node_id[cl->side_up_slot] = cl->side_up_id;
+  return 0;
 }
 
 const char *hy_cl_description(const struct hy_cl *cl) { return cl->desc; }
@@ -549,6 +580,8 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
                struct hy_cl_times *times, struct hy_err *err) {
   if (cfg->nvec != cl->nvec) return hy_err_set(err, "walk: nvec %d differs from the engine's %d", cfg->nvec, cl->nvec);
   if (a->slot < 0 || a->slot > 1) return hy_err_set(err, "walk: bad tree slot %d", a->slot);
+  /* the records of a tree built on the host, uploaded beside an earlier walk */
+  if (a->slot == 1 && hy_cl_nodes_upload_wait(cl, err) != 0) return -1;
   if (hy_cl_check_int(a->n_nodes, "tree nodes", err) || hy_cl_check_int(a->n_sink, "sinks", err)) return -1;
   const double t_call = hy_wtime();
   double t_enq = 0.0;

@@ -218,6 +218,17 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
 int hy_cl_tree_build_side(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct hy_err *err);
 
+/** Upload n_nodes node records of a tree made on the host (node, in
+ *  pinned memory that stays untouched until hy_cl_nodes_upload_wait) into
+ *  tree slot 1 on the second queue, so that the copy runs beside a walk of
+ *  slot 0 on the engine's queue. hy_cl_nodes_upload_wait, before any walk
+ *  of slot 1, waits for it and marks the records resident as tree tree_id
+ *  (a walk of that id uploads nothing). Not beside a side build. Return 0
+ *  or -1 with err set. */
+int hy_cl_nodes_upload_side(struct hy_cl *cl, const float *node, size_t n_nodes, uint64_t tree_id,
+                            struct hy_err *err);
+int hy_cl_nodes_upload_wait(struct hy_cl *cl, struct hy_err *err);
+
 /** Print every platform and device to out (one line each). */
 void hy_cl_print_devices(FILE *out, const struct hy_cl *chosen);
 
@@ -415,7 +426,11 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
  *  time. Needs the state kernels (double precision). */
 int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames, size_t nb, const double frame[3],
                      double r2, double fopen, int hard, int count_hard, int async, float **items, size_t *count,
-                     uint64_t *hcount, double *seconds, struct hy_err *err);
+                     uint64_t *hcount, int tree, double *seconds, struct hy_err *err);
+/* tree (hard selections only): the cells the selection opens are sent as
+ * well, each destination's records in the tree's pre-order (HY_LET_CELL,
+ * hy_shared.h); count[j] counts the records and hcount[j] the items among
+ * them. */
 /** With async set, hy_cl_let_select returns before *items holds the items:
  *  their read runs on the engine's second queue (a copy engine, beside the
  *  kernels that the first queue runs next), and hy_cl_let_wait waits for it

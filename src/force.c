@@ -60,6 +60,12 @@ struct hy_force {
                                there (rbres) */
   float *pnode;             /* or its records as a tree of points (hard walks), in pinned memory */
   size_t p_cells;           /* its cells */
+  /* or the tree of the senders' records (HYTREE_HARD_SENT, sent_tree): its
+   * node records, root last, in pinned memory (s_nodes of them); sent 2:
+   * uploaded beside the local walk into slot 1 as tree s_id */
+  int sent;
+  size_t s_nodes;
+  uint64_t s_id;
   struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
   struct hy_cl_build_result rbres; /* and its result */
   float rbox[6];                  /* the box of its items' packed positions (lo, hi), if rbox_ok */
@@ -476,13 +482,13 @@ static void key_cube_args(const double centre[3], double half, double lo[3], dou
   *scale = (double)(1u << HY_KEY_BITS) / (2.0 * half);
 }
 
-/* A switch of the environment that is on unless set to 0, read once into
- * *cache (-1: not read yet). */
-static int env_on(const char *name, atomic_int *cache) {
+/* A switch of the environment, read once into *cache (-1: not read yet):
+ * 0 when set to 0, 1 when set to 1, else dflt. */
+static int env_switch(const char *name, int dflt, atomic_int *cache) {
   int w = atomic_load(cache);
   if (w < 0) {
     const char *e = getenv(name);
-    w = !(e && strcmp(e, "0") == 0);
+    w = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : dflt;
     atomic_store(cache, w);
   }
   return w;
@@ -492,7 +498,7 @@ static int env_on(const char *name, atomic_int *cache) {
  * (HYTREE_GRAFT=0: beside it, as a tree of their own). */
 static int graft_wanted(void) {
   static atomic_int v = -1;
-  return env_on("HYTREE_GRAFT", &v);
+  return env_switch("HYTREE_GRAFT", 1, &v);
 }
 
 /* The device build from positions packed relative to f->origin (pos4, or
@@ -1122,6 +1128,16 @@ int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err)
   return hy_cl_state_finite(f->cl, 0, n_bad, &first, err);
 }
 
+/* HYTREE_HARD_SENT=1: the device selection of a hard LET sends the cells
+ * it opens as well, in its tree's pre-order (let.cl), and each receiver
+ * takes the senders' records as its remote tree (sent_tree) instead of
+ * building one; off by default (an experiment to be timed on GPUs). Read
+ * once. */
+static int hard_sent_on(void) {
+  static atomic_int v = -1;
+  return env_switch("HYTREE_HARD_SENT", 0, &v);
+}
+
 /* Distributed runs, the device state's tree just built or refitted: this
  * walk's tight boxes exchanged (the pack's reductions give this rank's) and
  * its LET items selected on the device (hy_cl_let_select: the items, in the
@@ -1150,9 +1166,11 @@ static int state_select(struct hy_force *f, int mode, int async, struct hy_err *
     rank[nb++] = r;
   }
   float *items = NULL;
+  /* a hard LET with the cells it opens (tree records) for separate hard walks */
+  const int tree = hard && !walk_merged(f, HY_WALK_HARD) && hard_sent_on();
   rc = hy_cl_let_select(f->cl, boxes, frames, nb, f->frame, f->cfg.r2, hy_let_full_open(f->let), hard, !hard, async,
-                        &items, count, hcount, NULL, err);
-  if (rc == 0) hy_let_set_selected(f->let, rank, nb, items, count, hcount);
+                        &items, count, hcount, tree, NULL, err);
+  if (rc == 0) hy_let_set_selected(f->let, rank, nb, items, count, hcount, tree);
   hy_free(boxes);
   hy_free(frames);
   hy_free(rank);
@@ -1491,6 +1509,7 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
   struct hy_let_stats ls = {0};
   f->rdev = 0; /* until remote_tree has the remote tree built on the device */
   f->pnode = NULL;
+  f->sent = 0;
   f->n_items = 0;
   const int hard = mode == HY_WALK_HARD;
   if (selected && hy_cl_let_wait(f->cl, err) != 0) return -1; /* the device selection's items are read */
@@ -1641,6 +1660,95 @@ static float *hard_items_room(void *ctx, size_t m, float **grp, struct hy_err *e
   return buf;
 }
 
+static float int_bits(int32_t v) {
+  float x;
+  memcpy(&x, &v, sizeof x);
+  return x;
+}
+
+/* The remote tree of a hard exchange whose senders sent tree records
+ * (hy_let_floats.run_tree; the others' items): every run's records in
+ * order, each an item or an opened cell, linked as the senders' trees are
+ * (a cell's next: the run's base plus its record's position; its more: the
+ * record after it; an item's next: the record after it), the runs one
+ * after another (a run's end links to the next run), and a root after
+ * them that every sink opens. Items are leaves with r_b^2 < 0 (as in a
+ * grafted merged tree); the cells are opened by every sink (r_b^2 =
+ * FLT_MAX) and skipped by the hard walk's cut-off at R2 + b_max, their
+ * b_max widened by a rounding slack (their centres were converted twice).
+ * A plain run (a sender whose selection was the host's) is a chain of
+ * items. On the device (dev_build) the records go up beside the local walk
+ * (hy_cl_nodes_upload_side); else with the remote walk. */
+struct sent_job {
+  const float *pos4, *grp;
+  const size_t *first;
+  const int *run_tree;
+  size_t n_runs, m;
+  float *node;
+};
+
+static void sent_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct sent_job *j = arg;
+  const int32_t end = (int32_t)j->m; /* past the last run: the walk's end */
+  size_t r = 0;
+  while (r + 1 < j->n_runs && j->first[r + 1] <= b) r++;
+  for (size_t i = b; i < e; i++) {
+    while (r + 1 < j->n_runs && j->first[r + 1] <= i) r++;
+    const float *p = j->pos4 + 4 * i;
+    float *o = j->node + 8 * i;
+    int32_t after = (int32_t)(i + 1);
+    const int cell = j->run_tree[r] && j->grp[2 * i + 1] < 0.0f;
+    if (cell) {
+      int32_t rel;
+      memcpy(&rel, j->grp + 2 * i, sizeof rel);
+      const size_t len = j->first[r + 1] - j->first[r];
+      const size_t at = i - j->first[r];
+      /* a link that stays inside its run, past this record (else: a broken record, the run's end) */
+      after = rel > (int32_t)at && (size_t)rel <= len ? (int32_t)(j->first[r] + (size_t)rel) : (int32_t)j->first[r + 1];
+    }
+    const int32_t next = after == end ? HY_NONE : after;
+    const float mag = fmaxf(fmaxf(fabsf(p[0]), fabsf(p[1])), fabsf(p[2]));
+    o[0] = p[0];
+    o[1] = p[1];
+    o[2] = p[2];
+    o[3] = cell ? 0.0f : p[3];
+    o[4] = cell ? FLT_MAX : -1.0f;
+    o[5] = cell ? p[3] * 1.00001f + 1e-6f * mag : 0.0f;
+    o[6] = int_bits(next);
+    o[7] = int_bits(cell ? (i + 1 == j->m ? HY_NONE : (int32_t)(i + 1)) : HY_NONE);
+  }
+}
+
+static int sent_tree(struct hy_force *f, const struct hy_let_floats *fl, const double red[6], struct hy_err *err) {
+  const size_t m = fl->n;
+  if (m >= (size_t)INT32_MAX / 2) return hy_err_set(err, "LET: %zu tree records exceed the node records' range", m);
+  const size_t nn = m + 1;
+  float *node = hy_cl_host_buffer(f->cl, HY_CL_HOST_RTREE, hy_size_mul_or_die(nn, 32, "remote tree records"), err);
+  if (!node) return -1;
+  double t0 = hy_wtime();
+  struct sent_job sj = {.pos4 = fl->pos4, .grp = fl->grp, .first = fl->run_first, .run_tree = fl->run_tree,
+                        .n_runs = fl->n_runs, .m = m, .node = node};
+  hy_pool_for(f->pool, m, 16384, sent_body, &sj);
+  float *o = node + 8 * m; /* the root: opened by every sink, never cut off */
+  for (int d = 0; d < 3; d++) o[d] = (float)(0.5 * (red[d] + red[3 + d]));
+  o[3] = 0.0f;
+  o[4] = FLT_MAX;
+  o[5] = FLT_MAX;
+  o[6] = int_bits(HY_NONE);
+  o[7] = int_bits(0);
+  set_rbox(f, red);
+  f->sent = 1;
+  f->s_nodes = nn;
+  f->s_id = atomic_fetch_add(&tree_serial, 1);
+  if (f->dev_build && hy_cl_nodes_upload_side(f->cl, node, nn, f->s_id, err) != 0) return -1;
+  if (f->dev_build) f->sent = 2;
+  f->pnode = node;
+  f->st.remote_build += hy_wtime() - t0;
+  hy_trace(HY_TRACE_MAIN, "remote_sent", t0);
+  return 0;
+}
+
 /* A hard walk's exchange, its items straight into the floats of the remote
  * tree (relative to the local records' frame, as packing the received
  * particles would make them, with their range and sample from the same
@@ -1652,6 +1760,7 @@ static int remote_hard(struct hy_force *f, const struct hy_part *p, int selected
   if (exchange_let(f, p, HY_WALK_HARD, selected, &fl, err) != 0) return -1;
   const size_t m = fl.n;
   if (m == 0 || p->n == 0) return 0;
+  if (fl.any_tree) return sent_tree(f, &fl, range, err); /* some senders' records hold cells: their trees */
   if (f->dev_build && m >= 2 && f->cfg.hard_remote == HY_TREE_BUILD_DEVICE) {
     remote_device_args(f, HY_WALK_HARD, fl.pos4, fl.grp, m, range, sample, fl.n_sample);
     return 0;
@@ -1672,12 +1781,6 @@ static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, in
   return build_second_tree(f, &f->remote, 0, err);
 }
 
-static float int_bits(int32_t v) {
-  float x;
-  memcpy(&x, &v, sizeof x);
-  return x;
-}
-
 /* Walk job for the tree in f->rnode (remote items, or local particles and
  * items when merged) with the local sinks. */
 static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n_sink,
@@ -1695,11 +1798,17 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
                                   .out1 = out1,
                                   /* hard walks: the remote tree's cells are all opened (remote_points) */
                                   .skip_far = wc->mode == HY_WALK_HARD && self_base == HY_NONE};
-  if (f->rdev || f->pnode) {
+  if (f->rdev || f->pnode || f->sent) {
     j->a.has_box = f->rbox_ok;
     memcpy(j->a.box, f->rbox, sizeof j->a.box);
   }
-  if (f->rdev == 2) { /* built on the device (remote_build_side), resident in slot 1 */
+  if (f->sent) { /* the senders' records: uploaded beside the local walk (tree s_id) or with this walk */
+    j->a.node = f->pnode;
+    j->a.tree_id = f->sent == 2 ? f->s_id : 0;
+    j->a.n_nodes = f->s_nodes;
+    j->a.n_part = 0;
+    j->a.root = (int32_t)(f->s_nodes - 1);
+  } else if (f->rdev == 2) { /* built on the device (remote_build_side), resident in slot 1 */
     j->a.tree_id = f->rbuild.tree_id;
     j->a.n_part = f->rbuild.n;
     j->a.n_nodes = f->rbuild.n + f->rbres.n_cell;

@@ -36,11 +36,18 @@
  * otherwise receive carry nothing more, at twice the bytes. */
 #define ITEM HY_LET_ITEM
 
+/* Counts exchanged per rank pair before the items: the records, the
+ * counted hard-LET items (with tree records: the items among them), where
+ * they start in the sender's window half, and whether they are tree
+ * records (hy_let_floats.run_tree). */
+#define CNT 4
+
 struct dest_buf {
   float *item; /* ITEM per item */
   size_t n, cap;
-  uint64_t n_hard; /* counted hard-LET items (count_hard) */
+  uint64_t n_hard; /* counted hard-LET items (count_hard); with `tree`, the items among the records */
   const float *ext; /* hy_let_set_selected: the items, borrowed, instead of `item` */
+  int tree;         /* hy_let_set_selected: a hard selection's records with its opened cells (HY_LET_CELL) */
 };
 
 /* One selection task: the part of the walk for rank r that starts at node
@@ -65,8 +72,9 @@ struct hy_let {
   unsigned char *fskip[2];  /* and the nodes' skip flags (sel_task.skip) */
   size_t front_cap;
   double full_open;         /* full walks open a cell when d < full_open r_b (hy_let_set_full_open) */
-  uint64_t *send_cnt;       /* 3 per rank: items, counted hard items, start in the sender's window half */
-  uint64_t *recv_cnt;       /* 3 per rank */
+  uint64_t *send_cnt;       /* CNT per rank */
+  uint64_t *recv_cnt;       /* CNT per rank */
+  int *run_tree;            /* per run of the last exchange: tree records (hy_let_floats.run_tree) */
   MPI_Request *req;         /* 2 per rank, and a rehearsed failure's */
   float *recv;              /* receive buffer, kept (a fresh one costs a page fault per 4 KiB at every exchange) */
   size_t recv_cap;          /* its items */
@@ -91,8 +99,9 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
   L->box = hy_calloc("LET boxes", P, sizeof *L->box);
   L->frame = hy_calloc("LET frames", P, 3 * sizeof(double));
   L->dest = hy_calloc("LET buffers", P, sizeof *L->dest);
-  L->send_cnt = hy_calloc("LET counts", 3 * P, sizeof(uint64_t));
-  L->recv_cnt = hy_calloc("LET counts", 3 * P, sizeof(uint64_t));
+  L->send_cnt = hy_calloc("LET counts", CNT * P, sizeof(uint64_t));
+  L->recv_cnt = hy_calloc("LET counts", CNT * P, sizeof(uint64_t));
+  L->run_tree = hy_calloc("LET runs", P, sizeof(int));
   L->req = hy_calloc("LET requests", 2 * P + 1, sizeof(MPI_Request));
   L->full_open = HY_LET_FULL_OPEN;
   L->run_src = hy_calloc("LET runs", P, sizeof(float *));
@@ -124,6 +133,7 @@ void hy_let_free(struct hy_let *L) {
   hy_free(L->frame);
   hy_free(L->send_cnt);
   hy_free(L->recv_cnt);
+  hy_free(L->run_tree);
   hy_free(L->req);
   hy_free(L->recv);
   hy_shm_free(L->shm);
@@ -477,11 +487,12 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
 }
 
 void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const float *items, const size_t *count,
-                         const uint64_t *hcount) {
+                         const uint64_t *hcount, int tree) {
   for (int r = 0; r < L->size; r++) {
     L->dest[r].n = 0;
     L->dest[r].n_hard = 0;
     L->dest[r].ext = NULL;
+    L->dest[r].tree = 0;
   }
   size_t off = 0;
   for (size_t k = 0; k < nb; k++) {
@@ -489,6 +500,7 @@ void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const flo
     d->ext = items + ITEM * off;
     d->n = count[k];
     d->n_hard = hcount[k];
+    d->tree = tree != 0;
     off += count[k];
   }
   L->ext = 1;
@@ -559,8 +571,7 @@ static void runs_body(void *arg, size_t b, size_t e, int tid) {
           j->pos4[4 * i + d] = (float)x[d];
         }
         j->pos4[4 * i + 3] = it[3];
-        j->grp[2 * i] = it[4];
-        j->grp[2 * i + 1] = it[5];
+        memcpy(j->grp + 2 * i, it + 4, 2 * sizeof(float)); /* B2 and b_max, or a tree record's link bits */
         if (j->range && (isfinite(x[0]) & isfinite(x[1]) & isfinite(x[2]))) /* plain compares, as pack_run's */
           for (int d = 0; d < 3; d++) {
             lo[d] = x[d] < lo[d] ? x[d] : lo[d];
@@ -645,22 +656,29 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
    * rank's shared-memory half (node peers) */
   uint64_t shm_n = 0;
   for (int r = 0; r < P; r++) {
-    L->send_cnt[3 * r] = L->dest[r].n;
-    L->send_cnt[3 * r + 1] = L->dest[r].n_hard;
-    L->send_cnt[3 * r + 2] = via_shm(L, r) ? shm_n : 0;
+    L->send_cnt[CNT * r] = L->dest[r].n;
+    L->send_cnt[CNT * r + 1] = L->dest[r].n_hard;
+    L->send_cnt[CNT * r + 2] = via_shm(L, r) ? shm_n : 0;
+    L->send_cnt[CNT * r + 3] = L->ext && L->dest[r].tree;
     if (via_shm(L, r)) shm_n += L->dest[r].n;
   }
-  int rc = MPI_Alltoall(L->send_cnt, 3, MPI_UINT64_T, L->recv_cnt, 3, MPI_UINT64_T, L->comm);
+  int rc = MPI_Alltoall(L->send_cnt, CNT, MPI_UINT64_T, L->recv_cnt, CNT, MPI_UINT64_T, L->comm);
   if (hy_mpi_check(rc, "LET: MPI_Alltoall of the item counts", err)) return -1;
   hy_trace(HY_TRACE_MAIN, "let_counts", t0);
   const double t1 = hy_trace_t();
-  uint64_t total = 0, sent = 0, hard = 0, by_msg = 0;
+  uint64_t total = 0, sent = 0, hard = 0, by_msg = 0, items = 0, sent_items = 0;
   for (int r = 0; r < P; r++) {
-    if (check_msg(L->recv_cnt[3 * r], r, "from", err) || check_msg(L->send_cnt[3 * r], r, "to", err)) return -1;
-    total += L->recv_cnt[3 * r];
-    hard += L->recv_cnt[3 * r + 1];
-    sent += L->send_cnt[3 * r];
-    if (!via_shm(L, r)) by_msg += L->recv_cnt[3 * r];
+    if (check_msg(L->recv_cnt[CNT * r], r, "from", err) || check_msg(L->send_cnt[CNT * r], r, "to", err)) return -1;
+    const int rtree = L->recv_cnt[CNT * r + 3] != 0, stree = L->send_cnt[CNT * r + 3] != 0;
+    if (rtree && L->recv_cnt[CNT * r + 1] > L->recv_cnt[CNT * r])
+      return hy_err_set(err, "LET: rank %d sends %llu records holding %llu items", r,
+                        (unsigned long long)L->recv_cnt[CNT * r], (unsigned long long)L->recv_cnt[CNT * r + 1]);
+    total += L->recv_cnt[CNT * r];
+    items += rtree ? L->recv_cnt[CNT * r + 1] : L->recv_cnt[CNT * r];
+    hard += rtree ? 0 : L->recv_cnt[CNT * r + 1];
+    sent += L->send_cnt[CNT * r];
+    sent_items += stree ? L->send_cnt[CNT * r + 1] : L->send_cnt[CNT * r];
+    if (!via_shm(L, r)) by_msg += L->recv_cnt[CNT * r];
   }
   if (total > (uint64_t)SIZE_MAX / ITEM)
     return hy_err_set(err, "LET: %llu items received", (unsigned long long)total);
@@ -687,13 +705,13 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
   size_t off = 0;
   const int tag = 7301;
   for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
-    int n = (int)L->recv_cnt[3 * r];
+    int n = (int)L->recv_cnt[CNT * r];
     if (via_shm(L, r)) continue;
     if (n > 0) rc = MPI_Irecv(recv + ITEM * off, ITEM * n, MPI_FLOAT, r, tag, L->comm, &L->req[nreq++]);
     off += (size_t)n;
   }
   for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
-    int n = (int)L->send_cnt[3 * r];
+    int n = (int)L->send_cnt[CNT * r];
     if (n > 0 && !via_shm(L, r)) rc = MPI_Isend(send_items(L, r), ITEM * n, MPI_FLOAT, r, tag, L->comm, &L->req[nreq++]);
   }
   if (rc == MPI_SUCCESS && bad_dest >= 0) /* the rehearsed failure */
@@ -716,10 +734,10 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
     float *mine = (float *)(void *)hy_shm_mine(L->shm);
     first[0] = 0;
     for (int r = 0; r < P; r++)
-      if (via_shm(L, r) && L->send_cnt[3 * r] > 0) {
+      if (via_shm(L, r) && L->send_cnt[CNT * r] > 0) {
         src[nrun] = send_items(L, r);
-        dst[nrun] = mine + ITEM * (size_t)L->send_cnt[3 * r + 2];
-        first[nrun + 1] = first[nrun] + (size_t)L->send_cnt[3 * r];
+        dst[nrun] = mine + ITEM * (size_t)L->send_cnt[CNT * r + 2];
+        first[nrun + 1] = first[nrun] + (size_t)L->send_cnt[CNT * r];
         nrun++;
       }
     struct runs_job cj = {.src = src, .dst = dst, .first = first};
@@ -737,10 +755,11 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
   first[0] = 0;
   off = 0;
   for (int r = 0; r < P; r++) {
-    const size_t n = (size_t)L->recv_cnt[3 * r];
+    const size_t n = (size_t)L->recv_cnt[CNT * r];
     if (!n) continue;
+    L->run_tree[nrun] = L->recv_cnt[CNT * r + 3] != 0;
     if (via_shm(L, r)) {
-      src[nrun] = (const float *)(const void *)hy_shm_theirs(L->shm, r) + ITEM * (size_t)L->recv_cnt[3 * r + 2];
+      src[nrun] = (const float *)(const void *)hy_shm_theirs(L->shm, r) + ITEM * (size_t)L->recv_cnt[CNT * r + 2];
     } else {
       src[nrun] = recv + ITEM * off;
       off += n;
@@ -783,10 +802,17 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
         }
     }
     if (fl && fl->sample) fl->n_sample = sample_items(src, first, nrun, L->frame + 3 * L->rank, fl->sample);
+    if (fl) {
+      fl->n_runs = (size_t)nrun;
+      fl->run_first = first;
+      fl->run_tree = L->run_tree;
+      fl->any_tree = 0;
+      for (int k = 0; k < nrun; k++) fl->any_tree |= L->run_tree[k];
+    }
   }
   hy_trace(HY_TRACE_MAIN, "li_take", tt);
-  st->n_sent += sent;
-  st->n_recv += total;
+  st->n_sent += sent_items;
+  st->n_recv += items;
   st->n_recv_hard += hard;
   st->bytes_sent += sent * ITEM * sizeof(float);
   st->bytes_recv += total * ITEM * sizeof(float);
