@@ -422,15 +422,14 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
  *  origin): *items (HY_LET_ITEM floats each: x, y, z relative to the
  *  destination's frame, m, B2, b_max; the engine's staging memory, valid
  *  until the next call) holds those of destination 0, then 1, ..., count[j]
- *  of destination j and hcount[j] hard-LET items counted. seconds: wall
- *  time. Needs the state kernels (double precision). */
+ *  of destination j and hcount[j] hard-LET items counted. tree (hard
+ *  selections only): the cells the selection opens are sent as well, each
+ *  destination's records in the tree's pre-order (HY_LET_CELL, hy_shared.h);
+ *  count[j] counts the records and hcount[j] the items among them. seconds:
+ *  wall time. Needs the state kernels (double precision). */
 int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames, size_t nb, const double frame[3],
                      double r2, double fopen, int hard, int count_hard, int async, float **items, size_t *count,
                      uint64_t *hcount, int tree, double *seconds, struct hy_err *err);
-/* tree (hard selections only): the cells the selection opens are sent as
- * well, each destination's records in the tree's pre-order (HY_LET_CELL,
- * hy_shared.h); count[j] counts the records and hcount[j] the items among
- * them. */
 /** With async set, hy_cl_let_select returns before *items holds the items:
  *  their read runs on the engine's second queue (a copy engine, beside the
  *  kernels that the first queue runs next), and hy_cl_let_wait waits for it

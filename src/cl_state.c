@@ -93,7 +93,6 @@ static int set_arg(struct hy_cl *cl, cl_kernel k, cl_uint i, size_t size, const 
   return 0;
 }
 
-/* Launch k on the fixed grid; wait for it; its kernel time into *seconds. */
 /* Kernel k over the state kernels' fixed grid (STATE_GROUPS work-groups
  * that stride over the particles) on queue q, not waited for. */
 static cl_int grid_enqueue(struct hy_cl *cl, cl_command_queue q, cl_kernel k, cl_event *ev) {
@@ -101,6 +100,7 @@ static cl_int grid_enqueue(struct hy_cl *cl, cl_command_queue q, cl_kernel k, cl
   return clEnqueueNDRangeKernel(q, k, 1, NULL, &global, &local, 0, NULL, ev);
 }
 
+/* Launch k on the fixed grid; wait for it; its kernel time into *seconds. */
 static int run_grid(struct hy_cl *cl, cl_kernel k, const char *name, double *seconds, struct hy_err *err) {
   cl_event ev = NULL;
   cl_int e = grid_enqueue(cl, cl->q, k, seconds ? &ev : NULL);

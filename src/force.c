@@ -61,10 +61,9 @@ struct hy_force {
   float *pnode;             /* or its records as a tree of points (hard walks), in pinned memory */
   size_t p_cells;           /* its cells */
   /* or the tree of the senders' records (HYTREE_HARD_SENT, sent_tree): its
-   * node records, root last, in pinned memory (s_nodes of them); sent 2:
-   * uploaded beside the local walk into slot 1 as tree s_id */
+   * node records in pnode, n_items + 1 of them (root last); with a device
+   * build uploaded beside the local walk into slot 1 as tree s_id */
   int sent;
-  size_t s_nodes;
   uint64_t s_id;
   struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
   struct hy_cl_build_result rbres; /* and its result */
@@ -1738,11 +1737,9 @@ static int sent_tree(struct hy_force *f, const struct hy_let_floats *fl, const d
   o[6] = int_bits(HY_NONE);
   o[7] = int_bits(0);
   set_rbox(f, red);
-  f->sent = 1;
-  f->s_nodes = nn;
   f->s_id = atomic_fetch_add(&tree_serial, 1);
   if (f->dev_build && hy_cl_nodes_upload_side(f->cl, node, nn, f->s_id, err) != 0) return -1;
-  if (f->dev_build) f->sent = 2;
+  f->sent = 1;
   f->pnode = node;
   f->st.remote_build += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "remote_sent", t0);
@@ -1804,10 +1801,10 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
   }
   if (f->sent) { /* the senders' records: uploaded beside the local walk (tree s_id) or with this walk */
     j->a.node = f->pnode;
-    j->a.tree_id = f->sent == 2 ? f->s_id : 0;
-    j->a.n_nodes = f->s_nodes;
+    j->a.tree_id = f->dev_build ? f->s_id : 0;
+    j->a.n_nodes = f->n_items + 1;
     j->a.n_part = 0;
-    j->a.root = (int32_t)(f->s_nodes - 1);
+    j->a.root = (int32_t)f->n_items;
   } else if (f->rdev == 2) { /* built on the device (remote_build_side), resident in slot 1 */
     j->a.tree_id = f->rbuild.tree_id;
     j->a.n_part = f->rbuild.n;

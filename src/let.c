@@ -670,6 +670,8 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
   for (int r = 0; r < P; r++) {
     if (check_msg(L->recv_cnt[CNT * r], r, "from", err) || check_msg(L->send_cnt[CNT * r], r, "to", err)) return -1;
     const int rtree = L->recv_cnt[CNT * r + 3] != 0, stree = L->send_cnt[CNT * r + 3] != 0;
+    if (rtree && !fl) /* tree records go to hard walks, which take floats (hy_let_exchange_floats) */
+      return hy_err_set(err, "internal error: LET: tree records from rank %d for a receiver of particles", r);
     if (rtree && L->recv_cnt[CNT * r + 1] > L->recv_cnt[CNT * r])
       return hy_err_set(err, "LET: rank %d sends %llu records holding %llu items", r,
                         (unsigned long long)L->recv_cnt[CNT * r], (unsigned long long)L->recv_cnt[CNT * r + 1]);

@@ -187,7 +187,8 @@ int main(int argc, char **argv) {
   printf("cl_khr_priority_hints: %s\n", strstr(ext, "cl_khr_priority_hints") ? "yes" : "no");
   /* the long kernel's size in waves of 2048 resident work-items per compute
    * unit (an NVIDIA SM's limit): a quarter and a half of one wave leave
-   * room on every compute unit, as hytree's narrow walks (HYTREE_WALK_ROOM) */
+   * room on every compute unit, as a walk launched narrower would (tried and
+   * dropped, doc/performance.md, twentieth session) */
   static const double fills[] = {0.25, 0.5, 1.0, 8.0, 64.0};
   for (size_t fi = 0; fi < sizeof fills / sizeof fills[0]; fi++) {
     const double waves = fills[fi];

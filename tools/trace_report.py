@@ -170,7 +170,7 @@ def by_substep(ranks, skip_steps):
                 for lane, ph, t0, t1 in inside(ev, sw):
                     if (lane, ph) in SUBSTEP_PHASES:
                         acc[place][(lane, ph)] += t1 - t0
-        for place in sorted(cnt, key=lambda pl: (pl == "soft", pl)):
+        for place in sorted(cnt, key=lambda pl: (pl == "soft", int(pl.split()[1]) if pl != "soft" else 0)):
             n = cnt[place]
             cells = "".join("%13.2f" % (1e3 * acc[place][key] / n) for key in SUBSTEP_PHASES)
             print("%-8s %-8s %8.2f" % ("rank %d" % r, place, 1e3 * acc[place]["total"] / n) + cells)
