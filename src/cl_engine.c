@@ -306,7 +306,6 @@ int hy_cl_nodes_upload_side(struct hy_cl *cl, const float *node, size_t n_nodes,
     cl->side_up = NULL;
     return hy_err_set(err, "OpenCL: uploading %zu tree nodes failed on %s: %s", n_nodes, cl->name, hy_cl_errname(e));
   }
-  cl->side_up_slot = 1;
   cl->side_up_id = tree_id;
   return 0;
 }
@@ -318,7 +317,7 @@ int hy_cl_nodes_upload_wait(struct hy_cl *cl, struct hy_err *err) {
   cl->side_up = NULL;
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: uploading tree nodes failed on %s: %s", cl->name, hy_cl_errname(e));
-  cl->node_id[cl->side_up_slot] = cl->side_up_id;
+  cl->node_id[1] = cl->side_up_id;
   return 0;
 }
 

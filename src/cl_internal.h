@@ -149,8 +149,8 @@ struct hy_cl {
   int unsorted_slot;  /* the tree slot of the last unsort walk, whose results are in uout0 / uout1 */
   size_t unsorted_n;  /* its particles (0: none) */
   int has_fp64;    /* 0 not asked yet, 1 no, 2 yes */
-  cl_event side_up;     /* hy_cl_nodes_upload_side's write, until hy_cl_nodes_upload_wait (NULL: none) */
-  int side_up_slot;     /* its slot (1) */
+  cl_event side_up;     /* hy_cl_nodes_upload_side's write into slot 1, until hy_cl_nodes_upload_wait (NULL:
+                           none) */
   uint64_t side_up_id;  /* its tree id */
 };
 

@@ -18,12 +18,14 @@ which. --compare prints instead, per phase of at least 0.3 ms, every
 rank's mean time and mean start (from the earliest rank's start of the
 same sub-step) side by side, to show which rank the others wait for.
 --by-substep prints instead, per rank, the sub-steps by their place in
-the step (hard 1, hard 2, ..., soft): the mean time of each place and of
-its refit or build and walks, to show how the hard steps change as the
+the step (hard 1, hard 2, ..., soft): the median time of each place and of
+its refit or build and walks (medians: a step that also computes the
+energies or writes a snapshot does not shift them), to show how the hard steps change as the
 soft step's tree is refitted.
 """
 import argparse
 import collections
+import statistics
 import csv
 import glob
 import re
@@ -150,30 +152,32 @@ SUBSTEP_PHASES = [(0, "refit"), (0, "build"), (1, "walk_local"), (1, "w_kernel")
 
 def by_substep(ranks, skip_steps):
     """Per rank, the sub-steps by their place in the step (hard 1, 2, ...,
-    then soft): the mean time of each place and of some of its phases over
+    then soft): the median time of each place and of some of its phases over
     the steps, to show what changes from one hard step to the next (the
-    refits of the soft step's tree)."""
-    print("## sub-steps by their place in the step: mean time [ms] over the steps")
+    refits of the soft step's tree). Medians, not means: a step that also
+    computes the energies or writes a snapshot would otherwise weigh on
+    its place's numbers."""
+    print("## sub-steps by their place in the step: median time [ms] over the steps")
     print("%-8s %-8s %8s" % ("rank", "place", "total") + "".join("%13s" % ph for _, ph in SUBSTEP_PHASES))
     for r, ev in enumerate(ranks):
         steps = windows(ev, "step")[skip_steps:]
-        acc = collections.defaultdict(lambda: collections.defaultdict(float))
-        cnt = collections.defaultdict(int)
+        acc = collections.defaultdict(lambda: collections.defaultdict(list))
         for w in steps:
             evw = inside(ev, w)
             hard = sorted((t0, t1) for lane, ph, t0, t1 in evw if lane == 0 and ph == "hard_step")
             soft = sorted((t0, t1) for lane, ph, t0, t1 in evw if lane == 0 and ph == "soft_step")
             places = [("hard %d" % (k + 1), sw) for k, sw in enumerate(hard)] + [("soft", sw) for sw in soft]
             for place, sw in places:
-                cnt[place] += 1
-                acc[place]["total"] += sw[1] - sw[0]
+                parts = collections.defaultdict(float)
                 for lane, ph, t0, t1 in inside(ev, sw):
                     if (lane, ph) in SUBSTEP_PHASES:
-                        acc[place][(lane, ph)] += t1 - t0
-        for place in sorted(cnt, key=lambda pl: (pl == "soft", int(pl.split()[1]) if pl != "soft" else 0)):
-            n = cnt[place]
-            cells = "".join("%13.2f" % (1e3 * acc[place][key] / n) for key in SUBSTEP_PHASES)
-            print("%-8s %-8s %8.2f" % ("rank %d" % r, place, 1e3 * acc[place]["total"] / n) + cells)
+                        parts[(lane, ph)] += t1 - t0
+                acc[place]["total"].append(sw[1] - sw[0])
+                for key in SUBSTEP_PHASES:
+                    acc[place][key].append(parts[key])
+        for place in sorted(acc, key=lambda pl: (pl == "soft", int(pl.split()[1]) if pl != "soft" else 0)):
+            cells = "".join("%13.2f" % (1e3 * statistics.median(acc[place][key])) for key in SUBSTEP_PHASES)
+            print("%-8s %-8s %8.2f" % ("rank %d" % r, place, 1e3 * statistics.median(acc[place]["total"])) + cells)
     print()
 
 
