@@ -561,11 +561,22 @@ inline float hy_extent(__global const float4 *node, const uint lo, const uint hi
     }
     return fmax(sqrt(m2), m1);
   }
-  for (uint i = lo; i < hi; i += step) {
+  /* four loads in flight per pass (a maximum does not depend on the order) */
+  float m2b = 0.0f, m2c = 0.0f, m2d = 0.0f;
+  uint i = lo;
+  for (; i + 3u * step < hi; i += 4u * step) {
+    const float3 d0 = node[2u * i].xyz - cm, d1 = node[2u * (i + step)].xyz - cm;
+    const float3 d2 = node[2u * (i + 2u * step)].xyz - cm, d3 = node[2u * (i + 3u * step)].xyz - cm;
+    m2 = fmax(m2, dot(d0, d0));
+    m2b = fmax(m2b, dot(d1, d1));
+    m2c = fmax(m2c, dot(d2, d2));
+    m2d = fmax(m2d, dot(d3, d3));
+  }
+  for (; i < hi; i += step) {
     const float3 d = node[2u * i].xyz - cm;
     m2 = fmax(m2, dot(d, d));
   }
-  return sqrt(m2);
+  return sqrt(fmax(fmax(m2, m2b), fmax(m2c, m2d)));
 }
 
 /* r_b^2 of the absolute MAC: r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)) */
@@ -584,7 +595,11 @@ inline float hy_mac_rb2(float bmax, float b2, float a_err) {
  * particles form a cell of the slot-0 tree (first_at: the outermost slot-0
  * cell starting at each position; its first children start there too) has
  * that cell's moments, the same floats from the same particles in the same
- * order: they are copied, and n_graft counts the copies. */
+ * order: they are copied, and n_graft counts the copies. A leaf bucket
+ * (fewer than n_crit particles, the build's) reads its particles by index,
+ * lo .. hi - 1, and its bound over them is already their exact b_max; other
+ * cells keep their (at most 8) children in registers between the two sums,
+ * so each link is followed once. */
 __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __global const uint *c_lo,
                          __global const uint *c_hi, __global const int *nxt, __global const int *mor,
                          __global float *c_b2, const float a_err, __global float4 *node,
@@ -592,7 +607,7 @@ __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __
                          __global const float2 *grp, const int has_grp, const int graft,
                          __global const uint *ibefore, __global const uint *first_at, __global const uint *l_hi,
                          __global const int *l_mor, __global const float4 *l_node, __global const float *l_b2,
-                         const int l_npart, __global uint *n_graft) {
+                         const int l_npart, __global uint *n_graft, const uint n_crit) {
   __local uint l_count;
   if (get_local_id(0) == 0) l_count = 0u;
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -620,24 +635,67 @@ __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __
         done = 1;
       }
     }
-    if (!done) {
+    if (!done && hi - lo < n_crit) {
+      /* a leaf bucket: its children are the particles lo .. hi - 1
+       * (hy_gen_emit), read by index rather than along the links; the bound
+       * over them is their exact b_max (hy_extent's value) */
       float m = 0.0f;
       float3 s = (float3)(0.0f);
-      for (int x = first; x != after; x = nxt[x]) {
-        const float4 p = node[2 * x];
+      for (uint x = lo; x < hi; x++) {
+        const float4 p = node[2u * x];
         m += p.w;
         s += p.w * p.xyz;
       }
       const float3 cm = m > 0.0f ? s / m : (float3)(0.0f);
       float b2 = 0.0f, bound = 0.0f;
-      for (int x = first; x != after; x = nxt[x]) {
-        const float4 p = node[2 * x];
+      for (uint x = lo; x < hi; x++) {
+        const float4 p = node[2u * x];
         const float3 d = p.xyz - cm;
         const float r2 = dot(d, d);
-        const int is_cell = x >= n_part;
-        const float2 gg = is_cell ? (float2)(c_b2[x - n_part], node[2 * x + 1].y) : hy_group(idx, grp, has_grp, x);
+        const float2 gg = hy_group(idx, grp, has_grp, (int)x);
         b2 += gg.x + p.w * r2;
         bound = fmax(bound, gg.y + sqrt(r2));
+      }
+      const float bmax = hy_bmax_safe(bound);
+      c_b2[c] = b2;
+      node[2 * self] = (float4)(cm, m);
+      node[2 * self + 1] = (float4)(hy_mac_rb2(bmax, b2, a_err), bmax, as_float(after), as_float(first));
+    } else if (!done) {
+      /* at most 8 children (octants) but for buckets of equal keys: one
+       * pass along the links, the children kept for the second sum */
+      float m = 0.0f;
+      float3 s = (float3)(0.0f);
+      float4 kp[8];
+      float2 kg[8];
+      int nk = 0;
+      for (int x = first; x != after; x = nxt[x]) {
+        const float4 p = node[2 * x];
+        m += p.w;
+        s += p.w * p.xyz;
+        if (nk < 8)
+          kg[nk] = x >= n_part ? (float2)(c_b2[x - n_part], node[2 * x + 1].y) : hy_group(idx, grp, has_grp, x);
+        if (nk < 8) kp[nk] = p;
+        nk++;
+      }
+      const float3 cm = m > 0.0f ? s / m : (float3)(0.0f);
+      float b2 = 0.0f, bound = 0.0f;
+      if (nk <= 8) {
+        for (int k = 0; k < nk; k++) {
+          const float3 d = kp[k].xyz - cm;
+          const float r2 = dot(d, d);
+          b2 += kg[k].x + kp[k].w * r2;
+          bound = fmax(bound, kg[k].y + sqrt(r2));
+        }
+      } else {
+        for (int x = first; x != after; x = nxt[x]) {
+          const float4 p = node[2 * x];
+          const float3 d = p.xyz - cm;
+          const float r2 = dot(d, d);
+          const int is_cell = x >= n_part;
+          const float2 gg = is_cell ? (float2)(c_b2[x - n_part], node[2 * x + 1].y) : hy_group(idx, grp, has_grp, x);
+          b2 += gg.x + p.w * r2;
+          bound = fmax(bound, gg.y + sqrt(r2));
+        }
       }
       float bmax = bound;
       if (hi - lo <= (uint)HY_BMAX_SERIAL) {

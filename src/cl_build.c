@@ -789,6 +789,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
       return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
   }
   const cl_uint crit = (cl_uint)(a->n_crit < 1 ? 1 : a->n_crit);
+  T->n_crit = crit;
   const cl_uint max_cells = un - 1u;
   const size_t max_groups = 4 * cl->build_wg; /* hy_gen_scan's reach */
   /* a generation's cells are at most 8 times the last one's and at most n / 2
@@ -1000,7 +1001,7 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
     if (hy_cl_set_args(cl, cl->k_moments, "hy_moments", err, V(gen_first[g]), V(gen_count[g]), V(n_part), M(T->c_lo),
                  M(T->c_hi), M(T->nxt), M(T->mor), M(T->c_b2), V(a_err), M(cl->node[slot]), M(cl->big),
                  M(cl->n_big), V(gi), M(T->idx), M(*grp), V(has_grp), V(use_graft), M(*g_ib), M(*g_first), M(*g_hi),
-                 M(*g_mor), M(*g_node), M(*g_b2), V(l_npart), M(cl->n_graft), END) ||
+                 M(*g_mor), M(*g_node), M(*g_b2), V(l_npart), M(cl->n_graft), V(T->n_crit), END) ||
         hy_cl_launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
       return -1;
     /* cells of more than BMAX_SERIAL particles (each holds that many, so

@@ -46,6 +46,7 @@ struct cl_tree {
   size_t n_cell;       /* its cells */
   int n_gen;           /* its cell generations (0: no tree to refit) */
   int gen_hint;        /* the generations of the slot's last build (the next build's first batch) */
+  cl_uint n_crit;      /* its n_crit: its cells of fewer particles are leaf buckets */
   struct cl_buf skey;  /* slot 0, keep_keys: the last build's sorted keys (its order is idx) */
   size_t skey_n;       /* their count (0: none kept) */
   uint64_t skey_id;    /* that build's tree id */
