@@ -827,9 +827,11 @@ inline int hy_gu(const int x, const uint nm, __global const uint *ibefore, __glo
 }
 
 /* Merged position j: an item's record (r_b^2 < 0: a particle to the walk;
- * b_max from its group, its B2 into item_b2), a local particle's new `next`
- * when a merged cell links it, and the walk's sink j (position, and its own
- * node in .w). ipos, igrp: the state's appended items (host order, idx). */
+ * b_max from its group, its B2 into item_b2), or a local particle's new
+ * `next` when a merged cell links it and its sink: local particle i (its
+ * slot-0 node, j less the items before it) is the walk's sink i (position,
+ * and its own node in .w). The items are not sinks. ipos, igrp: the state's
+ * appended items (host order, idx). */
 __kernel void hy_graft_links(const uint nm, const int l_npart, const int item_base, const int u_base,
                              __global const uint *ibefore, __global const uint *gl, __global const int *nxt,
                              __global const uint *idx, __global const float4 *ipos, __global const float2 *igrp,
@@ -846,13 +848,27 @@ __kernel void hy_graft_links(const uint nm, const int l_npart, const int item_ba
     node[2 * rec + 1] =
         (float4)(-1.0f, gg.y, as_float(hy_gu(nxt[j], nm, ibefore, gl, l_npart, item_base, u_base)), as_float(HY_NONE));
     item_b2[ib] = gg.x;
-    sink[j] = (float4)(p.xyz, as_float(HY_NONE));
   } else {
     const int i = (int)(j - ib);
     const int nx = nxt[j];
     if (nx != INT_MIN) node[2 * i + 1].z = as_float(hy_gu(nx, nm, ibefore, gl, l_npart, item_base, u_base));
-    sink[j] = (float4)(node[2 * i].xyz, as_float(i));
+    sink[i] = (float4)(node[2 * i].xyz, as_float(i));
   }
+}
+
+/* A merged tree (not grafted) whose local particles kept their slot-0 key
+ * order (ibefore: the items before each merged position): local particle i,
+ * at merged position j = i + ibefore[j], is the walk's sink i (its record's
+ * position, and its node j in .w). The items are not sinks, so that a
+ * work-item's sinks are local neighbours (they share the walk's opening
+ * tests: an item among them, far from the others, opens cells for all). */
+__kernel void hy_merged_sinks(const uint nm, __global const uint *ibefore, __global const float4 *node,
+                              __global float4 *sink) {
+  const uint j = (uint)get_global_id(0);
+  if (j >= nm) return;
+  const uint ib = ibefore[j];
+  if (ibefore[j + 1] != ib) return;
+  sink[j - ib] = (float4)(node[2 * j].xyz, as_float((int)j));
 }
 
 /* A subtree taken whole (gl[c]: its slot-0 cell): its root's `next` and

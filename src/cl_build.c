@@ -115,7 +115,8 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_graft_moments", &cl->k_graft_moments, err) ||
       make_kernel(cl, "hy_graft_bmax_big", &cl->k_graft_bmax_big, err) ||
       make_kernel(cl, "hy_box_small", &cl->k_box_small, err) || make_kernel(cl, "hy_box_large", &cl->k_box_large, err) ||
-      make_kernel(cl, "hy_box_cells", &cl->k_box_cells, err))
+      make_kernel(cl, "hy_box_cells", &cl->k_box_cells, err) ||
+      make_kernel(cl, "hy_merged_sinks", &cl->k_merged_sinks, err))
     return -1;
   /* the sort and scan kernels need their full work-group */
   cl_kernel need[] = {cl->k_scan_block, cl->k_count,    cl->k_scatter,  cl->k_bmax_big,
@@ -140,7 +141,7 @@ void hy_cl_build_free(struct hy_cl *cl) {
                     cl->k_unsort, cl->k_open_cells, cl->k_add_unsort, cl->k_merge_keys,
                     cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark, cl->k_first_cells, cl->k_item_blocks,
                     cl->k_graft_links, cl->k_graft_stubs, cl->k_graft_moments, cl->k_graft_bmax_big,
-                    cl->k_box_small, cl->k_box_large, cl->k_box_cells};
+                    cl->k_box_small, cl->k_box_large, cl->k_box_cells, cl->k_merged_sinks};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->build_prog) clReleaseProgram(cl->build_prog);
@@ -848,6 +849,16 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
       : whole ? enqueue_graft(cl, T, n, nl, total, a->a_err, ev, err)
               : enqueue_moments(cl, T, slot, n, a->a_err, graft, ev, err))
     return -1;
+  /* a merged tree's sinks: its local particles (a grafted one's: hy_graft_links) */
+  const int local_sinks = slot == 1 && merge && !a->open_all;
+  if (local_sinks && !whole) {
+    if (hy_cl_ensure_buf(cl, &cl->sink, hy_size_mul_or_die(nl, 16, "sinks"), "sinks", err) != 0) return -1;
+    cl->sink_id = 0;
+    if (hy_cl_set_args(cl, cl->k_merged_sinks, "hy_merged_sinks", err, V(un), M(cl->ibefore), M(cl->node[slot]),
+                       M(cl->sink), END) ||
+        hy_cl_launch(cl, cl->k_merged_sinks, "hy_merged_sinks", n, ev_new(ev, PH_MOMENTS), err))
+      return -1;
+  }
   if (a->open_all && !boxes && total > 0) { /* every cell opened by every sink: r_b^2 = FLT_MAX */
     cl_uint nc = total;
     if (hy_cl_set_args(cl, cl->k_open_cells, "hy_open_cells", err, M(cl->node[slot]), V(n_part), V(nc), END) ||
@@ -870,6 +881,10 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   cl->node_id[slot] = a->tree_id;
   T->sorted_n = n;
   T->n_cell = total;
+  if (local_sinks) {
+    res->local_sinks = 1;
+    cl->sink_id = a->tree_id;
+  }
   if (whole) { /* its records are in node[0], after the slot-0 tree's, whose links it changed */
     res->whole = 1;
     res->root = (int32_t)(nl + L->n_cell + (n - nl));

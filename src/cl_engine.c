@@ -587,11 +587,14 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
   if (times) memset(times, 0, sizeof *times);
   if (counts) counts[0] = counts[1] = 0;
   if (a->n_sink == 0) return 0;
-  if (a->graft && (a->slot != 1 || !a->unsort || a->self_base != HY_SELF_IN_SINK || a->sinks_resident ||
-                   a->tree_id == 0 || cl->graft_id != a->tree_id || a->sink_id != a->tree_id ||
-                   cl->sink_id != a->tree_id || a->n_sink != cl->tree[1].sorted_n))
+  if (a->graft && (!a->local_sinks || cl->graft_id != a->tree_id))
     return hy_err_set(err, "internal error: walk of a grafted merged tree that is not resident");
-  if (a->unsort && !a->graft &&
+  if (a->local_sinks &&
+      (a->slot != 1 || !a->unsort || a->self_base != HY_SELF_IN_SINK || a->sinks_resident || a->skip_items ||
+       a->tree_id == 0 || a->sink_id != a->tree_id || cl->sink_id != a->tree_id ||
+       a->n_sink != cl->tree[0].sorted_n || (!a->graft && cl->node_id[1] != a->tree_id)))
+    return hy_err_set(err, "internal error: walk of a merged tree's local particles that are not resident");
+  if (a->unsort && !a->graft && !a->local_sinks &&
       (a->self_base != 0 || a->n_sink != cl->tree[a->slot].sorted_n || a->tree_id == 0 ||
        cl->node_id[a->slot] != a->tree_id))
     return hy_err_set(err, "internal error: walk of a device-built tree that is not resident");
@@ -705,15 +708,17 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     }
   }
   cl_mem res0 = cl->out0.mem, res1 = cl->out1.mem;
-  /* unsort: the results into the host's particle order; add_unsorted: onto
-   * those an unsort walk left there (already in that order) */
+  /* unsort: the results into the host's particle order (local sinks: in the
+   * slot-0 build's key order); add_unsorted: onto those an unsort walk left
+   * there (already in that order) */
+  const int u_slot = a->local_sinks ? 0 : a->slot;
   if (a->unsort || a->add_unsorted) {
     if (a->unsort) cl->unsorted_n = 0; /* until this walk's results are there */
-    int rc = a->unsort ? hy_cl_unsort(cl, a->slot, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err)
+    int rc = a->unsort ? hy_cl_unsort(cl, u_slot, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err)
                        : hy_cl_add_unsort(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, use_blocks == 2, &ev[EV_UNSORT0],
                                           err);
     if (rc == 0 && split)
-      rc = a->unsort ? hy_cl_unsort(cl, a->slot, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err)
+      rc = a->unsort ? hy_cl_unsort(cl, u_slot, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err)
                      : hy_cl_add_unsort(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, use_blocks == 2, &ev[EV_UNSORT1],
                                         err);
     if (rc != 0) {
@@ -740,7 +745,7 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
                       cl->name, hy_cl_errname(e));
   }
   if (a->unsort) {
-    cl->unsorted_slot = a->slot;
+    cl->unsorted_slot = u_slot;
     cl->unsorted_n = a->n_sink;
   }
   if (times) {

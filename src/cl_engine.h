@@ -89,9 +89,12 @@ struct hy_cl_walk_args {
                             the full walk, bit for bit (a work-item with a sink in a block that holds
                             a local particle walks as always) */
   int graft;           /**< the grafted merged tree of the last slot-1 build (whole): its records in the
-                            slot-0 buffer, its sinks (merged key order, each one's own node in .w:
-                            self_base HY_SELF_IN_SINK) in the sink buffer under sink_id = tree_id, its
-                            results unsorted into the order of the set it was built from (unsort) */
+                            slot-0 buffer, its sinks its local particles (local_sinks) */
+  int local_sinks;     /**< a walk of the last slot-1 build (merged; hy_cl_build_result.local_sinks)
+                            whose sinks are its local particles, in the slot-0 build's key order, each
+                            with its own node in .w (self_base HY_SELF_IN_SINK), in the sink buffer under
+                            sink_id = tree_id; n_sink: the slot-0 build's particles; unsort: the results
+                            in the order of the set the slot-0 tree was built from */
 };
 
 /** Read the results an unsort walk left on the device (out0 NULL) into
@@ -186,6 +189,8 @@ struct hy_cl_build_result {
                            slot-0 tree's same cells (its records unchanged since that build), or with
                            whole, the slot-0 subtrees taken whole */
   int whole;          /**< the build was grafted (hy_cl_build_args.graft): root is a node of node[0] */
+  int local_sinks;    /**< slot 1, the local particles' key order from the slot-0 build: they are in
+                           the sink buffer as the sinks of its walks (hy_cl_walk_args.local_sinks) */
 };
 
 /** The device's sorts (tree keys, the LET selection's nodes) of up to this

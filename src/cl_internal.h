@@ -88,7 +88,7 @@ struct hy_cl {
       k_gather,
       k_moments, k_bmax_big, k_unsort, k_open_cells, k_add_unsort, k_merge_keys, k_tile_sort,
       k_merge_pass, k_block_mark, k_first_cells, k_item_blocks, k_graft_links, k_graft_stubs, k_graft_moments,
-      k_graft_bmax_big, k_box_small, k_box_large, k_box_cells;
+      k_graft_bmax_big, k_box_small, k_box_large, k_box_cells, k_merged_sinks;
   size_t merge_sort_max;           /* sorts of up to this many pairs merge (hy_cl_set_merge_sort_max) */
   size_t build_wg;                 /* work-group size of the sort and scan kernels */
   struct cl_tree tree[2];

@@ -86,6 +86,7 @@ struct hy_force {
   int32_t m_root;
   int m_whole;      /* it was grafted onto the local tree (hy_cl_build_args.graft): m_root is a node of the
                        local tree's buffer, which holds m_root + m_n_cell nodes */
+  int m_local_sinks; /* its walks take only its local particles as sinks (hy_cl_build_result.local_sinks) */
   double origin[3];         /* device build: this build's centre of mass (its records' frame) */
   size_t packed_n;          /* distributed: the staging buffer holds the last local build's n particles,
                                packed relative to origin (0: not known to) */
@@ -550,6 +551,7 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
     f->m_n_cell = res.n_cell;
     f->m_root = res.root;
     f->m_whole = res.whole;
+    f->m_local_sinks = res.local_sinks;
     f->st.merged_builds++;
     f->st.merged_whole += res.whole ? 1 : 0;
     return 0;
@@ -707,18 +709,20 @@ static void resident_walk_job(struct hy_force *f, struct walk_job *j, const stru
   j->wc = *wc;
   j->fetch = 0;
   j->what = slot ? "walk_merged" : "walk_local";
-  if (slot && f->m_whole) /* grafted: the local tree's particles, the items (r_b^2 < 0) and the merged cells */
-    j->a = (struct hy_cl_walk_args){.n_nodes = (size_t)f->m_root + f->m_n_cell,
-                                    .n_part = f->m_n_local,
+  if (slot && f->m_local_sinks) /* the local particles as sinks, in the local build's key order */
+    j->a = (struct hy_cl_walk_args){.n_nodes = f->m_whole ? (size_t)f->m_root + f->m_n_cell : f->m_n + f->m_n_cell,
+                                    .n_part = f->m_whole ? f->m_n_local : f->m_n,
                                     .root = f->m_root,
                                     .tree_id = f->m_tree_id,
                                     .slot = 1,
-                                    .graft = 1,
-                                    .n_sink = f->m_n,
+                                    /* grafted: the local tree's particles, the items (r_b^2 < 0), the
+                                     * merged cells */
+                                    .graft = f->m_whole,
+                                    .n_sink = f->m_n_local,
                                     .sink_id = f->m_tree_id,
                                     .self_base = HY_SELF_IN_SINK,
                                     .unsort = 1,
-                                    .skip_items = f->m_n_local < f->m_n ? f->m_n_local : 0};
+                                    .local_sinks = 1};
   else if (slot)
     j->a = (struct hy_cl_walk_args){.n_nodes = f->m_n + f->m_n_cell,
                                     .n_part = f->m_n,
@@ -1921,9 +1925,10 @@ static int device_tree_job(struct hy_force *f, struct walk_job *j, const struct 
 
 /* Merged walk with the local tree built on the device: the tree of local
  * particles and LET items is built on the device as well, in the second
- * tree slot (the items' B2 and b_max enter the cell moments), its
- * particles are the sinks (the items' results are dropped), each skipping
- * its own node. The local tree stays on the device for the hard steps. */
+ * tree slot (the items' B2 and b_max enter the cell moments), its local
+ * particles are the sinks (hy_cl_build_result.local_sinks; else all its
+ * particles, the items' results dropped), each skipping its own node. The
+ * local tree stays on the device for the hard steps. */
 static int merged_walk_device(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc,
                               double *acc0, double *acc1, double *pot, struct hy_err *err) {
   const size_t n = p->n;
@@ -1932,7 +1937,7 @@ static int merged_walk_device(struct hy_force *f, const struct hy_part *p, const
   int rc = merged_build(f, p, err);
   float *out0 = NULL, *out1 = NULL;
   struct walk_job *j = &f->job[0];
-  if (rc == 0) rc = device_tree_job(f, j, wc, 1, n + f->remote.n, &out0, &out1, err);
+  if (rc == 0) rc = device_tree_job(f, j, wc, 1, f->m_local_sinks ? n : n + f->remote.n, &out0, &out1, err);
   if (rc == 0) {
     hy_worker_submit(f->worker, walk_job_run, j);
     rc = wait_job(f, j, err);

@@ -32,6 +32,10 @@
 #    (HYTREE_TEST_LET_SMALL leaves it no room to spare); the same run with
 #    them in MPI messages (HYTREE_LET_SHM=0) gives the same energy.csv and
 #    snapshot.
+#  - 1 and 4 ranks, a 32k Plummer sphere: on 4 ranks with the state on the
+#    device each soft step's merged walk, whose sinks are the local
+#    particles alone, makes at most 1.15 times one rank's interactions and
+#    as many as the host state's merged walk to 5 %.
 #  - 2 ranks, ParticleState device with Scheme tree: refused with one line,
 #    no output.
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
@@ -236,6 +240,42 @@ for lw in merged separate; do
     echo "FAIL: 2-rank LETWalk $lw runs"; fail=1
   fi
 done
+
+# 4 ranks, ParticleState device: the merged soft walks take the local
+# particles alone as sinks. With every particle and LET item a sink, an item
+# among a work-item's four sinks (which share the opening tests) opened
+# cells for all of them: 1.61 times one rank's soft interactions on this
+# sphere. Each soft step's interactions must stay within 1.15 times one
+# rank's (the LET's own overhead: 1.04) and within 5 % of the host state's
+# merged walk on 4 ranks, whose sinks were always the local particles
+# (0.1 %).
+cat >"$tmp/q.txt" <<EOP
+InitCondFile   plummer:32768:4
+TimeEnd        0.05
+EnergyInterval 1000
+EOP
+soft_counts() { # timings.csv: n_pp_soft + n_pc_soft per step
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "n_pp_soft") a = i; if ($i == "n_pc_soft") b = i }; next }
+           { printf "%.0f\n", $a + $b }' "$1/timings.csv"
+}
+if mpirun_ 1 run "$tmp/q.txt" -P "OutputDir=$tmp/ls1" -P ParticleState=device -P TreeBuild=device --quiet &&
+   mpirun_ 4 run "$tmp/q.txt" -P "OutputDir=$tmp/ls4" -P ParticleState=device -P TreeBuild=device --quiet &&
+   mpirun_ 4 run "$tmp/q.txt" -P "OutputDir=$tmp/ls4h" -P ParticleState=host -P TreeBuild=host --quiet; then
+  soft_counts "$tmp/ls1" >"$tmp/ls1.n"
+  soft_counts "$tmp/ls4" >"$tmp/ls4.n"
+  soft_counts "$tmp/ls4h" >"$tmp/ls4h.n"
+  steps=$(wc -l <"$tmp/ls4.n")
+  [ "$steps" -ge 2 ] && [ "$(wc -l <"$tmp/ls1.n")" = "$steps" ] && [ "$(wc -l <"$tmp/ls4h.n")" = "$steps" ] ||
+    { echo "FAIL: local-sink runs: $steps soft steps on 4 ranks"; fail=1; }
+  paste -d ' ' "$tmp/ls1.n" "$tmp/ls4.n" "$tmp/ls4h.n" | awk '
+    { r1 = $2 / $1; rh = $2 / $3
+      printf "soft step %d: 4 ranks %.4e interactions, %.3f x one rank, %.4f x the host state\n", NR, $2, r1, rh
+      if (!($1 > 0) || r1 > 1.15 || rh > 1.05 || rh < 0.95) bad = 1 }
+    END { exit bad }' ||
+    { echo "FAIL: 4 ranks, ParticleState device: the merged soft walks do too many interactions"; fail=1; }
+else
+  echo "FAIL: local-sink runs"; fail=1
+fi
 
 # 2 ranks, a device that does not exist
 if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/bad" -P OpenCLDevice=9:9 >"$tmp/bad.out" 2>"$tmp/bad.err"; then
