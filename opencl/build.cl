@@ -635,51 +635,48 @@ __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __
         done = 1;
       }
     }
-    if (!done && hi - lo < n_crit) {
-      /* a leaf bucket: its children are the particles lo .. hi - 1
-       * (hy_gen_emit), read by index rather than along the links; the bound
-       * over them is their exact b_max (hy_extent's value) */
-      float m = 0.0f;
-      float3 s = (float3)(0.0f);
-      for (uint x = lo; x < hi; x++) {
-        const float4 p = node[2u * x];
-        m += p.w;
-        s += p.w * p.xyz;
-      }
-      const float3 cm = m > 0.0f ? s / m : (float3)(0.0f);
-      float b2 = 0.0f, bound = 0.0f;
-      for (uint x = lo; x < hi; x++) {
-        const float4 p = node[2u * x];
-        const float3 d = p.xyz - cm;
-        const float r2 = dot(d, d);
-        const float2 gg = hy_group(idx, grp, has_grp, (int)x);
-        b2 += gg.x + p.w * r2;
-        bound = fmax(bound, gg.y + sqrt(r2));
-      }
-      const float bmax = hy_bmax_safe(bound);
-      c_b2[c] = b2;
-      node[2 * self] = (float4)(cm, m);
-      node[2 * self + 1] = (float4)(hy_mac_rb2(bmax, b2, a_err), bmax, as_float(after), as_float(first));
-    } else if (!done) {
-      /* at most 8 children (octants) but for buckets of equal keys: one
-       * pass along the links, the children kept for the second sum */
+    if (!done) {
+      /* a leaf bucket (hy_gen_emit): its children are the particles lo ..
+       * hi - 1, read by index rather than along the links, and the bound
+       * over them is their exact b_max (hy_extent's value); other cells
+       * have at most 8 children (but for buckets of equal keys), kept from
+       * the first pass along the links for the second sum */
+      const int leaf = hi - lo < n_crit;
       float m = 0.0f;
       float3 s = (float3)(0.0f);
       float4 kp[8];
       float2 kg[8];
       int nk = 0;
-      for (int x = first; x != after; x = nxt[x]) {
-        const float4 p = node[2 * x];
-        m += p.w;
-        s += p.w * p.xyz;
-        if (nk < 8)
-          kg[nk] = x >= n_part ? (float2)(c_b2[x - n_part], node[2 * x + 1].y) : hy_group(idx, grp, has_grp, x);
-        if (nk < 8) kp[nk] = p;
-        nk++;
+      if (leaf) {
+        for (uint x = lo; x < hi; x++) {
+          const float4 p = node[2u * x];
+          m += p.w;
+          s += p.w * p.xyz;
+        }
+      } else {
+        for (int x = first; x != after; x = nxt[x]) {
+          const float4 p = node[2 * x];
+          m += p.w;
+          s += p.w * p.xyz;
+          if (nk < 8) {
+            kp[nk] = p;
+            kg[nk] = x >= n_part ? (float2)(c_b2[x - n_part], node[2 * x + 1].y) : hy_group(idx, grp, has_grp, x);
+          }
+          nk++;
+        }
       }
       const float3 cm = m > 0.0f ? s / m : (float3)(0.0f);
       float b2 = 0.0f, bound = 0.0f;
-      if (nk <= 8) {
+      if (leaf) {
+        for (uint x = lo; x < hi; x++) {
+          const float4 p = node[2u * x];
+          const float3 d = p.xyz - cm;
+          const float r2 = dot(d, d);
+          const float2 gg = hy_group(idx, grp, has_grp, (int)x);
+          b2 += gg.x + p.w * r2;
+          bound = fmax(bound, gg.y + sqrt(r2));
+        }
+      } else if (nk <= 8) {
         for (int k = 0; k < nk; k++) {
           const float3 d = kp[k].xyz - cm;
           const float r2 = dot(d, d);
@@ -698,7 +695,9 @@ __kernel void hy_moments(const uint gen0, const uint n_gen, const int n_part, __
         }
       }
       float bmax = bound;
-      if (hi - lo <= (uint)HY_BMAX_SERIAL) {
+      if (leaf) {
+        bmax = hy_bmax_safe(bound);
+      } else if (hi - lo <= (uint)HY_BMAX_SERIAL) {
         bmax = hy_bmax_safe(hy_extent(node, lo, hi, 1u, cm, idx, grp, has_grp));
       } else if (hi - lo <= (uint)HY_BMAX_EXACT) {
         big[atomic_inc(&n_big[gi])] = c; /* exact b_max by hy_bmax_big, a work-group per cell */

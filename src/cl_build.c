@@ -891,7 +891,6 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     cl->node_id[1] = 0;
     cl->node_id[0] = 0;
     cl->graft_id = a->tree_id;
-    cl->sink_id = a->tree_id;
   }
   return 0;
 }
@@ -908,7 +907,7 @@ static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t n
       hy_cl_ensure_buf_keep(cl, &cl->node[0], hy_size_mul_or_die(nodes, 32, "tree nodes"),
                             hy_size_mul_or_die(nl + L->n_cell, 32, "tree nodes"), "tree nodes", err) ||
       hy_cl_ensure_buf(cl, &cl->item_b2, hy_size_mul_or_die(m, 4, "LET items"), "LET item B2", err) ||
-      hy_cl_ensure_buf(cl, &cl->sink, hy_size_mul_or_die(n, 16, "sinks"), "sinks", err))
+      hy_cl_ensure_buf(cl, &cl->sink, hy_size_mul_or_die(nl, 16, "sinks"), "sinks", err))
     return -1;
   cl->sink_id = 0;
   cl->node_id[0] = 0; /* from here on the slot-0 records hold this tree's links */
