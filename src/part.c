@@ -25,6 +25,16 @@ void hy_part_reserve(struct hy_part *p, size_t n) {
   p->id = hy_realloc("particle IDs", p->id, n, sizeof(uint64_t));
   p->type = hy_realloc("particle types", p->type, n, sizeof(uint8_t));
   if (p->grp) p->grp = hy_realloc("pseudo-particle moments", p->grp, n * 2, sizeof(double));
+  /* before the new parts' first touch below */
+  hy_advise_huge(p->pos, n * 3 * sizeof(double));
+  hy_advise_huge(p->vel, n * 3 * sizeof(double));
+  hy_advise_huge(p->acc, n * 3 * sizeof(double));
+  hy_advise_huge(p->acc_w, n * 3 * sizeof(double));
+  hy_advise_huge(p->mass, n * sizeof(double));
+  hy_advise_huge(p->pot, n * sizeof(double));
+  hy_advise_huge(p->id, n * sizeof(uint64_t));
+  hy_advise_huge(p->type, n * sizeof(uint8_t));
+  if (p->grp) hy_advise_huge(p->grp, n * 2 * sizeof(double));
   size_t k = n - old;
   if (p->grp) memset(p->grp + 2 * old, 0, 2 * k * sizeof(double));
   memset(p->pos + 3 * old, 0, 3 * k * sizeof(double));
