@@ -1474,6 +1474,12 @@ static int walk_job_run(void *arg) {
     const double d[] = {m->upload, m->mark, m->kernel - m->mark - m->unsort, m->unsort, m->download};
     const double t_end = hy_wtime();
     trace_parts(HY_TRACE_DEVICE, remote ? rw : lw, d, 5, t_end);
+    /* the device's time within the walk's span that none of its own
+     * commands took (another queue's ran between them: at hard steps the
+     * remote tree's build after the local walk kernel), placed before them */
+    const double own = d[0] + d[1] + d[2] + d[3] + d[4];
+    if (m->span > own)
+      hy_trace_span(HY_TRACE_DEVICE, remote ? "rw_between" : "w_between", t_end - m->span, t_end - own);
     /* the host's part: from the job's start to the kernel's enqueue, and the
      * rest of the wall time beyond the device's span (submission, wake-up) */
     hy_trace_span(HY_TRACE_DEVICE, remote ? "rw_enqueue" : "w_enqueue", t0, t0 + m->enqueue);
