@@ -753,27 +753,21 @@ struct move_job {
 #define PREFETCH_AHEAD 16
 
 /* Particle i's host fields that travel with it (see pack), asked for
- * ahead; rw: 1 when they will be written. */
-static inline void prefetch_fields(const struct hy_part *p, size_t i, int rw) {
-  if (rw) {
-    __builtin_prefetch(p->mass + i, 1);
-    __builtin_prefetch(p->id + i, 1);
-    __builtin_prefetch(p->type + i, 1);
-    if (p->grp) __builtin_prefetch(p->grp + 2 * i, 1);
-  } else {
-    __builtin_prefetch(p->mass + i, 0);
-    __builtin_prefetch(p->id + i, 0);
-    __builtin_prefetch(p->type + i, 0);
-    if (p->grp) __builtin_prefetch(p->grp + 2 * i, 0);
-  }
-}
+ * ahead; rw: 1 when they will be written (a constant, as the builtin needs). */
+#define PREFETCH_FIELDS(p, i, rw)                                \
+  do {                                                           \
+    __builtin_prefetch((p)->mass + (i), rw);                     \
+    __builtin_prefetch((p)->id + (i), rw);                       \
+    __builtin_prefetch((p)->type + (i), rw);                     \
+    if ((p)->grp) __builtin_prefetch((p)->grp + 2 * (i), rw);    \
+  } while (0)
 
 static void pack_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
   const struct move_job *j = arg;
   for (size_t k = b; k < e; k++) {
     const size_t i = j->list[k];
-    if (k + PREFETCH_AHEAD < e) prefetch_fields(j->p, j->list[k + PREFETCH_AHEAD], 0);
+    if (k + PREFETCH_AHEAD < e) PREFETCH_FIELDS(j->p, j->list[k + PREFETCH_AHEAD], 0);
     if (j->later_pv) /* a device's state, its positions and velocities still on the way */
       pack(j->buf + k * REC_BYTES, j->p, i, NULL, NULL, 0);
     else if (j->pos) /* a device's state: its positions and velocities, no forces */
@@ -803,8 +797,8 @@ static void fill_holes_dev_body(void *arg, size_t b, size_t e, int tid) {
   for (size_t k = b; k < e; k++) {
     const size_t h = j->list[k], i = j->src[k];
     if (k + PREFETCH_AHEAD < e) {
-      prefetch_fields(p, j->src[k + PREFETCH_AHEAD], 0);
-      prefetch_fields(p, j->list[k + PREFETCH_AHEAD], 1);
+      PREFETCH_FIELDS(p, j->src[k + PREFETCH_AHEAD], 0);
+      PREFETCH_FIELDS(p, j->list[k + PREFETCH_AHEAD], 1);
     }
     p->mass[h] = p->mass[i];
     p->id[h] = p->id[i];
