@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "log.h"
+#include "stream.h"
 
 int hy_size_mul(size_t a, size_t b, size_t *out) {
   if (a != 0 && b > SIZE_MAX / a) return -1;
@@ -85,4 +86,45 @@ void hy_advise_huge(void *p, size_t bytes) {
   (void)p;
   (void)bytes;
 #endif
+}
+
+int hy_stream_stores(void) {
+  static atomic_int v = -1;
+  int w = atomic_load(&v);
+  if (w < 0) {
+    const char *e = getenv("HYTREE_STREAM_STORES");
+    w = HY_HAVE_STREAM && !(e && strcmp(e, "0") == 0);
+    atomic_store(&v, w);
+  }
+  return w;
+}
+
+void hy_copy_stream(void *dst, const void *src, size_t n) {
+#if HY_HAVE_STREAM
+  if (hy_stream_stores() && n >= 256) {
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    const size_t head = (16 - ((uintptr_t)d & 15)) & 15; /* to the destination's 16-byte boundary */
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+      const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)s);
+      const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + 16));
+      const __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + 32));
+      const __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + 48));
+      _mm_stream_si128((__m128i *)(void *)d, a);
+      _mm_stream_si128((__m128i *)(void *)(d + 16), b);
+      _mm_stream_si128((__m128i *)(void *)(d + 32), c);
+      _mm_stream_si128((__m128i *)(void *)(d + 48), e);
+    }
+    for (; n >= 16; n -= 16, d += 16, s += 16)
+      _mm_stream_si128((__m128i *)(void *)d, _mm_loadu_si128((const __m128i *)(const void *)s));
+    memcpy(d, s, n);
+    hy_stream_fence();
+    return;
+  }
+#endif
+  memcpy(dst, src, n);
 }

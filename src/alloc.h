@@ -21,5 +21,11 @@ void hy_free(void *p);
  *  first touch), so that scattered reads of large arrays miss the TLB less.
  *  Advice only: nothing for blocks under 8 MB or where it is not supported. */
 void hy_advise_huge(void *p, size_t bytes);
+/** Whether to use streaming (non-temporal) stores (stream.h): 1 unless
+ *  HYTREE_STREAM_STORES=0, and 0 where the machine has none. Read once. */
+int hy_stream_stores(void);
+/** memcpy of n bytes whose stores bypass the caches where
+ *  hy_stream_stores(), fenced (stream.h). */
+void hy_copy_stream(void *dst, const void *src, size_t n);
 
 #endif

@@ -24,6 +24,7 @@
 #include "alloc.h"
 #include "hy_shared.h"
 #include "shm.h"
+#include "stream.h"
 #include "trace.h"
 #include "tree.h"
 
@@ -559,25 +560,31 @@ static void runs_body(void *arg, size_t b, size_t e, int tid) {
     while (j->first[k + 1] <= g) k++;
     const size_t i0 = g - j->first[k], m = (e < j->first[k + 1] ? e : j->first[k + 1]) - g;
     const float *it = j->src[k] + ITEM * i0;
-    if (j->dst) {
-      memcpy(j->dst[k] + ITEM * i0, it, m * ITEM * sizeof(float));
+    if (j->dst) { /* into the window, read next by the other ranks' cores: past this core's cache */
+      hy_copy_stream(j->dst[k] + ITEM * i0, it, m * ITEM * sizeof(float));
     } else if (j->pos4) { /* as the remote particles packed relative to origin (force.c, pack_run) */
       const double *F = j->F, *o = j->origin;
       double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+      /* the pinned buffers go to the device by DMA: past the cache as well */
+      const int st = hy_stream_stores() && !((uintptr_t)j->pos4 & 15) && !((uintptr_t)j->grp & 7);
       for (size_t i = g; i < g + m; i++, it += ITEM) {
         double x[3];
-        for (int d = 0; d < 3; d++) {
-          x[d] = (F[d] + (double)it[d]) - o[d];
-          j->pos4[4 * i + d] = (float)x[d];
+        for (int d = 0; d < 3; d++) x[d] = (F[d] + (double)it[d]) - o[d];
+        if (st) {
+          hy_stream_f4(j->pos4 + 4 * i, (float)x[0], (float)x[1], (float)x[2], it[3]);
+          hy_stream_f2(j->grp + 2 * i, it + 4); /* B2 and b_max, or a tree record's link bits */
+        } else {
+          for (int d = 0; d < 3; d++) j->pos4[4 * i + d] = (float)x[d];
+          j->pos4[4 * i + 3] = it[3];
+          memcpy(j->grp + 2 * i, it + 4, 2 * sizeof(float));
         }
-        j->pos4[4 * i + 3] = it[3];
-        memcpy(j->grp + 2 * i, it + 4, 2 * sizeof(float)); /* B2 and b_max, or a tree record's link bits */
         if (j->range && (isfinite(x[0]) & isfinite(x[1]) & isfinite(x[2]))) /* plain compares, as pack_run's */
           for (int d = 0; d < 3; d++) {
             lo[d] = x[d] < lo[d] ? x[d] : lo[d];
             hi[d] = x[d] > hi[d] ? x[d] : hi[d];
           }
       }
+      if (st) hy_stream_fence();
       if (j->range) {
         double *r = j->range + 6 * (size_t)tid;
         for (int d = 0; d < 3; d++) {

@@ -1,7 +1,7 @@
 # The hytree library (static, no libtool) and the hytree program.
 noinst_LIBRARIES += src/libhytree.a
 src_libhytree_a_SOURCES = \
-	src/alloc.c src/alloc.h \
+	src/alloc.c src/alloc.h src/stream.h \
 	src/log.c src/log.h \
 	src/part.c src/part.h \
 	src/io.h src/ic.h \
