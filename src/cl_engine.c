@@ -8,8 +8,6 @@
 #include <CL/cl.h>
 #include <errno.h>
 #include <limits.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -575,35 +573,6 @@ int hy_cl_check_int(size_t v, const char *what, struct hy_err *err) {
 
 /* -------------------------------------------------------------- walks */
 
-/* HYTREE_POLL_WAIT=1 (an experiment, off by default; read once): a walk's
- * thread polls its last command's status, yielding the core between polls,
- * before it waits for the queue, instead of leaving the wake-up to the
- * implementation's wait (on the GPU machines a hard step's local walk
- * returned about 0.9 ms after its device time, the short walks 0.1 ms). */
-static int poll_wait_on(void) {
-  static atomic_int v = -1;
-  int w = atomic_load(&v);
-  if (w < 0) {
-    const char *e = getenv("HYTREE_POLL_WAIT");
-    w = e && strcmp(e, "1") == 0;
-    atomic_store(&v, w);
-  }
-  return w;
-}
-
-/* Until ev has completed or failed (poll_wait_on); a failed query ends the
- * polling, and the caller's clFinish reports any error. */
-static void poll_done(cl_event ev) {
-  if (!ev || !poll_wait_on()) return;
-  for (;;) {
-    cl_int st = CL_COMPLETE;
-    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS ||
-        st <= CL_COMPLETE)
-      return;
-    (void)sched_yield(); /* fails only where there is no such call: polling on */
-  }
-}
-
 enum { EV_NODE, EV_SINK, EV_MARK, EV_KERNEL, EV_UNSORT0, EV_UNSORT1, EV_OUT0, EV_OUT1, EV_COUNTS, EV_N };
 
 int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg, uint64_t counts[2],
@@ -769,7 +738,6 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
     hy_cl_release_events(ev, EV_N);
     return hy_err_set(err, "OpenCL: reading walk results failed on %s: %s", cl->name, hy_cl_errname(e));
   }
-  poll_done(ev[EV_COUNTS]);
   e = clFinish(cl->q);
   if (e != CL_SUCCESS) {
     hy_cl_release_events(ev, EV_N);
