@@ -6,11 +6,8 @@
 
 #include <limits.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <CL/cl_ext.h>
 
 #include "alloc.h"
 #include "cl_internal.h"
@@ -1056,48 +1053,9 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
   return rc;
 }
 
-/* HYTREE_SIDE_PRIORITY=1 (an experiment, off by default; read once): the
- * second queue made with a high priority (cl_khr_priority_hints), so that
- * the work-groups of its commands (a hard step's remote build) are taken
- * before the waiting ones of the local walk on the first queue, instead of
- * after them: on four H100s that build took 8.5 ms beside the walk's
- * 11.3 ms kernel, and the walk's thread returned 0.9 ms after its device
- * time, when the build's last blocking call did. */
-static int side_priority_wanted(void) {
-  static atomic_int v = -1;
-  int w = atomic_load(&v);
-  if (w < 0) {
-    const char *e = getenv("HYTREE_SIDE_PRIORITY");
-    w = e && strcmp(e, "1") == 0;
-    atomic_store(&v, w);
-  }
-  return w;
-}
-
-#ifndef CL_VERSION_2_0 /* the host code targets OpenCL 1.2; the priority needs this call of 2.0 */
-extern CL_API_ENTRY cl_command_queue CL_API_CALL clCreateCommandQueueWithProperties(cl_context, cl_device_id,
-                                                                                     const cl_bitfield *, cl_int *);
-#endif
-
 int hy_cl_side_queue(struct hy_cl *cl, struct hy_err *err) {
   if (cl->q2) return 0; /* made here, once: only distributed runs on a device need it */
   cl_int e;
-  if (side_priority_wanted()) {
-    if (hy_cl_has_extension(cl, "cl_khr_priority_hints")) {
-      const cl_bitfield props[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, CL_QUEUE_PRIORITY_KHR,
-                                   CL_QUEUE_PRIORITY_HIGH_KHR, 0};
-      cl->q2 = clCreateCommandQueueWithProperties(cl->ctx, cl->device, props, &e);
-      if (e != CL_SUCCESS) {
-        cl->q2 = NULL;
-        return hy_err_set(err, "OpenCL: clCreateCommandQueueWithProperties (second queue, high priority) failed on %s: %s",
-                          cl->name, hy_cl_errname(e));
-      }
-      hy_msg_all("HYTREE_SIDE_PRIORITY: the second queue on %s asks for a high priority (cl_khr_priority_hints)", cl->name);
-      return 0;
-    }
-    hy_warn("HYTREE_SIDE_PRIORITY: %s has no cl_khr_priority_hints; the second queue keeps the default priority",
-            cl->name);
-  }
   cl->q2 = clCreateCommandQueue(cl->ctx, cl->device, CL_QUEUE_PROFILING_ENABLE, &e);
   if (e != CL_SUCCESS) {
     cl->q2 = NULL;

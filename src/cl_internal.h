@@ -163,8 +163,6 @@ extern _Thread_local int hy_cl_on_side;
 static inline cl_command_queue hy_cl_queue(const struct hy_cl *cl) { return hy_cl_on_side ? cl->q2 : cl->q; }
 /* The second queue (cl->q2), made on first use. Returns 0 or -1 with err set. */
 int hy_cl_side_queue(struct hy_cl *cl, struct hy_err *err);
-/* Nonzero if the device's extension list holds `name` (a whole entry). */
-int hy_cl_has_extension(const struct hy_cl *cl, const char *name);
 
 static inline const char *hy_cl_dev_label(const struct hy_cl *cl) {
   return cl && cl->name[0] ? cl->name : "the OpenCL device";

@@ -18,25 +18,19 @@ extern const unsigned long hy_cl_source_state_len;
 #define PACK_RED 11
 #define RED_DOUBLES (STATE_GROUPS * PACK_RED + 3 * HY_TREE_SAMPLE) /* the pack's results and sample */
 
-int hy_cl_has_extension(const struct hy_cl *cl, const char *name) {
-  size_t size = 0;
-  int found = 0;
-  if (clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, 0, NULL, &size) == CL_SUCCESS && size > 0) {
-    char *ext = hy_malloc("OpenCL extensions", size + 1, 1);
-    if (clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, size, ext, NULL) == CL_SUCCESS) {
-      ext[size] = '\0';
-      const size_t len = strlen(name);
-      for (const char *t = ext; !found && (t = strstr(t, name)) != NULL; t += len) /* a whole name of the list */
-        found = (t == ext || t[-1] == ' ') && (t[len] == ' ' || t[len] == '\0');
-    }
-    hy_free(ext);
-  }
-  return found;
-}
-
 int hy_cl_has_fp64(struct hy_cl *cl) {
-  if (cl->has_fp64 == 0) /* 0: not asked yet, 1: no, 2: yes */
-    cl->has_fp64 = hy_cl_has_extension(cl, "cl_khr_fp64") ? 2 : 1;
+  if (cl->has_fp64 == 0) { /* 0: not asked yet, 1: no, 2: yes */
+    size_t size = 0;
+    cl->has_fp64 = 1;
+    if (clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, 0, NULL, &size) == CL_SUCCESS && size > 0) {
+      char *ext = hy_malloc("OpenCL extensions", size + 1, 1);
+      if (clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, size, ext, NULL) == CL_SUCCESS) {
+        ext[size] = '\0';
+        if (strstr(ext, "cl_khr_fp64")) cl->has_fp64 = 2;
+      }
+      hy_free(ext);
+    }
+  }
   return cl->has_fp64 == 2;
 }
 
