@@ -211,6 +211,12 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
       grep -q "^rank 2 *hard 1 " "$tmp/trace2.txt" && grep -q "^rank 2 *hard 3 " "$tmp/trace2.txt" &&
       grep -q "^rank 0 *soft " "$tmp/trace2.txt" ||
       { echo "FAIL: tools/trace_report.py --by-substep on the 3-rank trace:"; cat "$tmp/trace2.txt"; fail=1; }
+    # the ranks side by side, and what their unequal walks cost per sub-step
+    python3 "$top_srcdir/tools/trace_report.py" "$tmp/trace" --compare >"$tmp/trace3.txt" 2>&1 &&
+      grep -q "^walks per hard sub-step: the slowest rank's exceed the ranks' mean by [0-9.]* ms; the slowest: rank" \
+        "$tmp/trace3.txt" &&
+      grep -q "^walks per soft sub-step: " "$tmp/trace3.txt" ||
+      { echo "FAIL: tools/trace_report.py --compare on the 3-rank trace:"; cat "$tmp/trace3.txt"; fail=1; }
   fi
 else
   echo "FAIL: 3-rank TreeBuild / ParticleState device runs:"; cat "$tmp/mpi3d.log" "$tmp/mpi3s.log"; fail=1

@@ -16,7 +16,9 @@ holds its "dd_*" parts), so the rows need not add up to the window.
 start and end relative to the step's start, to show which part waits for
 which. --compare prints instead, per phase of at least 0.3 ms, every
 rank's mean time and mean start (from the earliest rank's start of the
-same sub-step) side by side, to show which rank the others wait for.
+same sub-step) side by side, to show which rank the others wait for,
+and by how much the slowest rank's device walks per sub-step exceed the
+ranks' mean (what unequal walks cost).
 --by-substep prints instead, per rank, the sub-steps by their place in
 the step (hard 1, hard 2, ..., soft): the median time of each place and of
 its refit or build and walks (medians: a step that also computes the
@@ -32,6 +34,7 @@ import re
 import sys
 
 LANE_NAMES = {0: "main", 1: "device", 2: "aux"}
+WALKS = ("walk_local", "walk_remote", "walk_merged")  # the device thread's walks (lane 1)
 
 
 def load(prefix):
@@ -117,19 +120,26 @@ def compare(ranks, kind, skip_steps, min_ms=0.3):
     dur = [collections.defaultdict(float) for _ in ranks]
     start = [collections.defaultdict(float) for _ in ranks]
     seen = [collections.defaultdict(int) for _ in ranks]
+    excess, slowest = 0.0, collections.Counter()  # the walks' balance (below)
     for k in range(n):
         t_first = min(ws[k][0] for ws in per)
+        walked = []
         for r, ev in enumerate(ranks):
             first = {}
+            walked.append(0.0)
             for lane, ph, t0, t1 in inside(ev, per[r][k]):
                 if ph in ("hard_step", "soft_step", "step"):
                     continue
+                if lane == 1 and ph in WALKS:
+                    walked[r] += t1 - t0
                 dur[r][(lane, ph)] += t1 - t0
                 if (lane, ph) not in first or t0 < first[(lane, ph)]:
                     first[(lane, ph)] = t0
             for key, t0 in first.items():
                 start[r][key] += t0 - t_first
                 seen[r][key] += 1
+        excess += max(walked) - sum(walked) / len(walked)
+        slowest[walked.index(max(walked))] += 1
     keys = {key for d in dur for key, t in d.items() if 1e3 * t / n >= min_ms}
     order = sorted(keys, key=lambda key: sum(start[r][key] / max(seen[r][key], 1) for r in range(len(ranks))))
     print("## %s sub-steps, ranks side by side (%d sub-steps): mean time [ms] / mean start [ms] after the "
@@ -143,6 +153,10 @@ def compare(ranks, kind, skip_steps, min_ms=0.3):
             else:
                 cells.append("%16s" % "-")
         print("%-26s" % ("%s %s" % (LANE_NAMES.get(key[0], str(key[0])), key[1])) + "".join("%18s" % c for c in cells))
+    # what the ranks' unequal walks cost: each sub-step waits for the rank
+    # whose device walks took longest
+    print("walks per %s sub-step: the slowest rank's exceed the ranks' mean by %.2f ms; the slowest: %s" %
+          (kind, 1e3 * excess / n, ", ".join("rank %d in %d of %d" % (r, c, n) for r, c in sorted(slowest.items()))))
     print()
 
 
