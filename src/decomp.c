@@ -65,6 +65,7 @@ struct hy_decomp {
   double sample_rate;   /**< R_samp */
   double cost;          /**< this rank's sample weight (hy_decomp_cost_update), 1 = off */
   double cost_lo, cost_hi; /**< the smallest and largest of every rank's cost */
+  double *cost_avg, *cost_all; /**< per rank: its measured factor averaged, and the factor in use (hy_decomp_cost_update) */
   double coef;          /**< boundary smoothing, 1 = off */
   int have_bounds;      /**< nonzero after the first exchange */
   size_t n_bounds;      /**< (Px+1) + Px (Py+1) + Px Py (Pz+1) */
@@ -302,6 +303,8 @@ void hy_decomp_free(struct hy_decomp *d) {
   if (d->rng) gsl_rng_free(d->rng);
   hy_free(d->bounds);
   hy_free(d->new_bounds);
+  hy_free(d->cost_avg);
+  hy_free(d->cost_all);
   hy_free(d);
 }
 
@@ -983,30 +986,105 @@ int hy_decomp_cut_samples(struct hy_decomp *d, double *s, size_t ns, int par, do
  * were unusually slow once (a device shared for a moment) cannot give up
  * most of its domain in one decomposition. */
 #define COST_CLAMP 2.0
+/* Each rank's measured factor is averaged over the decompositions (weight
+ * COST_AVG for the newest, the first taken as it is), and the factor in use
+ * follows the average only when they differ by more than COST_BAND: the
+ * walks' times scatter by 1-2 % from one Δt_s to the next, and a factor
+ * that followed them moved the boundaries back and forth at every
+ * decomposition (on four H100s 85 000 instead of 58 000 leavers per
+ * decomposition, and 3-5 ms more in it). */
+#define COST_AVG 0.3
+#define COST_BAND 0.01
 
-int hy_decomp_cost_update(struct hy_decomp *d, double seconds, double work, struct hy_err *err) {
+/* The measured factors of hy_decomp_cost_update before the clamp, the
+ * average and the band: c[r] for the P ranks (0: no factor, the rank had no
+ * time or no work) from each rank's hard-step seconds t[3 r], other seconds
+ * t[3 r + 1] and work t[3 r + 2]. */
+static void cost_factors(const double *t, int P, double *c) {
+  /* a[r], b[r]: seconds per unit of work of either kind; W'_r the work a
+   * rank should get: for a ratio rho of the slowest other time S to the
+   * slowest hard time H, W'_r = H u_r(rho), u_r = min(1 / a_r, rho / b_r),
+   * with H from sum W'_r = sum W_r, so the objective H + S is
+   * sum W (1 + rho) / sum u_r(rho): monotone between consecutive ranks'
+   * breakpoints rho = b_r / a_r, falling below the first and rising above
+   * the last, so its least value is at one of them (P^2 operations: 10^6
+   * at 1000 ranks, once per decomposition) */
+  double w_sum = 0.0;
+  int both = 0, any = 0;
+  for (int r = 0; r < P; r++) {
+    const double a = t[3 * r], b = t[3 * r + 1], w = t[3 * r + 2];
+    c[r] = 0.0;
+    if (!(w > 0) || !(a + b > 0)) continue;
+    any = 1;
+    both |= a > 0 && b > 0;
+    w_sum += w;
+  }
+  if (!any) return;
+  double rho = -1.0; /* one kind only: equal time */
+  if (both) {
+    double best = INFINITY;
+    for (int k = 0; k < P; k++) {
+      const double ak = t[3 * k], bk = t[3 * k + 1], wk = t[3 * k + 2];
+      if (!(wk > 0) || !(ak > 0) || !(bk > 0)) continue;
+      const double q = bk / ak; /* rates per unit of work: the ratio is the same */
+      double g = 0.0;
+      for (int r = 0; r < P; r++) {
+        const double a = t[3 * r] / t[3 * r + 2], b = t[3 * r + 1] / t[3 * r + 2];
+        if (!(t[3 * r + 2] > 0) || !(a + b > 0)) continue;
+        g += fmin(a > 0 ? 1.0 / a : INFINITY, b > 0 ? q / b : INFINITY);
+      }
+      const double J = (1.0 + q) / g;
+      if (J < best) {
+        best = J;
+        rho = q;
+      }
+    }
+  }
+  double cw = 0.0;
+  for (int r = 0; r < P; r++) {
+    const double w = t[3 * r + 2];
+    if (!(w > 0) || !(t[3 * r] + t[3 * r + 1] > 0)) continue;
+    const double a = t[3 * r] / w, b = t[3 * r + 1] / w;
+    c[r] = rho < 0 ? a + b : 1.0 / fmin(a > 0 ? 1.0 / a : INFINITY, b > 0 ? rho / b : INFINITY);
+    cw += c[r] * w;
+  }
+  for (int r = 0; r < P; r++) c[r] /= cw / w_sum; /* over the mean: 1 where the work stays */
+}
+
+int hy_decomp_cost_update(struct hy_decomp *d, const double seconds[2], double work, struct hy_err *err) {
   int ret = 0;
   const int P = d->size;
-  double mine[2] = {seconds > 0 && isfinite(seconds) ? seconds : 0.0, work > 0 && isfinite(work) ? work : 0.0};
-  double *all = hy_malloc("decomposition costs", 2 * (size_t)P, sizeof(double));
-  MPI_TRY(MPI_Allgather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, d->comm), "MPI_Allgather of the walk times");
-  double s_sum = 0.0, w_sum = 0.0;
-  for (int r = 0; r < P; r++) {
-    s_sum += all[2 * r];
-    w_sum += all[2 * r + 1];
+  double mine[3];
+  for (int k = 0; k < 2; k++) mine[k] = seconds[k] > 0 && isfinite(seconds[k]) ? seconds[k] : 0.0;
+  mine[2] = work > 0 && isfinite(work) ? work : 0.0;
+  double *all = hy_malloc("decomposition costs", 4 * (size_t)P, sizeof(double));
+  double *c = all + 3 * (size_t)P;
+  MPI_TRY(MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, d->comm), "MPI_Allgather of the walk times");
+  cost_factors(all, P, c);
+  if (!d->cost_avg) {
+    d->cost_avg = hy_malloc("decomposition costs", (size_t)P, sizeof(double));
+    d->cost_all = hy_malloc("decomposition costs", (size_t)P, sizeof(double));
+    for (int r = 0; r < P; r++) {
+      d->cost_avg[r] = 0.0; /* none yet */
+      d->cost_all[r] = 1.0;
+    }
   }
   d->cost_lo = INFINITY;
   d->cost_hi = -INFINITY;
   for (int r = 0; r < P; r++) {
-    const double s = all[2 * r], w = all[2 * r + 1];
-    double c = 1.0;
-    if (s > 0 && w > 0 && s_sum > 0 && w_sum > 0) {
-      c = (s / w) / (s_sum / w_sum);
-      c = c > COST_CLAMP ? COST_CLAMP : c < 1.0 / COST_CLAMP ? 1.0 / COST_CLAMP : c;
+    if (c[r] > 0 && isfinite(c[r])) {
+      double f = c[r] > COST_CLAMP ? COST_CLAMP : c[r] < 1.0 / COST_CLAMP ? 1.0 / COST_CLAMP : c[r];
+      /* averaged (geometric: a factor and its inverse weigh alike) */
+      if (d->cost_avg[r] > 0) f = exp((1.0 - COST_AVG) * log(d->cost_avg[r]) + COST_AVG * log(f));
+      d->cost_avg[r] = f;
+      if (fabs(f / d->cost_all[r] - 1.0) > COST_BAND) d->cost_all[r] = f;
+    } else { /* no time or no work: the plain count, and the average starts again */
+      d->cost_avg[r] = 0.0;
+      d->cost_all[r] = 1.0;
     }
-    if (r == d->rank) d->cost = c;
-    d->cost_lo = fmin(d->cost_lo, c);
-    d->cost_hi = fmax(d->cost_hi, c);
+    if (r == d->rank) d->cost = d->cost_all[r];
+    d->cost_lo = fmin(d->cost_lo, d->cost_all[r]);
+    d->cost_hi = fmax(d->cost_hi, d->cost_all[r]);
   }
 done:
   hy_free(all);

@@ -103,14 +103,21 @@ int hy_decomp_exchange(struct hy_decomp *d, struct hy_part *p, double weight_ext
 
 /** Collective. Weights the next draws by cost (`DomainCost walktime`, after
  *  GreeM and Bonsai, which sample in proportion to measured time): every rank
- *  gives the seconds its walks took since the last call and the work they
- *  did, N_local + N_hard as the draw counts it; each rank's sample count is
- *  then multiplied by its seconds per unit of work over all ranks' (sum of
- *  seconds / sum of work), clamped to [1/2, 2], so that the cuts at equal
- *  sample counts give domains of equal expected time where the cost per
- *  particle follows the region. A rank with no time or no work, or ranks
- *  without any time, get the factor 1. Returns 0, or -1 with err set. */
-int hy_decomp_cost_update(struct hy_decomp *d, double seconds, double work, struct hy_err *err);
+ *  gives the seconds its walks took since the last call, in two kinds
+ *  (seconds[0]: the hard steps' walks, seconds[1]: the others), and the
+ *  work they did, N_local + N_hard as the draw counts it. With only one
+ *  kind anywhere, each rank's sample count is then multiplied by its
+ *  seconds per unit of work over all ranks' (sum of seconds / sum of work),
+ *  so that the cuts at equal sample counts give domains of equal expected
+ *  time where the cost per particle follows the region. With both kinds,
+ *  the domains' expected work is chosen to minimise the slowest rank's
+ *  hard time plus the slowest rank's other time (each sub-step waits for
+ *  its slowest rank), and the factors are the inverse of that work per unit
+ *  of the present work, over their mean. Clamped to [1/2, 2], averaged over
+ *  the calls and held within 1 % (COST_AVG, COST_BAND in decomp.c). A rank
+ *  with no time or no work, or ranks without any time, get the factor 1.
+ *  Returns 0, or -1 with err set. */
+int hy_decomp_cost_update(struct hy_decomp *d, const double seconds[2], double work, struct hy_err *err);
 /** This rank's cost factor (1 until hy_decomp_cost_update); *lo and *hi
  *  (either may be NULL): the smallest and largest over the ranks. */
 double hy_decomp_cost(const struct hy_decomp *d, double *lo, double *hi);

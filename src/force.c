@@ -77,7 +77,7 @@ struct hy_force {
   size_t self_cap;
   uint64_t last_hard;
   struct hy_force_stats st;
-  double walk_total; /* kernel seconds of every walk job (hy_force_walk_seconds) */
+  double walk_total[2]; /* kernel seconds of every walk job, hard walks and the others (hy_force_walk_seconds) */
   /* device build (one rank): positions packed in p's order, results back in it */
   int dev_build;            /* the last build ran on the device */
   uint64_t m_tree_id;       /* distributed: the merged tree of the last soft walk (device slot 1) */
@@ -1504,7 +1504,7 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
     return -1;
   }
   add_times(f, &j->tm);
-  f->walk_total += j->tm.kernel;
+  f->walk_total[j->wc.mode == HY_WALK_HARD ? 0 : 1] += j->tm.kernel;
   f->st.n_pp += j->counts[HY_COUNT_PP];
   f->st.n_pc += j->counts[HY_COUNT_PC];
   return 0;
@@ -2193,12 +2193,15 @@ int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, do
   }
   unpack_results(f, n, 0, f->out0, NULL, NULL, NULL, acc, NULL, pot);
   add_times(f, &dj.tm);
-  f->walk_total += dj.tm.kernel;
+  f->walk_total[1] += dj.tm.kernel;
   f->st.n_pp += (uint64_t)n * (dj.n_src ? dj.n_src - 1 : 0);
   f->st.walk_wall += hy_wtime() - t0;
   return 0;
 }
 
 void hy_force_stats_get(const struct hy_force *f, struct hy_force_stats *s) { *s = f->st; }
-double hy_force_walk_seconds(const struct hy_force *f) { return f->walk_total; }
+void hy_force_walk_seconds(const struct hy_force *f, double seconds[2]) {
+  seconds[0] = f->walk_total[0];
+  seconds[1] = f->walk_total[1];
+}
 void hy_force_stats_reset(struct hy_force *f) { memset(&f->st, 0, sizeof f->st); }

@@ -255,9 +255,10 @@ int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, do
 
 void hy_force_stats_get(const struct hy_force *f, struct hy_force_stats *s);
 /** The kernel time of every walk job since the force object was made
- *  (profiling events, never reset):
- *  a rank's measured cost for `DomainCost walktime`. */
-double hy_force_walk_seconds(const struct hy_force *f);
+ *  (profiling events, never reset), seconds[0] of the hard walks
+ *  (HY_WALK_HARD: the hard steps'), seconds[1] of the others: a rank's
+ *  measured cost for `DomainCost walktime`. */
+void hy_force_walk_seconds(const struct hy_force *f, double seconds[2]);
 void hy_force_stats_reset(struct hy_force *f);
 
 #endif

@@ -174,7 +174,7 @@ struct run {
   double dd_sent, dd_recv, dd_before; /* sums over the decompositions: particles sent, received, held before */
   long dd_count;                      /* decompositions made */
   int dd_cost_walk;                   /* DomainCost walktime */
-  double walk_mark;                   /* hy_force_walk_seconds at the last decomposition */
+  double walk_mark[2];                /* hy_force_walk_seconds at the last decomposition */
   struct hy_force *force;
   /* restarts */
   const char *restart_dir;          /* --restart DIR, or NULL */
@@ -456,9 +456,11 @@ static int decompose_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev
     /* DomainCost walktime: the walks' time since the last decomposition, for
      * the work this domain held, weights the next samples (and the
      * exchange of these figures is the barrier) */
-    const double walk = hy_force_walk_seconds(r->force);
-    if (hy_decomp_cost_update(r->dd, walk - r->walk_mark, (double)p->n + extra, err) != 0) return -1;
-    r->walk_mark = walk;
+    double walk[2], since[2];
+    hy_force_walk_seconds(r->force, walk);
+    for (int k = 0; k < 2; k++) since[k] = walk[k] - r->walk_mark[k];
+    if (hy_decomp_cost_update(r->dd, since, (double)p->n + extra, err) != 0) return -1;
+    memcpy(r->walk_mark, walk, sizeof walk);
   } else if (r->size > 1 && MPI_Barrier(r->comm) != MPI_SUCCESS) {
     return hy_err_set(err, "domain decomposition: MPI_Barrier failed");
   }

@@ -1087,6 +1087,12 @@ static void test_sample_draw(void) {
   hy_decomp_free(d);
 }
 
+/* hy_decomp_cost_update with one kind of walk time (the other 0) */
+static int cost_update1(struct hy_decomp *d, double seconds, double work, struct hy_err *err) {
+  const double sec[2] = {seconds, 0.0};
+  return hy_decomp_cost_update(d, sec, work, err);
+}
+
 /* DomainCost walktime (hy_decomp_cost_update): particles uniform in the
  * unit cube, x slabs. After a first exchange (equal counts), rank ix
  * reports 1 + ix / 2 seconds per particle; its weight must be that over
@@ -1096,7 +1102,85 @@ static void test_sample_draw(void) {
  * standard deviations of a sample quantile, sqrt(q (1 - q) / N_s), turned
  * into a length by the weight density at the cut. Without the weights the
  * cuts stay near k / P, more than three tolerances away. Then the clamp to [1/2,
- * 2] and the weight 1 of a rank without time. */
+ * 2], the averaging of the factors over the decompositions and the band of
+ * 1 % within which a factor stays, and the weight 1 of a rank without time. */
+/* The slowest rank's hard time plus the slowest rank's soft time when the
+ * P ranks' works are proportional to u (a, b: seconds per unit of work,
+ * total work tot). */
+static double slowest_sum(const double *a, const double *b, const double *u, int P, double tot) {
+  double su = 0.0, jh = 0.0, js = 0.0;
+  for (int r = 0; r < P; r++) su += u[r];
+  for (int r = 0; r < P; r++) {
+    jh = fmax(jh, a[r] * u[r] * tot / su);
+    js = fmax(js, b[r] * u[r] * tot / su);
+  }
+  return jh + js;
+}
+
+/* Both kinds of walk time (hard steps', others'), on a first measurement:
+ * the hard (three steps) and soft walk times of four H100 ranks at 2^26
+ * (ms per Δt_s), equal work. The factors must give the works that minimise
+ * the slowest rank's hard time plus the slowest rank's soft time: the
+ * reference scans the ratio rho of the two on a fine logarithmic grid,
+ * gives each rank the work min(1 / a, rho / b) for its seconds per unit of
+ * work a (hard) and b (soft), and takes the inverse over its mean (1 within
+ * the band of 1 %); the factors agree to the grid's resolution, and these
+ * works do no worse than equal counts or equal total time, and better than
+ * one of them. */
+static void cost_two_kinds(struct hy_decomp *d) {
+  static const double hard[4] = {3 * 14.95, 3 * 15.38, 3 * 13.98, 3 * 14.50}, soft[4] = {48.28, 47.90, 47.21, 47.01};
+  const int P = nranks;
+  if (P < 2 || P > 4) return;
+  struct hy_err err;
+  const double w = 1000.0, sec[2] = {1e-3 * hard[rank], 1e-3 * soft[rank]};
+  HY_CHECK_INT(hy_decomp_cost_update(d, sec, w, &err), 0);
+  double lo, hi;
+  const double mine = hy_decomp_cost(d, &lo, &hi);
+  double a[4], b[4], u[4], best = INFINITY, rho_best = 0.0;
+  for (int r = 0; r < P; r++) {
+    a[r] = hard[r] / w;
+    b[r] = soft[r] / w;
+  }
+  const int n_grid = 200000;
+  for (int g = 0; g <= n_grid; g++) {
+    const double rho = 0.25 * pow(16.0, (double)g / n_grid); /* 0.25 .. 4: these rows' ratios b / a are 1.01-1.09 */
+    for (int r = 0; r < P; r++) u[r] = fmin(1.0 / a[r], rho / b[r]);
+    const double J = slowest_sum(a, b, u, P, P * w);
+    if (J < best) {
+      best = J;
+      rho_best = rho;
+    }
+  }
+  double c[4], cm = 0.0, c_lo = INFINITY, c_hi = -INFINITY;
+  for (int r = 0; r < P; r++) {
+    u[r] = fmin(1.0 / a[r], rho_best / b[r]);
+    cm += (c[r] = 1.0 / u[r]) / P;
+  }
+  for (int r = 0; r < P; r++) {
+    c[r] /= cm;
+    if (fabs(c[r] - 1.0) <= 0.01) c[r] = 1.0;
+    c_lo = fmin(c_lo, c[r]);
+    c_hi = fmax(c_hi, c[r]);
+  }
+  HY_CHECK_MSG(fabs(mine / c[rank] - 1.0) <= 1e-4, "rank %d: two-kind cost weight %.8f, reference %.8f", rank, mine,
+               c[rank]);
+  HY_CHECK_MSG(fabs(lo / c_lo - 1.0) <= 1e-4 && fabs(hi / c_hi - 1.0) <= 1e-4,
+               "two-kind cost weights %.8f to %.8f, reference %.8f to %.8f", lo, hi, c_lo, c_hi);
+  /* against equal counts and equal total time */
+  double ueq[4], usum[4];
+  for (int r = 0; r < P; r++) {
+    ueq[r] = 1.0;
+    usum[r] = 1.0 / (a[r] + b[r]);
+  }
+  const double J_eq = slowest_sum(a, b, ueq, P, P * w), J_sum = slowest_sum(a, b, usum, P, P * w);
+  if (rank == 0)
+    printf("%-46s rho %.4f, slowest hard + soft %.3f ms (equal total time %.3f, equal counts %.3f)\n",
+           "two-kind cost weights", rho_best, best, J_sum, J_eq);
+  HY_CHECK_MSG(best <= J_sum && best <= J_eq && best < fmax(J_sum, J_eq), "two kinds: %.4f, equal time %.4f, equal counts %.4f",
+               best, J_sum, J_eq);
+  HY_CHECK_INT(cost_update1(d, 0.0, 0.0, &err), 0);
+}
+
 static void scenario_cost(void) {
   const double rs = 0.5;
   const size_t n = N_MAIN;
@@ -1145,9 +1229,12 @@ static void scenario_cost(void) {
   }
   double s_sum = 0.0;
   for (int r = 0; r < P; r++) s_sum += (1.0 + 0.5 * r) * cnt[r];
-  for (int r = 0; r < P; r++) lam[r] = (1.0 + 0.5 * r) / (s_sum / (double)n); /* within [1/2, 2] up to P = 4 */
+  for (int r = 0; r < P; r++) {
+    lam[r] = (1.0 + 0.5 * r) / (s_sum / (double)n); /* within [1/2, 2] up to P = 4 */
+    if (fabs(lam[r] - 1.0) <= 0.01) lam[r] = 1.0;     /* within the band of the factor in use, 1 */
+  }
   HY_CHECK_INT((long long)p.n, (long long)cnt[ix]);
-  HY_CHECK_INT(hy_decomp_cost_update(d, (1.0 + 0.5 * ix) * (double)p.n, (double)p.n, &err), 0);
+  HY_CHECK_INT(cost_update1(d, (1.0 + 0.5 * ix) * (double)p.n, (double)p.n, &err), 0);
   double w_lo, w_hi;
   const double mine = hy_decomp_cost(d, &w_lo, &w_hi);
   HY_CHECK_MSG(fabs(mine - lam[ix]) <= 1e-12 * lam[ix], "rank %d: cost weight %.15g, expected %.15g", rank, mine,
@@ -1194,14 +1281,39 @@ static void scenario_cost(void) {
     HY_CHECK_MSG(fabs(b[k] - x) > 3 * tol, "cut %d: the weights move it too little to test (%.5f to %.5f)", k, b[k],
                  x);
   }
-  /* the clamp, and a rank without time */
-  HY_CHECK_INT(hy_decomp_cost_update(d, rank == 0 ? 100.0 : 1.0, 1.0, &err), 0);
-  if (P >= 3) HY_CHECK(hy_decomp_cost(d, NULL, NULL) == (rank == 0 ? 2.0 : 0.5));
-  HY_CHECK_INT(hy_decomp_cost_update(d, rank == 0 ? 0.0 : 1.0, 1.0, &err), 0);
-  if (rank == 0 || P == 1) HY_CHECK(hy_decomp_cost(d, NULL, NULL) == 1.0);
-  else HY_CHECK(fabs(hy_decomp_cost(d, NULL, NULL) - fmin(2.0, (double)P / (P - 1))) <= 1e-15);
-  HY_CHECK_INT(hy_decomp_cost_update(d, 0.0, 0.0, &err), 0);
+  /* no time and no work anywhere: every factor 1, and the averages start
+   * again; then the clamp, on a first measurement (taken as it is) */
+  HY_CHECK_INT(cost_update1(d, 0.0, 0.0, &err), 0);
   HY_CHECK(hy_decomp_cost(d, &w_lo, &w_hi) == 1.0 && w_lo == 1.0 && w_hi == 1.0);
+  HY_CHECK_INT(cost_update1(d, rank == 0 ? 100.0 : 1.0, 1.0, &err), 0);
+  if (P >= 3) HY_CHECK(hy_decomp_cost(d, NULL, NULL) == (rank == 0 ? 2.0 : 0.5));
+  if (P >= 3) {
+    /* equal times from now on (measured factor 1): the average takes 0.3
+     * of each new factor, geometrically, so the factor in use becomes
+     * f^0.7, f^0.49, ...; once the average is within 1 % of the factor in
+     * use, that factor stays, so the last one lies within 1 % of 1 and on
+     * the side it came from, not at 1 */
+    const double f0 = rank == 0 ? 2.0 : 0.5;
+    HY_CHECK_INT(cost_update1(d, 1.0, 1.0, &err), 0);
+    const double f1 = hy_decomp_cost(d, NULL, NULL);
+    HY_CHECK_MSG(fabs(f1 / pow(f0, 0.7) - 1.0) <= 1e-12, "rank %d: cost weight %.15g after equal times, expected %.15g",
+                 rank, f1, pow(f0, 0.7));
+    double f = f1, prev = f1;
+    for (int k = 0; k < 80; k++) {
+      prev = f;
+      HY_CHECK_INT(cost_update1(d, 1.0, 1.0, &err), 0);
+      f = hy_decomp_cost(d, NULL, NULL);
+    }
+    HY_CHECK_MSG(f == prev && f != 1.0 && fabs(f - 1.0) <= 0.0101 && (f > 1.0) == (f0 > 1.0),
+                 "rank %d: cost weight %.15g (before %.15g) after 80 equal times: not held within 1 %% of 1", rank, f,
+                 prev);
+  }
+  /* a rank without time: its plain count (factor 1) */
+  HY_CHECK_INT(cost_update1(d, rank == 0 ? 0.0 : 1.0, 1.0, &err), 0);
+  if (rank == 0 || P == 1) HY_CHECK(hy_decomp_cost(d, NULL, NULL) == 1.0);
+  HY_CHECK_INT(cost_update1(d, 0.0, 0.0, &err), 0);
+  HY_CHECK(hy_decomp_cost(d, &w_lo, &w_hi) == 1.0 && w_lo == 1.0 && w_hi == 1.0);
+  cost_two_kinds(d);
   hy_free(xs);
   hy_free(b);
   hy_free(cnt);
