@@ -59,16 +59,10 @@ char *hy_strdup(const char *label, const char *s) {
 
 void hy_free(void *p) { free(p); }
 
-/* HYTREE_HUGEPAGES=1: ask for transparent huge pages (read once). */
+/* HYTREE_HUGEPAGES=1: ask for transparent huge pages. */
 static int huge_wanted(void) {
   static atomic_int v = -1;
-  int w = atomic_load(&v);
-  if (w < 0) {
-    const char *e = getenv("HYTREE_HUGEPAGES");
-    w = e && strcmp(e, "1") == 0;
-    atomic_store(&v, w);
-  }
-  return w;
+  return hy_env_switch("HYTREE_HUGEPAGES", 0, &v);
 }
 
 void hy_advise_huge(void *p, size_t bytes) {
@@ -90,13 +84,7 @@ void hy_advise_huge(void *p, size_t bytes) {
 
 int hy_stream_stores(void) {
   static atomic_int v = -1;
-  int w = atomic_load(&v);
-  if (w < 0) {
-    const char *e = getenv("HYTREE_STREAM_STORES");
-    w = HY_HAVE_STREAM && !(e && strcmp(e, "0") == 0);
-    atomic_store(&v, w);
-  }
-  return w;
+  return HY_HAVE_STREAM && hy_env_switch("HYTREE_STREAM_STORES", 1, &v);
 }
 
 void hy_copy_stream(void *dst, const void *src, size_t n) {

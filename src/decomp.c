@@ -987,8 +987,8 @@ int hy_decomp_cut_samples(struct hy_decomp *d, double *s, size_t ns, int par, do
  * most of its domain in one decomposition. */
 #define COST_CLAMP 2.0
 /* Each rank's measured factor is averaged over the decompositions (weight
- * COST_AVG for the newest, the first taken as it is), and the factor in use
- * follows the average only when they differ by more than COST_BAND: the
+ * COST_AVG for the newest), and the factor in use is the first measured one,
+ * then follows the average only when they differ by more than COST_BAND: the
  * walks' times scatter by 1-2 % from one Δt_s to the next, and a factor
  * that followed them moved the boundaries back and forth at every
  * decomposition (on four H100s 85 000 instead of 58 000 leavers per
@@ -999,55 +999,52 @@ int hy_decomp_cut_samples(struct hy_decomp *d, double *s, size_t ns, int par, do
 /* The measured factors of hy_decomp_cost_update before the clamp, the
  * average and the band: c[r] for the P ranks (0: no factor, the rank had no
  * time or no work) from each rank's hard-step seconds t[3 r], other seconds
- * t[3 r + 1] and work t[3 r + 2]. */
-static void cost_factors(const double *t, int P, double *c) {
-  /* a[r], b[r]: seconds per unit of work of either kind; W'_r the work a
-   * rank should get: for a ratio rho of the slowest other time S to the
-   * slowest hard time H, W'_r = H u_r(rho), u_r = min(1 / a_r, rho / b_r),
-   * with H from sum W'_r = sum W_r, so the objective H + S is
-   * sum W (1 + rho) / sum u_r(rho): monotone between consecutive ranks'
-   * breakpoints rho = b_r / a_r, falling below the first and rising above
-   * the last, so its least value is at one of them (P^2 operations: 10^6
-   * at 1000 ranks, once per decomposition) */
-  double w_sum = 0.0;
+ * t[3 r + 1] and work t[3 r + 2]; ab: room for 2 P doubles. */
+static void cost_factors(const double *t, int P, double *c, double *ab) {
+  /* a[r], b[r]: seconds per unit of work of either kind (a + b = 0: no
+   * factor); W'_r the work a rank should get: for a ratio rho of the
+   * slowest other time S to the slowest hard time H, W'_r = H u_r(rho),
+   * u_r = min(1 / a_r, rho / b_r), with H from sum W'_r = sum W_r, so the
+   * objective H + S is sum W (1 + rho) / sum u_r(rho): monotone between
+   * consecutive ranks' breakpoints rho = b_r / a_r, falling below the first
+   * and rising above the last, so its least value is at one of them (P^2
+   * operations: 10^6 at 1000 ranks, once per decomposition) */
+  double *a = ab, *b = ab + P, w_sum = 0.0;
   int both = 0, any = 0;
   for (int r = 0; r < P; r++) {
-    const double a = t[3 * r], b = t[3 * r + 1], w = t[3 * r + 2];
-    c[r] = 0.0;
-    if (!(w > 0) || !(a + b > 0)) continue;
+    const double w = t[3 * r + 2];
+    c[r] = a[r] = b[r] = 0.0;
+    if (!(w > 0) || !(t[3 * r] + t[3 * r + 1] > 0)) continue;
+    a[r] = t[3 * r] / w;
+    b[r] = t[3 * r + 1] / w;
     any = 1;
-    both |= a > 0 && b > 0;
+    both |= a[r] > 0 && b[r] > 0;
     w_sum += w;
   }
   if (!any) return;
+#define U(r, q) fmin(a[r] > 0 ? 1.0 / a[r] : INFINITY, b[r] > 0 ? (q) / b[r] : INFINITY)
   double rho = -1.0; /* one kind only: equal time */
   if (both) {
     double best = INFINITY;
     for (int k = 0; k < P; k++) {
-      const double ak = t[3 * k], bk = t[3 * k + 1], wk = t[3 * k + 2];
-      if (!(wk > 0) || !(ak > 0) || !(bk > 0)) continue;
-      const double q = bk / ak; /* rates per unit of work: the ratio is the same */
+      if (!(a[k] > 0) || !(b[k] > 0)) continue;
+      const double q = b[k] / a[k];
       double g = 0.0;
-      for (int r = 0; r < P; r++) {
-        const double a = t[3 * r] / t[3 * r + 2], b = t[3 * r + 1] / t[3 * r + 2];
-        if (!(t[3 * r + 2] > 0) || !(a + b > 0)) continue;
-        g += fmin(a > 0 ? 1.0 / a : INFINITY, b > 0 ? q / b : INFINITY);
-      }
-      const double J = (1.0 + q) / g;
-      if (J < best) {
-        best = J;
+      for (int r = 0; r < P; r++)
+        if (a[r] + b[r] > 0) g += U(r, q);
+      if ((1.0 + q) / g < best) {
+        best = (1.0 + q) / g;
         rho = q;
       }
     }
   }
   double cw = 0.0;
   for (int r = 0; r < P; r++) {
-    const double w = t[3 * r + 2];
-    if (!(w > 0) || !(t[3 * r] + t[3 * r + 1] > 0)) continue;
-    const double a = t[3 * r] / w, b = t[3 * r + 1] / w;
-    c[r] = rho < 0 ? a + b : 1.0 / fmin(a > 0 ? 1.0 / a : INFINITY, b > 0 ? rho / b : INFINITY);
-    cw += c[r] * w;
+    if (!(a[r] + b[r] > 0)) continue;
+    c[r] = rho < 0 ? a[r] + b[r] : 1.0 / U(r, rho);
+    cw += c[r] * t[3 * r + 2];
   }
+#undef U
   for (int r = 0; r < P; r++) c[r] /= cw / w_sum; /* over the mean: 1 where the work stays */
 }
 
@@ -1057,10 +1054,10 @@ int hy_decomp_cost_update(struct hy_decomp *d, const double seconds[2], double w
   double mine[3];
   for (int k = 0; k < 2; k++) mine[k] = seconds[k] > 0 && isfinite(seconds[k]) ? seconds[k] : 0.0;
   mine[2] = work > 0 && isfinite(work) ? work : 0.0;
-  double *all = hy_malloc("decomposition costs", 4 * (size_t)P, sizeof(double));
+  double *all = hy_malloc("decomposition costs", 6 * (size_t)P, sizeof(double));
   double *c = all + 3 * (size_t)P;
   MPI_TRY(MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, d->comm), "MPI_Allgather of the walk times");
-  cost_factors(all, P, c);
+  cost_factors(all, P, c, c + P);
   if (!d->cost_avg) {
     d->cost_avg = hy_malloc("decomposition costs", (size_t)P, sizeof(double));
     d->cost_all = hy_malloc("decomposition costs", (size_t)P, sizeof(double));
@@ -1074,10 +1071,12 @@ int hy_decomp_cost_update(struct hy_decomp *d, const double seconds[2], double w
   for (int r = 0; r < P; r++) {
     if (c[r] > 0 && isfinite(c[r])) {
       double f = c[r] > COST_CLAMP ? COST_CLAMP : c[r] < 1.0 / COST_CLAMP ? 1.0 / COST_CLAMP : c[r];
-      /* averaged (geometric: a factor and its inverse weigh alike) */
-      if (d->cost_avg[r] > 0) f = exp((1.0 - COST_AVG) * log(d->cost_avg[r]) + COST_AVG * log(f));
+      /* averaged (geometric: a factor and its inverse weigh alike); the
+       * first is taken as it is, the later ones within the band */
+      const int first = !(d->cost_avg[r] > 0);
+      if (!first) f = exp((1.0 - COST_AVG) * log(d->cost_avg[r]) + COST_AVG * log(f));
       d->cost_avg[r] = f;
-      if (fabs(f / d->cost_all[r] - 1.0) > COST_BAND) d->cost_all[r] = f;
+      if (first || fabs(f / d->cost_all[r] - 1.0) > COST_BAND) d->cost_all[r] = f;
     } else { /* no time or no work: the plain count, and the average starts again */
       d->cost_avg[r] = 0.0;
       d->cost_all[r] = 1.0;

@@ -482,23 +482,11 @@ static void key_cube_args(const double centre[3], double half, double lo[3], dou
   *scale = (double)(1u << HY_KEY_BITS) / (2.0 * half);
 }
 
-/* A switch of the environment, read once into *cache (-1: not read yet):
- * 0 when set to 0, 1 when set to 1, else dflt. */
-static int env_switch(const char *name, int dflt, atomic_int *cache) {
-  int w = atomic_load(cache);
-  if (w < 0) {
-    const char *e = getenv(name);
-    w = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : dflt;
-    atomic_store(cache, w);
-  }
-  return w;
-}
-
 /* Merged builds from the device state grafted onto the local tree
  * (HYTREE_GRAFT=0: beside it, as a tree of their own). */
 static int graft_wanted(void) {
   static atomic_int v = -1;
-  return env_switch("HYTREE_GRAFT", 1, &v);
+  return hy_env_switch("HYTREE_GRAFT", 1, &v);
 }
 
 /* The device build from positions packed relative to f->origin (pos4, or
@@ -1138,7 +1126,7 @@ int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err)
  * once. */
 static int hard_sent_on(void) {
   static atomic_int v = -1;
-  return env_switch("HYTREE_HARD_SENT", 0, &v);
+  return hy_env_switch("HYTREE_HARD_SENT", 0, &v);
 }
 
 /* Distributed runs, the device state's tree just built or refitted: this
