@@ -65,7 +65,7 @@ struct hy_decomp {
   double sample_rate;   /**< R_samp */
   double cost;          /**< this rank's sample weight (hy_decomp_cost_update), 1 = off */
   double cost_lo, cost_hi; /**< the smallest and largest of every rank's cost */
-  double *cost_avg, *cost_all; /**< per rank: its measured factor averaged, and the factor in use (hy_decomp_cost_update) */
+  double *cost_avg, *cost_all; /**< per rank: its measured factor averaged, and the factor held (hy_decomp_cost_update; in use over the mean) */
   double coef;          /**< boundary smoothing, 1 = off */
   int have_bounds;      /**< nonzero after the first exchange */
   size_t n_bounds;      /**< (Px+1) + Px (Py+1) + Px Py (Pz+1) */
@@ -986,6 +986,7 @@ int hy_decomp_cut_samples(struct hy_decomp *d, double *s, size_t ns, int par, do
  * were unusually slow once (a device shared for a moment) cannot give up
  * most of its domain in one decomposition. */
 #define COST_CLAMP 2.0
+static double cost_clamp(double f) { return f > COST_CLAMP ? COST_CLAMP : f < 1.0 / COST_CLAMP ? 1.0 / COST_CLAMP : f; }
 /* Each rank's measured factor is averaged over the decompositions (weight
  * COST_AVG for the newest), and the factor in use is the first measured one,
  * then follows the average only when they differ by more than COST_BAND: the
@@ -1066,24 +1067,38 @@ int hy_decomp_cost_update(struct hy_decomp *d, const double seconds[2], double w
       d->cost_all[r] = 1.0;
     }
   }
-  d->cost_lo = INFINITY;
-  d->cost_hi = -INFINITY;
+  double m_w = 0.0, m_sum = 0.0;
   for (int r = 0; r < P; r++) {
     if (c[r] > 0 && isfinite(c[r])) {
-      double f = c[r] > COST_CLAMP ? COST_CLAMP : c[r] < 1.0 / COST_CLAMP ? 1.0 / COST_CLAMP : c[r];
+      double f = cost_clamp(c[r]);
       /* averaged (geometric: a factor and its inverse weigh alike); the
        * first is taken as it is, the later ones within the band */
       const int first = !(d->cost_avg[r] > 0);
       if (!first) f = exp((1.0 - COST_AVG) * log(d->cost_avg[r]) + COST_AVG * log(f));
       d->cost_avg[r] = f;
       if (first || fabs(f / d->cost_all[r] - 1.0) > COST_BAND) d->cost_all[r] = f;
+      m_sum += d->cost_all[r] * all[3 * r + 2];
+      m_w += all[3 * r + 2];
     } else { /* no time or no work: the plain count, and the average starts again */
       d->cost_avg[r] = 0.0;
       d->cost_all[r] = 1.0;
     }
-    if (r == d->rank) d->cost = d->cost_all[r];
-    d->cost_lo = fmin(d->cost_lo, d->cost_all[r]);
-    d->cost_hi = fmax(d->cost_hi, d->cost_all[r]);
+  }
+  /* The factors in use over their mean weighted by the ranks' work, so that
+   * the samples drawn stay SampleRate's in all: the ranks' factors are
+   * averaged and held apart, so those in use need not keep the measured
+   * factors' mean of 1 (2 pocl ranks ended at 0.87 and 0.88). Only their
+   * ratios move the boundaries, so the band still holds them; a rank
+   * without a factor keeps 1, the mean; clamped again. */
+  const double m = m_w > 0 && m_sum > 0 ? m_sum / m_w : 1.0;
+  d->cost_lo = INFINITY;
+  d->cost_hi = -INFINITY;
+  for (int r = 0; r < P; r++) {
+    double f = d->cost_avg[r] > 0 ? d->cost_all[r] / m : 1.0;
+    f = cost_clamp(f);
+    if (r == d->rank) d->cost = f;
+    d->cost_lo = fmin(d->cost_lo, f);
+    d->cost_hi = fmax(d->cost_hi, f);
   }
 done:
   hy_free(all);
