@@ -1319,9 +1319,17 @@ static void scenario_cost(void) {
                  "within 2 %% of 1 with a mean of 1",
                  rank, f, prev, f_sum / P);
   }
-  /* a rank without time: its plain count (factor 1) */
+  /* a rank without time: its plain count (factor 1), and the mean of the
+   * others' factors in use (equal works) 1 without it */
   HY_CHECK_INT(cost_update1(d, rank == 0 ? 0.0 : 1.0, 1.0, &err), 0);
   if (rank == 0 || P == 1) HY_CHECK(hy_decomp_cost(d, NULL, NULL) == 1.0);
+  if (P >= 2) {
+    const double f = rank == 0 ? 0.0 : hy_decomp_cost(d, NULL, NULL);
+    double f_sum = 0.0;
+    MPI_Allreduce(&f, &f_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    HY_CHECK_MSG(fabs(f_sum / (P - 1) - 1.0) <= 1e-12,
+                 "rank %d: the factors in use beside a rank without time: mean %.15g, not 1", rank, f_sum / (P - 1));
+  }
   HY_CHECK_INT(cost_update1(d, 0.0, 0.0, &err), 0);
   HY_CHECK(hy_decomp_cost(d, &w_lo, &w_hi) == 1.0 && w_lo == 1.0 && w_hi == 1.0);
   cost_two_kinds(d);
