@@ -812,7 +812,7 @@ __kernel void hy_first_cells(__global const uint *c_lo, const uint n_cell, __glo
  * merged key order, cells nm + c) map to the walk's by hy_gu. The slot-0
  * records whose `next` the merged tree changes (its particles that are
  * children of merged cells, and the last nodes of the subtrees taken whole)
- * are overwritten: the next refit or build of slot 0 writes them anew. */
+ * are overwritten: the next build of slot 0 writes them anew. */
 
 inline int hy_gu(const int x, const uint nm, __global const uint *ibefore, __global const uint *gl, const int l_npart,
                  const int item_base, const int u_base) {

@@ -690,7 +690,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
       return -1;
     res->merged = 1;
     /* the slot-0 tree's cells, while its records are still those of that
-     * build (no refit since), lend their moments to the merged tree's cells
+     * build, lend their moments to the merged tree's cells
      * without items */
     if (lend) {
       const cl_uint none = UINT32_MAX, nc = (cl_uint)L->n_cell;
@@ -1077,42 +1077,6 @@ int hy_cl_tree_build_side(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   return rc;
 }
 
-int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err, uint64_t tree_id,
-                     struct hy_cl_build_result *res, struct hy_err *err) {
-  memset(res, 0, sizeof *res);
-  struct cl_tree *T = &cl->tree[0];
-  if (n != T->sorted_n || T->n_gen == 0)
-    return hy_err_set(err, "internal error: refit of %zu particles without a device-built tree of them", n);
-  if (!pos && cl->state_n != n)
-    return hy_err_set(err, "internal error: refit from a device state of %zu particles, not %zu", cl->state_n, n);
-  struct evlist ev = {.q = hy_cl_queue(cl)};
-  cl_int e = CL_SUCCESS;
-  cl->node_id[0] = 0;
-  cl->graft_id = 0; /* the slot-0 records are rewritten: a grafted merged tree on them ends */
-  int rc = 0;
-  if (pos) {
-    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->pos.mem, CL_FALSE, 0, n * 16, pos, 0, NULL, ev_new(&ev, PH_UPLOAD));
-    if (e != CL_SUCCESS)
-      rc = hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
-                      hy_cl_errname(e));
-  }
-  if (rc == 0) rc = enqueue_moments(cl, T, 0, n, a_err, 0, &ev, err);
-  ev_close(&ev);
-  if (rc == 0 && (e = clFinish(hy_cl_queue(cl))) != CL_SUCCESS)
-    rc = hy_err_set(err, "OpenCL: the device tree refit failed on %s: %s", cl->name, hy_cl_errname(e));
-  if (rc != 0) clFinish(hy_cl_queue(cl));
-  double t[PH_N] = {0};
-  ev_finish(&ev, rc == 0 ? t : NULL);
-  if (rc != 0) return -1;
-  res->root = (int32_t)n;
-  res->n_cell = T->n_cell;
-  res->generations = T->n_gen;
-  res->upload = t[PH_UPLOAD];
-  res->moments = t[PH_MOMENTS];
-  cl->node_id[0] = tree_id;
-  return 0;
-}
-
 int hy_cl_unsort(struct hy_cl *cl, int slot, cl_mem src, cl_mem dst, size_t n, cl_event *ev, struct hy_err *err) {
   if (slot < 0 || slot > 1 || n != cl->tree[slot].sorted_n || !cl->k_unsort)
     return hy_err_set(err, "internal error: unsorting %zu results without a device-built tree of them", n);
@@ -1134,12 +1098,12 @@ int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, flo
   cl_int e;
   if ((e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->node[slot].mem, CL_FALSE, hy_size_mul_or_die(n, 32, "tree nodes"),
                                n_cell * 32, cells, 0, NULL, ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
-      (next && (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL,
-                                        ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS) ||
+      (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL,
+                               ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
       (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->c_b2.mem, CL_FALSE, 0, n_cell * 4, b2, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
           CL_SUCCESS ||
-      (idx && (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->idx.mem, CL_FALSE, 0, n * 4, idx, 0, NULL,
-                                       ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS) ||
+      (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->idx.mem, CL_FALSE, 0, n * 4, idx, 0, NULL,
+                               ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
       (ev_close(&ev), (e = clFinish(hy_cl_queue(cl))) != CL_SUCCESS)) {
     clFinish(hy_cl_queue(cl));
     ev_finish(&ev, NULL);

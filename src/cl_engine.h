@@ -170,7 +170,7 @@ struct hy_cl_build_args {
                            others' records follow the slot-0 tree's in its node buffer (opencl/build.cl,
                            "grafted merge"); the walk (hy_cl_walk_args.graft) meets the same nodes in the
                            same order as in the plain merged tree. hy_cl_build_result.whole says whether
-                           it was; the slot-0 tree needs a refit or build before its next walk */
+                           it was; the slot-0 tree needs a build before its next walk */
 };
 
 /** What a device build made and what it cost (profiling events) [s]. */
@@ -218,7 +218,7 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
  *  buffers and kernels against the walk's; the engine's bookkeeping of
  *  buffer sizes is locked). Returns when the tree is built; the caller
  *  orders it before any walk of slot 1 (the walk's thread is handed the
- *  job after this returns). Not beside another build, refit, LET selection
+ *  job after this returns). Not beside another build, LET selection
  *  or state operation, nor a walk of slot 1. Returns 0 or -1 with err set. */
 int hy_cl_tree_build_side(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct hy_err *err);
@@ -268,17 +268,9 @@ int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *
  *  (LET selection in distributed runs; tests): cells receives 8 floats per cell (the node records of nodes n ..
  *  n + n_cell - 1, hy_shared.h), next the next link of particle nodes
  *  0 .. n - 1, b2 the B2 of every cell, idx the host index of every
- *  particle node (key order -> host order); next and idx may be NULL (after a
- *  refit they are those of the build it refitted). seconds: transfer time. */
+ *  particle node (key order -> host order). seconds: transfer time. */
 int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, float *cells, int32_t *next, float *b2,
                         uint32_t *idx, double *seconds, struct hy_err *err);
-
-/** Refit the last device-built tree to new positions of the same particles
- *  (pos as for hy_cl_tree_build, NULL: the device state's packed
- *  positions): the same cells and key order, moments from the new
- *  positions. Returns 0 or -1 with err set. */
-int hy_cl_tree_refit(struct hy_cl *cl, const float *pos, size_t n, double a_err, uint64_t tree_id,
-                     struct hy_cl_build_result *res, struct hy_err *err);
 
 /* ----------------------------------------------------------------------
  * Device-resident particle state (opencl/state.cl, double precision): one

@@ -44,7 +44,7 @@ struct cl_tree {
   int has_grp;         /* the last build's particles carry grp */
   size_t sorted_n;     /* particles of the last build (0: none) */
   size_t n_cell;       /* its cells */
-  int n_gen;           /* its cell generations (0: no tree to refit) */
+  int n_gen;           /* its cell generations (0: none built) */
   int gen_hint;        /* the generations of the slot's last build (the next build's first batch) */
   cl_uint n_crit;      /* its n_crit: its cells of fewer particles are leaf buckets */
   struct cl_buf skey;  /* slot 0, keep_keys: the last build's sorted keys (its order is idx) */

@@ -94,7 +94,7 @@ struct hy_force {
   struct hy_box box;        /* distributed: the tight box of the last local device build's particles */
   int box_ok;               /* box is set (from that build's pack reductions) */
   double frame[3];          /* positions in the device records are relative to this point */
-  double cube_c[3], cube_h; /* distributed: the key cube of the whole set at the last local build or refit */
+  double cube_c[3], cube_h; /* distributed: the key cube of the whole set at the last local build */
   int cube_shrunk;          /* (keep_cube), and whether escapers shrank it */
   float *dout0, *dout1;     /* walk results (engine's host staging memory) */
   uint32_t *u32;            /* 32-bit indices for the device (u32_scratch) */
@@ -138,12 +138,10 @@ struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const s
    * 0.006 s per dt_s at N = 16k, 0.16 s against 0.03 s at 128k) */
   if (f->cfg.tree_build == HY_TREE_BUILD_AUTO)
     f->cfg.tree_build = hy_cl_is_cpu(cl) ? HY_TREE_BUILD_HOST : HY_TREE_BUILD_DEVICE;
-  /* the same for the hard steps' remote tree: on four H100s the host's
-   * build (16 threads a rank) took 19.5 ms per hard step at 2^26 and 13 ms
-   * at 2^24, far past the local walk it should hide behind, the device's
-   * 2.4 ms (doc/performance.md, tenth session) */
-  if (f->cfg.hard_remote == HY_TREE_BUILD_AUTO)
-    f->cfg.hard_remote = hy_cl_is_cpu(cl) ? HY_TREE_BUILD_HOST : HY_TREE_BUILD_DEVICE;
+  /* the hard steps' remote tree where the local one is built: on four
+   * GPUs the host's build (16 threads a rank) took 19.5 ms per hard step at
+   * 2^26, far past the local walk it should hide behind, the device's 2.4 ms */
+  if (f->cfg.hard_remote == HY_TREE_BUILD_AUTO) f->cfg.hard_remote = f->cfg.tree_build;
   hy_tree_init(&f->tree);
   hy_tree_init(&f->rtree);
   hy_part_init(&f->remote);
@@ -244,7 +242,7 @@ static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, in
 static int remote_build_side(struct hy_force *f, struct hy_err *err);
 static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n_sink,
                             uint64_t sink_id, long self_base, float *out0, float *out1);
-static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *err);
+static int tree_to_host(struct hy_force *f, size_t n, struct hy_err *err);
 
 static int pot_invalid(int mode, int want_pot) { return want_pot && mode == HY_WALK_HARD; }
 
@@ -376,7 +374,7 @@ static int keep_cube(struct hy_force *f, int shrunk, const double centre[3], con
   return shrunk;
 }
 
-/* The key cube of a local build or refit. One rank: key_cube. Several: one
+/* The key cube of a local build. One rank: key_cube. Several: one
  * cube for every rank's trees, the one that one rank would take for the
  * whole set (the union of the ranks' ranges, shrunk to the union of their
  * bulk boxes when escapers make it far wider), kept in f->cube_* for the
@@ -389,7 +387,7 @@ static int keep_cube(struct hy_force *f, int shrunk, const double centre[3], con
  * and 4.5x (99th percentile of the hard force after the drift) depending on
  * the realisation, as one rank's do when the same sphere is rotated
  * (doc/performance.md).
- * Collective: every rank calls it once per local build or refit, also
+ * Collective: every rank calls it once per local build, also
  * without particles (n = 0). red: the ranges relative to origin. Returns 1
  * if the cube was shrunk, 0 if not, -1 on an MPI error. */
 static int cube_for(struct hy_force *f, size_t n, const double red[6], const double origin[3], const double *sample,
@@ -493,12 +491,12 @@ static int graft_wanted(void) {
  * the device state's when NULL) in the key cube (centre, half); t_host is
  * the host time spent so far. slot 0: the local tree (f->tree's counts and
  * frame); slot 1: the merged tree of local particles and LET items (f->m_*),
- * which leaves the local tree on the device for the hard steps' refits; its
+ * which leaves the local tree on the device beside it; its
  * first n_local positions are the local build's, whose key order it reuses
  * (hy_cl_build_args.merge_local: the local build keeps its keys on several
  * ranks, all of whose trees share one key cube, cube_for). */
 static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, const float *pos4, const float *grp,
-                        const double centre[3], double half, double t_host, int refit, const uint64_t *keys,
+                        const double centre[3], double half, double t_host, const uint64_t *keys,
                         size_t presorted, struct hy_err *err) {
   double t1 = hy_wtime();
   const uint64_t id = atomic_fetch_add(&tree_serial, 1);
@@ -510,7 +508,7 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
   a.keep_keys = slot == 0 && f->let != NULL;
   /* distributed: the local tree's keys from the double positions, in the
    * whole set's cube, whatever the frame (the state's, or the host's keys) */
-  if (slot == 0 && f->let && !refit) {
+  if (slot == 0 && f->let) {
     if (pos4 && !keys) return hy_err_set(err, "internal error: a distributed local build without its keys");
     key_cube_args(centre, half, a.key_lo, &a.key_scale);
     a.state_keys = pos4 == NULL;
@@ -523,10 +521,9 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
     a.graft = !pos4 && graft_wanted();
   }
   struct hy_cl_build_result res;
-  if (refit ? hy_cl_tree_refit(f->cl, pos4, n, a.a_err, id, &res, err) : hy_cl_tree_build(f->cl, &a, &res, err))
-    return -1;
+  if (hy_cl_tree_build(f->cl, &a, &res, err) != 0) return -1;
   double t2 = hy_wtime();
-  hy_trace(HY_TRACE_MAIN, refit ? "refit" : slot ? "build_merged" : "build", t1);
+  hy_trace(HY_TRACE_MAIN, slot ? "build_merged" : "build", t1);
   /* its parts on the device lane (the main thread waited for them) */
   static const char *const b0[] = {"b_upload", "b_sort", "b_cells", "b_moments"};
   static const char *const b1[] = {"bm_upload", "bm_sort", "bm_cells", "bm_moments"};
@@ -559,16 +556,9 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
   return 0;
 }
 
-/* A refit instead of a build: the last build was on the device, of the same
- * particles, and hard steps are not to rebuild. */
-static int can_refit(const struct hy_force *f, size_t n) {
-  return !f->cfg.hard_rebuild && f->dev_build && f->have_tree && f->tree.n_part == n;
-}
-
 /* Distributed runs: the device-built local tree to the host (f->tree, with
- * the particle map) for the LET selection walks; after a refit (of the tree
- * the last call brought over) only the cells' records. */
-static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *err) {
+ * the particle map) for the LET selection walks. */
+static int tree_to_host(struct hy_force *f, size_t n, struct hy_err *err) {
   double t0 = hy_wtime(), tx = 0.0;
   const size_t nc = f->tree.n_cell;
   const size_t o_next = hy_size_mul_or_die(nc, 32, "tree download"), o_b2 = o_next + 4 * n, o_idx = o_b2 + 4 * nc;
@@ -577,15 +567,10 @@ static int tree_to_host(struct hy_force *f, size_t n, int refit, struct hy_err *
   float *cells = (float *)buf, *b2 = (float *)(buf + o_b2);
   int32_t *next = (int32_t *)(buf + o_next);
   uint32_t *idx = (uint32_t *)(buf + o_idx);
-  /* a refit changes the cells' moments only: the particle links and the key
-   * order in the staging buffer are still those of the build it refitted */
-  if (hy_cl_tree_download(f->cl, 0, n, nc, cells, refit ? NULL : next, b2, refit ? NULL : idx, &tx, err) != 0) return -1;
+  if (hy_cl_tree_download(f->cl, 0, n, nc, cells, next, b2, idx, &tx, err) != 0) return -1;
   hy_trace(HY_TRACE_MAIN, "tree_download", t0);
   const double t1 = hy_trace_t();
-  if (refit)
-    hy_tree_refit_records(&f->tree, f->frame, cells, b2, f->pool);
-  else
-    hy_tree_from_records(&f->tree, n, nc, f->frame, cells, next, b2, idx, f->pool);
+  hy_tree_from_records(&f->tree, n, nc, f->frame, cells, next, b2, idx, f->pool);
   hy_trace(HY_TRACE_MAIN, "tree_records", t1);
   f->st.download += tx;
   f->st.export_ += hy_wtime() - t0 - tx;
@@ -632,8 +617,8 @@ static const uint64_t *host_keys(struct hy_force *f, const struct hy_part *p, co
   return f->hkeys;
 }
 
-/* The local tree on the device (refit: of the last build's cells). */
-static int device_build(struct hy_force *f, const struct hy_part *p, int refit, struct hy_err *err) {
+/* The local tree on the device. */
+static int device_build(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t n = p->n;
   /* distributed: room for the soft step's LET items after the local
@@ -644,11 +629,8 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   if (!pos4_fits(f, n, room, err)) return -1;
   float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(n, 16, "packed positions"), err);
   if (!pos4) return -1;
-  /* the frame: this build's centre of mass; on several ranks a refit keeps
-   * the frame of the build it refits (one pass over the particles fewer; a
-   * resumed run builds that tree as the straight one did). One rank keeps
-   * the pass, so that its trees equal those of the device-resident state. */
-  if (!(refit && f->let)) hy_part_com_pool(p, f->pool, f->origin);
+  /* the frame: this build's centre of mass (as the device-resident state's) */
+  hy_part_com_pool(p, f->pool, f->origin);
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = hy_tree_sample(p->pos, n, sample);
   uint64_t bad = UINT64_MAX;
@@ -666,13 +648,13 @@ static int device_build(struct hy_force *f, const struct hy_part *p, int refit, 
   memcpy(f->packed_red, red, sizeof f->packed_red);
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
   box_from_pack(f, red);
-  const uint64_t *keys = f->let && !refit ? host_keys(f, p, centre, half) : NULL;
-  if (build_packed(f, 0, n, 0, pos4, NULL, centre, half, hy_wtime() - t0, refit, keys, 0, err) != 0) return -1;
-  return f->let ? tree_to_host(f, n, refit, err) : 0;
+  const uint64_t *keys = f->let ? host_keys(f, p, centre, half) : NULL;
+  if (build_packed(f, 0, n, 0, pos4, NULL, centre, half, hy_wtime() - t0, keys, 0, err) != 0) return -1;
+  return f->let ? tree_to_host(f, n, err) : 0;
 }
 
 /* Distributed walks that take the merged tree of local particles and LET
- * items (LETWalk merged, or auto for all but the hard walks). */
+ * items (all but the hard walks; hy_force_set_comm). */
 static int walk_merged(const struct hy_force *f, int mode) {
   return f->let && (f->merged == HY_LET_MERGED || (f->merged == HY_LET_AUTO && mode != HY_WALK_HARD));
 }
@@ -734,7 +716,7 @@ static void resident_walk_job(struct hy_force *f, struct walk_job *j, const stru
 }
 
 /* After a merged walk: the local tree's frame again (a merged build that
- * escapers made repack moved it), for the hard steps' refits. */
+ * escapers made repack moved it). */
 static void restore_frame(struct hy_force *f, const double frame[3]) {
   memcpy(f->frame, frame, 3 * sizeof(double));
   memcpy(f->origin, frame, 3 * sizeof(double));
@@ -1129,7 +1111,7 @@ static int hard_sent_on(void) {
   return hy_env_switch("HYTREE_HARD_SENT", 0, &v);
 }
 
-/* Distributed runs, the device state's tree just built or refitted: this
+/* Distributed runs, the device state's tree just built: this
  * walk's tight boxes exchanged (the pack's reductions give this rank's) and
  * its LET items selected on the device (hy_cl_let_select: the items, in the
  * order, of the host's selection walks), for exchange_let. */
@@ -1207,7 +1189,7 @@ static int items_ready(const struct hy_let_floats *fl, size_t first, size_t coun
 }
 
 /* The merged walk of the device state (soft steps on several ranks, hard
- * ones with LETWalk merged; p's positions are the device's): the LET
+ * ones with HY_LET_MERGED; p's positions are the device's): the LET
  * exchanged after the local build,
  * the items packed in its frame (with their B2, b_max) behind the state's
  * packed positions on the device, the merged tree built and walked there,
@@ -1229,7 +1211,7 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   if (hy_cl_state_append_end(f->cl, m, &tu, err) != 0) return -1; /* uploads queued run by run (items_ready) */
   hy_trace(HY_TRACE_MAIN, "append_items", ta);
   f->st.upload += tu;
-  int rc = build_packed(f, 1, nm, n, NULL, NULL, centre, half, hy_wtime() - t0 - tu, 0, NULL, 0, err);
+  int rc = build_packed(f, 1, nm, n, NULL, NULL, centre, half, hy_wtime() - t0 - tu, NULL, 0, err);
   struct walk_job *j = &f->job[0];
   if (rc == 0) {
     const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
@@ -1247,8 +1229,7 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   return 0;
 }
 
-int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, int refit,
-                         struct hy_err *err) {
+int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err) {
   if (pot_invalid(mode, want_pot)) return hy_err_set(err, "internal error: potential requested from a hard walk");
   const int merged = walk_merged(f, mode);
   double t0 = hy_wtime(), red[11], tk = 0.0;
@@ -1258,24 +1239,13 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   const double zero[3] = {0.0, 0.0, 0.0};
   double sample[3 * HY_TREE_SAMPLE], centre[3], half;
   const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
-  const int rf = refit && can_refit(f, p->n); /* merged hard walks (LETWalk merged) refit the local tree too */
   const double tp = hy_trace_t();
-  if (rf && f->let) { /* several ranks: a refit keeps the frame of the build it refits, as device_build */
-    if (hy_cl_state_pack(f->cl, f->origin, red, s, sample, &tk, err) != 0) return -1;
-    const int shrunk = cube_for(f, p->n, red, f->origin, sample, s, centre, &half, err);
-    if (shrunk < 0) return -1;
-    if (shrunk) {
-      memcpy(f->origin, centre, sizeof f->origin);
-      if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
-    }
-  } else {
-    if (hy_cl_state_ranges(f->cl, red, s, sample, &tk, err) != 0) return -1;
-    for (int d = 0; d < 3; d++) f->origin[d] = red[6] > 0.0 ? red[7 + d] / red[6] : 0.0;
-    const int shrunk = cube_for(f, p->n, red, zero, sample, s, centre, &half, err);
-    if (shrunk < 0) return -1;
-    if (shrunk) memcpy(f->origin, centre, sizeof f->origin);
-    if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
-  }
+  if (hy_cl_state_ranges(f->cl, red, s, sample, &tk, err) != 0) return -1;
+  for (int d = 0; d < 3; d++) f->origin[d] = red[6] > 0.0 ? red[7 + d] / red[6] : 0.0;
+  const int shrunk = cube_for(f, p->n, red, zero, sample, s, centre, &half, err);
+  if (shrunk < 0) return -1;
+  if (shrunk) memcpy(f->origin, centre, sizeof f->origin);
+  if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
   hy_trace(HY_TRACE_MAIN, "pack", tp);
   if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
   box_from_pack(f, red);
@@ -1283,10 +1253,10 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
    * they were made in this cube: the set's range is the same before and
    * after it, but the bulk's box that may shrink the cube is not */
   size_t pre = 0;
-  if (!rf && f->pre_n > 0 && f->pre_n <= p->n && f->pre_h == half && memcmp(f->pre_c, centre, sizeof centre) == 0)
+  if (f->pre_n > 0 && f->pre_n <= p->n && f->pre_h == half && memcmp(f->pre_c, centre, sizeof centre) == 0)
     pre = f->pre_n;
   f->pre_n = 0;
-  if (build_packed(f, 0, p->n, 0, NULL, NULL, centre, half, hy_wtime() - t0, rf, NULL, pre, err) != 0) return -1;
+  if (build_packed(f, 0, p->n, 0, NULL, NULL, centre, half, hy_wtime() - t0, NULL, pre, err) != 0) return -1;
   f->packed_n = 0; /* nothing of this build is in the host's staging buffer */
   if (mode < 0) return 0; /* the tree only */
   double t1 = hy_wtime();
@@ -1338,20 +1308,10 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   return 0;
 }
 
-int hy_force_refit(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
-  if (can_refit(f, p->n)) return device_build(f, p, 1, err);
-  return hy_force_build(f, p, err);
-}
-
-int hy_force_resume(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
-  /* several ranks with host-built trees: the first hard step builds anyway */
-  return f->let && f->cfg.tree_build == HY_TREE_BUILD_HOST ? 0 : hy_force_build(f, p, err);
-}
-
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   f->dev_build = 0;
   f->box_ok = 0;
-  if (f->cfg.tree_build != HY_TREE_BUILD_HOST && p->n >= 2) return device_build(f, p, 0, err);
+  if (f->cfg.tree_build != HY_TREE_BUILD_HOST && p->n >= 2) return device_build(f, p, err);
   double centre[3], half = 0.0;
   int shrunk = 0;
   if (p->n == 0) { /* a rank without particles (distributed runs): nothing to build */
@@ -1588,8 +1548,8 @@ static void remote_device_args(struct hy_force *f, int mode, const float *pos4, 
   f->rdev = 1; /* to be built by remote_build_side */
 }
 
-/* remote_device_args of the items in f->remote (soft walks with LETWalk
- * separate), packed here. */
+/* remote_device_args of the items in f->remote (soft walks with HY_LET_SEPARATE),
+ * packed here. */
 static int remote_device_pack(struct hy_force *f, int mode, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t m = f->remote.n;
@@ -1766,7 +1726,7 @@ static int remote_hard(struct hy_force *f, const struct hy_part *p, int selected
 /* Exchange the LET and build the remote tree of the received items: for a
  * hard walk a tree of points (remote_points), else an octree with the
  * moments of the MAC; with a device-built local tree, on the device (a
- * hard walk's too with HardRemoteTree device, the default on GPUs: every
+ * hard walk's too where the local tree is built on the device: every
  * cell opened). */
 static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
   if (mode == HY_WALK_HARD) return remote_hard(f, p, selected, err);
@@ -1896,7 +1856,7 @@ static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_e
   }
   double centre[3], half;
   merged_cube(f, pos4 + 4 * n, grp + 2 * n, centre, &half);
-  return build_packed(f, 1, nm, n, pos4, grp, centre, half, hy_wtime() - t0, 0, NULL, 0, err);
+  return build_packed(f, 1, nm, n, pos4, grp, centre, half, hy_wtime() - t0, NULL, 0, err);
 }
 
 /* Walk job for the tree a device build left in `slot`, its n particles as

@@ -45,10 +45,9 @@ struct hy_force_cfg {
   int nvec;       /**< sinks per work-item */
   int n_ratio;    /**< hard steps per soft step */
   int tree_build; /**< enum hy_tree_build */
-  int hard_rebuild; /**< nonzero: hy_force_refit rebuilds (default: refits a device-built tree) */
   int hard_remote;  /**< enum hy_tree_build; several ranks, device-built local tree: who builds the hard
-                         walks' remote tree (HardRemoteTree): the device after the local walk, or the host
-                         threads during it (hy_tree_point_records); auto: the host on a CPU device */
+                         walks' remote tree: the device after the local walk, or the host
+                         threads during it (hy_tree_point_records); auto: where the local tree is built */
 };
 
 /** Accumulated costs since the last hy_force_stats_reset [s, counts]. */
@@ -107,9 +106,8 @@ enum hy_let_walk {
  *  communicator of one rank needs no LET. */
 void hy_force_set_comm(struct hy_force *f, MPI_Comm comm, int threaded, int let_walk);
 /** Several ranks: take part, with p's positions, in the collective of the
- *  common key cube that every local build or refit makes (cube_for in
- *  force.c), where this rank skips a build that the others make (a rank on
- *  the host path while they rebuild the device state's tree on resuming).
+ *  common key cube that every local build makes (cube_for in force.c),
+ *  where this rank skips a build that the others make.
  *  No effect on one rank. Returns 0, or -1 with err set on an MPI error. */
 int hy_force_join_cube(struct hy_force *f, const struct hy_part *p, struct hy_err *err);
 
@@ -139,21 +137,6 @@ struct hy_cl *hy_force_cl(const struct hy_force *f);
  *  only (hy_force_tree then has no links or moments) and returns the walk
  *  results in p's order. Returns 0 or -1 with err set. */
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err);
-
-/** As hy_force_build for new positions of the same particles; when the last
- *  tree was built on the device (and hard_rebuild is not set) it is refitted
- *  instead: the same cells and key order, every moment (mass, centre of
- *  mass, B2, exact b_max, r_b) from the new positions, so the MAC's error
- *  bound holds as after a build; only the cells' compactness ages. */
-int hy_force_refit(struct hy_force *f, struct hy_part *p, struct hy_err *err);
-
-/** A resumed run, at a soft-step boundary: leave the force as the soft step
- *  of a straight run left it for the next hy_force_refit: the local tree of
- *  these positions, which the first hard step refits (on several ranks the
- *  soft step's merged tree went to the device's second tree slot, beside
- *  the local one); nothing with host-built trees on several ranks, where
- *  the first hard step builds anew. */
-int hy_force_resume(struct hy_force *f, struct hy_part *p, struct hy_err *err);
 
 /** Nonzero if the last hy_force_build built the tree on the device. */
 int hy_force_device_built(const struct hy_force *f);
@@ -193,8 +176,8 @@ int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_acc
  *  was HY_WALK_SPLIT) and the potentials (with_pot: the last force made them). */
 int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err);
 /** Work of the caller's own that hy_force_state_force's distributed hard
- *  walk (the local and the remote tree walked in turn, LETWalk separate)
- *  runs while it waits: fn(ctx, 0) after the refit and the LET selection,
+ *  walk (the local and the remote tree walked in turn, HY_LET_SEPARATE)
+ *  runs while it waits: fn(ctx, 0) after the build and the LET selection,
  *  before the local walk is queued (device commands the caller queues then
  *  run ahead of the walk), fn(ctx, 1) after the LET exchange while the
  *  device walks the local tree, fn(ctx, 2) when that walk is done and the
@@ -236,15 +219,14 @@ int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size
                          size_t n_holes, size_t n_keep, struct hy_err *err);
 /** kick = 0: drift the positions by dt; kick = 1: kick the velocities by dt with the kick acceleration. */
 int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err);
-/** Build (refit: refit as hy_force_refit) the tree of the device positions
+/** Build the tree of the device positions
  *  and walk it (mode < 0: the tree only; otherwise, distributed, with the LET
  *  as for hy_force_walk): mode HY_WALK_HARD,
  *  SOFTSTEP or FULL set the kick acceleration; HY_WALK_SPLIT sets it to
  *  hard + n soft and the total acceleration to hard + soft; want_pot also
  *  the potential. p gives the IDs (for the non-finite report) and, on
  *  several ranks, the masses of the LET items. */
-int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, int refit,
-                         struct hy_err *err);
+int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err);
 /** Number of particles with a non-finite position, velocity or kick acceleration. */
 int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err);
 

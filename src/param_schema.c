@@ -49,23 +49,11 @@ static const struct hy_param_def schema[] = {
    "ranks the remote tree and the soft step's merged tree of local particles and LET items are built on the "
    "device too, and the LET is selected there with ParticleState device, else the tree is copied to the host "
    "for it), host (threads; node records uploaded), auto (device unless the OpenCL device is a CPU)"},
-  {"HardStepTree", HY_PT_CHOICE, "refit", NOMIN, NOMAX, 0, 0, "refit,rebuild", "",
-   "Hybrid hard steps with a device-built tree: refit (keep the soft step's cells and key order, recompute every "
-   "moment from the drifted positions) or rebuild (keys, sort and cells again)"},
   {"ParticleState", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host,device", "",
    "Where positions and velocities live between outputs: device (in double precision; kicks, drifts and forces "
    "then move no particle data between host and device; on several MPI ranks Scheme hybrid only, decomposed and "
    "LET selected there; tree built on the device, a device with double precision), host (always on the host), "
    "auto (device where possible unless the OpenCL device is a CPU)"},
-  {"LETWalk", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,separate,merged", "",
-   "Several MPI ranks: how received LET items are walked: separate (remote tree walked after the local one, "
-   "overlapping the exchange), merged (one tree of local and received items, one-rank accuracy), auto "
-   "(separate at hard steps, merged otherwise)"},
-  {"HardRemoteTree", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,host,device", "",
-   "Several MPI ranks, hybrid hard steps with a device-built tree: the tree of the received hard-LET items is "
-   "built by device kernels after the local walk (device), or by the host threads while the device walks the "
-   "local tree (host: hidden only while the build is shorter than that walk); auto: device unless the OpenCL "
-   "device is a CPU"},
   /* default: HY_LET_FULL_OPEN (let.h), the library's own default */
   {"LETOpenFactor", HY_PT_NUMBER, "1", 1.0, 16.0, 0, 0, NULL, "",
    "Several MPI ranks: a soft-step (full) LET opens a local cell whose distance to the receiving box is below "

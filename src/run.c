@@ -645,15 +645,10 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
                             .n_ratio = r->n_ratio,
                             /* ParticleState device needs the tree built there */
                             .tree_build = device_choice_of(r, "ParticleState") == 2 ? HY_TREE_BUILD_DEVICE
-                                                                                    : device_choice_of(r, "TreeBuild"),
-                            .hard_rebuild = strcmp(hy_params_get_str(r->par, "HardStepTree"), "rebuild") == 0,
-                            .hard_remote = device_choice_of(r, "HardRemoteTree")};
+                                                                                    : device_choice_of(r, "TreeBuild")};
   struct hy_force *f = hy_force_create(cl, pool, &fc);
   r->force = f;
-  const char *lw = hy_params_get_str(r->par, "LETWalk");
-  hy_force_set_comm(f, r->comm, r->size > 1,
-                    strcmp(lw, "separate") == 0 ? HY_LET_SEPARATE : strcmp(lw, "merged") == 0 ? HY_LET_MERGED
-                                                                                             : HY_LET_AUTO);
+  hy_force_set_comm(f, r->comm, r->size > 1, HY_LET_AUTO);
   hy_force_set_let_open(f, hy_params_get_number(r->par, "LETOpenFactor"));
   struct hy_sim_cfg sc = {.scheme = r->scheme,
                           .dt_h = r->dt_h,

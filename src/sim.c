@@ -5,11 +5,16 @@
  * multi-rate leapfrog, spec.md section 1):
  *   v += dt_h/2 (a_h + n a_s)                 opening half kick (acc_w)
  *   for k = 1 .. n:
- *     x += dt_h v;  rebuild the tree (k < n: refit a device-built one, hy_force_refit)
+ *     x += dt_h v;  build the tree of the new positions
  *     k < n:  a_h from the hard walk;  v += dt_h a_h   (two merged half kicks)
  *     k = n:  acc_w = a_h + n a_s;     v += dt_h/2 acc_w (closing half kick)
  * so velocities are synchronised at every soft-step boundary and the soft
- * force is never reused at a hard step. */
+ * force is never reused at a hard step. Every hard step builds its tree
+ * anew: a walk decides the MAC for n_vec sinks together, grouped by the
+ * build's keys, so a tree kept from an earlier step with its particles
+ * refitted groups sinks that have since drifted apart, and each sink's
+ * force errors then depend on its neighbours' relative velocities: they do
+ * net work, and the energy drifts (tests/test_forces.c). */
 #include "config.h"
 
 #include "sim.h"
@@ -37,7 +42,6 @@ struct hy_sim {
   int host_fresh; /* p is current */
   int lazy;       /* sync p only when a step computed a `want` */
   int dev_acc, dev_pot; /* the last device force made p->acc, p->pot */
-  int need_tree;  /* resumed: build the boundary tree that the first hard step refits */
   struct hy_moved moved; /* the last decomposition */
   int pre_next;          /* the next step of the decomposition made ahead (cfg.dd_pre), 3: done */
   int pre_dev;           /* its samples come from the device */
@@ -90,8 +94,11 @@ void hy_sim_host_changed(struct hy_sim *s) {
 
 int hy_sim_sync(struct hy_sim *s, struct hy_err *err) {
   if (!s->on_device || s->host_fresh) return 0;
-  if (hy_force_state_get(s->f, s->p, s->dev_acc, s->dev_pot, err) != 0) return -1;
-  if (s->dev_acc && s->cfg.scheme == HY_SCHEME_TREE) memcpy(s->p->acc, s->p->acc_w, 3 * s->p->n * sizeof(double));
+  /* the tree scheme's full walk leaves its acceleration in the kick
+   * acceleration only: the device holds no separate total for it */
+  const int tree = s->cfg.scheme == HY_SCHEME_TREE;
+  if (hy_force_state_get(s->f, s->p, s->dev_acc && !tree, s->dev_pot, err) != 0) return -1;
+  if (s->dev_acc && tree) memcpy(s->p->acc, s->p->acc_w, 3 * s->p->n * sizeof(double));
   s->host_fresh = 1;
   return 0;
 }
@@ -140,7 +147,6 @@ long hy_sim_steps(const struct hy_sim *s) { return s->step; }
 
 void hy_sim_resume(struct hy_sim *s, long steps) {
   hy_sim_host_changed(s); /* the caller restored p */
-  s->need_tree = 1;
   s->step = steps;
   s->t = s->t0 + (double)steps * (double)s->cfg.n_ratio * s->cfg.dt_h;
 }
@@ -235,7 +241,7 @@ static int device_boundary_force(struct hy_sim *s, unsigned want, struct hy_err 
              : (want & HY_WANT_ACC)           ? HY_WALK_SPLIT
                                               : HY_WALK_SOFTSTEP;
   int pot = (want & HY_WANT_POT) != 0;
-  if (hy_force_state_force(s->f, s->p, mode, pot, 0, err) != 0) return -1;
+  if (hy_force_state_force(s->f, s->p, mode, pot, err) != 0) return -1;
   s->dev_acc = (want & HY_WANT_ACC) != 0;
   s->dev_pot = pot;
   return 0;
@@ -348,11 +354,10 @@ static int pre_finish(struct hy_sim *s, struct hy_err *err) {
   return 0;
 }
 
-/* One hard step on the host: drift, the hard force (a refit where the
- * force allows one), kick. */
+/* One hard step on the host: drift, the hard force, kick. */
 static int host_hard_step(struct hy_sim *s, double dt, struct hy_err *err) {
   drift(s, dt);
-  if (hy_force_refit(s->f, s->p, err) != 0 ||
+  if (hy_force_build(s->f, s->p, err) != 0 ||
       hy_force_walk(s->f, s->p, HY_WALK_HARD, s->p->acc_w, NULL, NULL, err) != 0)
     return -1;
   kick(s, s->p->acc_w, dt);
@@ -380,12 +385,10 @@ static int device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm
   if (to_device(s, 1, err) != 0) return -1;
   s->host_fresh = 0;
   s->dev_acc = s->dev_pot = 0;
-  if (s->need_tree && hy_force_state_force(f, s->p, -1, 0, 0, err) != 0) return -1;
-  s->need_tree = 0;
   if (hy_force_state_move(f, 1, 0.5 * dt, err) != 0) return -1;
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
-    if (hy_force_state_move(f, 0, dt, err) != 0 || hy_force_state_force(f, s->p, HY_WALK_HARD, 0, 1, err) != 0 ||
+    if (hy_force_state_move(f, 0, dt, err) != 0 || hy_force_state_force(f, s->p, HY_WALK_HARD, 0, err) != 0 ||
         hy_force_state_move(f, 1, dt, err) != 0)
       return -1;
     tm->hard[k - 1] = hy_wtime() - t0;
@@ -426,12 +429,6 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
     }
   }
   if (dev) s->host_fresh = 0;
-  /* resumed: the local tree that the straight run's soft step left for the
-   * first hard step to refit (the positions are those of that step's end;
-   * a rank on the host path builds at its first hard step, as straight) */
-  if (s->need_tree && (dev ? hy_force_state_force(f, p, -1, 0, 0, err) : hy_force_join_cube(f, p, err)) != 0)
-    return -1;
-  s->need_tree = 0;
   for (int k = 1; k < n; k++) {
     double t0 = hy_wtime();
     /* the soft step's decomposition drawn in the first hard step, sampled
@@ -441,7 +438,7 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
     if (dev) {
       if (pre) hy_force_set_overlap(f, pre_overlap, s);
       const int rc = hy_force_state_move(f, 0, dt, err) != 0 ||
-                     hy_force_state_force(f, p, HY_WALK_HARD, 0, 1, err) != 0 || hy_force_state_move(f, 1, dt, err) != 0;
+                     hy_force_state_force(f, p, HY_WALK_HARD, 0, err) != 0 || hy_force_state_move(f, 1, dt, err) != 0;
       hy_force_set_overlap(f, NULL, NULL);
       if (rc) return -1;
     } else if (host_hard_step(s, dt, err) != 0) {
@@ -505,9 +502,6 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
   memset(tm, 0, sizeof *tm);
   hy_force_stats_reset(s->f);
   if (s->on_device) return s->cfg.decompose ? dist_device_step(s, want, tm, err) : device_step(s, want, tm, err);
-  /* resumed: the force as a straight run's soft step left it for the first hard step */
-  if (s->need_tree && s->cfg.scheme == HY_SCHEME_HYBRID && hy_force_resume(s->f, p, err) != 0) return -1;
-  s->need_tree = 0;
   double t_start = hy_wtime();
   kick(s, p->acc_w, 0.5 * dt); /* opening half kick: (a_h + n a_s) dt_h / 2 */
   for (int k = 1; k < n; k++) {

@@ -1139,17 +1139,6 @@ static void records_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
-static void cell_records_body(void *arg, size_t b, size_t e, int tid) {
-  const struct records_job *j = arg;
-  records_body(arg, b + j->t->n_part, e + j->t->n_part, tid);
-}
-
-void hy_tree_refit_records(struct hy_tree *t, const double frame[3], const float *cells, const float *b2,
-                           struct hy_pool *pool) {
-  struct records_job j = {.t = t, .frame = frame, .cells = cells, .next = NULL, .b2 = b2};
-  hy_pool_for(pool, t->n_cell, 65536, cell_records_body, &j);
-}
-
 void hy_tree_from_records(struct hy_tree *t, size_t n_part, size_t n_cell, const double frame[3],
                           const float *cells, const int32_t *next, const float *b2, const uint32_t *pidx,
                           struct hy_pool *pool) {

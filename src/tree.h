@@ -156,11 +156,6 @@ int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double
 void hy_tree_from_records(struct hy_tree *t, size_t n_part, size_t n_cell, const double frame[3],
                           const float *cells, const int32_t *next, const float *b2, const uint32_t *pidx,
                           struct hy_pool *pool);
-/** After a refit of that device-built tree (same cells, links and particle
- *  order): the cells' centres, masses, B2, b_max and r_b from the new records;
- *  the particle nodes' links and pidx stay. */
-void hy_tree_refit_records(struct hy_tree *t, const double frame[3], const float *cells, const float *b2,
-                           struct hy_pool *pool);
 
 /** Absolute-MAC radius r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)). */
 double hy_tree_mac_radius(double bmax, double b2, double a_err);

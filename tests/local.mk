@@ -62,6 +62,10 @@ tests_test_kepler_LDADD = $(HY_TESTLIBS)
 
 TESTS += tests/plummer_energy.sh
 EXTRA_DIST += tests/plummer_energy.sh
+# every combination of Scheme, ParticleState, TreeBuild and SnapshotFields
+# on 1 and 2 ranks against a direct sum and the host path
+TESTS += tests/config_matrix.sh
+EXTRA_DIST += tests/config_matrix.sh tests/config_matrix.py
 
 check_PROGRAMS += tests/check_snapshot
 tests_check_snapshot_LDADD = $(HY_TESTLIBS)

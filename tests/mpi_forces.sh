@@ -20,7 +20,7 @@
 # completeness check; on 2 ranks the device state's errors must equal the
 # host state's digit for digit (the device's LET selection sends the host
 # selection's items). The hard steps' remote trees are the host's trees of
-# points; with -H (HardRemoteTree device) the device builds them, checked on
+# points; with -H (hy_force_cfg.hard_remote device) the device builds them, checked on
 # 3 ranks against the same 1-rank runs.
 set -u
 : "${top_builddir:=.}"
@@ -139,7 +139,7 @@ run plummer-state 2 $pl -b device -S && same plummer-dev plummer-state 2
 run exact-state 2 $ex -b device -S && exact exact-state 2
 # shellcheck disable=SC2086
 run exact-dev 3 $ex -b device && exact exact-dev 3
-# the hard remote trees built on the device (HardRemoteTree device)
+# the hard remote trees built on the device (hy_force_cfg.hard_remote device)
 # shellcheck disable=SC2086
 run galaxy-devH 3 $gal -b device -H && compare galaxy-devH 3 galaxy-dev
 # shellcheck disable=SC2086

@@ -20,9 +20,8 @@
 #    the host at soft steps): the
 #    run says so, and its energy.csv and final snapshot equal, bit for bit,
 #    those of the 3-rank TreeBuild device run with the state on the host;
-#    the same on 2 ranks with LETWalk merged and separate (every walk merged,
-#    or every walk with a separate remote tree; the device runs with
-#    HYTREE_PRESORT=2). The device selects the LET
+#    the same on 2 ranks (the device run with HYTREE_PRESORT=2). The
+#    device selects the LET
 #    items there (the host selects them for the host state); the 3-rank run
 #    does it one destination at a time from a room of one item
 #    (HYTREE_TEST_LET_SMALL), so the passes and the regrowth are compared
@@ -197,8 +196,8 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
       grep -q "^$ph," "$tmp/trace.$r.csv" 2>/dev/null ||
         { echo "FAIL: 3 ranks: the trace of rank $r has no $ph phase"; fail=1; }
     done
-    # the hard steps' remote tree: built on the host (CPU devices) or the
-    # device (GPUs, HardRemoteTree auto)
+    # the hard steps' remote tree: built where the local tree is (the
+    # device here)
     grep -Eq "^0,remote_build(_side)?," "$tmp/trace.$r.csv" 2>/dev/null ||
       { echo "FAIL: 3 ranks: the trace of rank $r has no remote tree build"; fail=1; }
   done
@@ -222,33 +221,30 @@ else
   echo "FAIL: 3-rank TreeBuild / ParticleState device runs:"; cat "$tmp/mpi3d.log" "$tmp/mpi3s.log"; fail=1
 fi
 
-# (the device runs with every soft step's keys sorted before the
+# 2 ranks, the state on the host and on the device (the device run with every soft step's keys sorted before the
 # decomposition's lists are known and the leavers dropped after,
 # HYTREE_PRESORT=2, the owners and lists queued before that sort from the
 # boundaries cut ahead: the same trees; with plain stores for the LET
 # items, HYTREE_STREAM_STORES=0)
-for lw in merged separate; do
-  # shellcheck disable=SC2086
-  if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/lw-$lw-h" -P TreeBuild=device -P ParticleState=host \
-       -P LETWalk=$lw --quiet &&
-     $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 env HYTREE_PRESORT=2 HYTREE_STREAM_STORES=0 \
-       HYTREE_TRACE="$tmp/tr-$lw" "$HYTREE" run "$tmp/p.txt" \
-       -P "OutputDir=$tmp/lw-$lw-d" -P TreeBuild=device -P LETWalk=$lw -P ParticleState=device \
-       >"$tmp/lw-$lw-d.log" 2>&1; then
-    cmp "$tmp/lw-$lw-h/energy.csv" "$tmp/lw-$lw-d/energy.csv" ||
-      { echo "FAIL: 2 ranks, LETWalk $lw: energy.csv differs with the state on the device"; fail=1; }
-    for r in 0 1; do
-      grep -q "^0,dd_presort_all," "$tmp/tr-$lw.$r.csv" 2>/dev/null ||
-        { echo "FAIL: 2 ranks, LETWalk $lw, HYTREE_PRESORT=2: rank $r sorted no keys before its decomposition"; fail=1; }
-      # the owners and lists queued ahead of that sort, and taken by the decomposition
-      grep -q "^0,dd_lists_ahead," "$tmp/tr-$lw.$r.csv" 2>/dev/null &&
-        grep -q "^0,dd_own_ahead," "$tmp/tr-$lw.$r.csv" 2>/dev/null ||
-        { echo "FAIL: 2 ranks, LETWalk $lw, HYTREE_PRESORT=2: rank $r took no owners and lists queued ahead"; fail=1; }
-    done
-  else
-    echo "FAIL: 2-rank LETWalk $lw runs"; cat "$tmp/lw-$lw-d.log" 2>/dev/null; fail=1
-  fi
-done
+# shellcheck disable=SC2086
+if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/lw-h" -P TreeBuild=device -P ParticleState=host --quiet &&
+   $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 env HYTREE_PRESORT=2 HYTREE_STREAM_STORES=0 \
+     HYTREE_TRACE="$tmp/tr" "$HYTREE" run "$tmp/p.txt" \
+     -P "OutputDir=$tmp/lw-d" -P TreeBuild=device -P ParticleState=device \
+     >"$tmp/lw-d.log" 2>&1; then
+  cmp "$tmp/lw-h/energy.csv" "$tmp/lw-d/energy.csv" ||
+    { echo "FAIL: 2 ranks: energy.csv differs with the state on the device"; fail=1; }
+  for r in 0 1; do
+    grep -q "^0,dd_presort_all," "$tmp/tr.$r.csv" 2>/dev/null ||
+      { echo "FAIL: 2 ranks, HYTREE_PRESORT=2: rank $r sorted no keys before its decomposition"; fail=1; }
+    # the owners and lists queued ahead of that sort, and taken by the decomposition
+    grep -q "^0,dd_lists_ahead," "$tmp/tr.$r.csv" 2>/dev/null &&
+      grep -q "^0,dd_own_ahead," "$tmp/tr.$r.csv" 2>/dev/null ||
+      { echo "FAIL: 2 ranks, HYTREE_PRESORT=2: rank $r took no owners and lists queued ahead"; fail=1; }
+  done
+else
+  echo "FAIL: 2-rank runs with the state on the host and on the device"; cat "$tmp/lw-d.log" 2>/dev/null; fail=1
+fi
 
 # 4 ranks, ParticleState device: the merged soft walks take the local
 # particles alone as sinks. With every particle and LET item a sink, an item

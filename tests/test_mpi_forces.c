@@ -5,7 +5,7 @@
  * are distributed by the domain decomposition; the split walk gives hard
  * and soft parts, the total is their sum. Then every particle drifts for
  * n - 1 hard steps without a new decomposition (a tree build after the
- * first, a refit after the last, as in the integrator) and the hard walk
+ * first and after the last, as in the integrator) and the hard walk
  * (with the hard LET against the drifted boxes) is checked again: a
  * neighbour that drifted into R2 of another domain must not be missed.
  *
@@ -29,7 +29,7 @@
  * forces from hy_force_state_force, the drifts by hy_force_state_move; the
  * hard and soft parts from the kick and total accelerations of the split
  * walk, a_w = a_h + n a_s and a = a_h + a_s; -H: the hard walks' remote
- * trees built on the device, HardRemoteTree device, instead of the host's
+ * trees built on the device, hy_force_cfg.hard_remote device, instead of the host's
  * trees of points) */
 #include "config.h"
 
@@ -285,7 +285,7 @@ int main(int argc, char **argv) {
   const double n_ratio = (double)fc.n_ratio;
   if (state) {
     if (!hy_force_state_possible(f, &p) || n < 2) die("-S: the particle state cannot live on this device", NULL);
-    if (hy_force_state_put(f, &p, 1, &err) != 0 || hy_force_state_force(f, &p, HY_WALK_SPLIT, 0, 0, &err) != 0 ||
+    if (hy_force_state_put(f, &p, 1, &err) != 0 || hy_force_state_force(f, &p, HY_WALK_SPLIT, 0, &err) != 0 ||
         hy_force_state_get(f, &p, 1, 0, &err) != 0)
       die("split walk of the device state", &err);
     for (size_t i = 0; i < 3 * n; i++) {
@@ -308,7 +308,7 @@ int main(int argc, char **argv) {
    * that the hard walk sends whole (LETOpenFactor > 1) */
   if (P > 1) {
     const uint64_t counted = st.let_recv_hard, before = st.let_recv;
-    const int rc = state ? hy_force_state_force(f, &p, HY_WALK_HARD, 0, 1, &err)
+    const int rc = state ? hy_force_state_force(f, &p, HY_WALK_HARD, 0, &err)
                          : hy_force_walk(f, &p, HY_WALK_HARD, hard, NULL, NULL, &err);
     if (rc != 0) die("hard walk at the soft step's positions", &err);
     hy_force_stats_get(f, &st);
@@ -317,19 +317,17 @@ int main(int argc, char **argv) {
 
   /* drift n - 1 = 3 hard steps (no new decomposition), hard walk with the
    * hard LET, as the integrator does them: a build after the first third
-   * (the soft step's merged tree is gone), a refit of that tree for the rest
-   * (HardStepTree refit: the device-built tree keeps its cells, and the
-   * LET selection its downloaded links) */
+   * (the soft step's merged tree is gone), and one after the rest */
   if (state) { /* the same drifts on the device (x += dt v in the same double arithmetic) */
     if (hy_force_state_move(f, 0, drift / 3.0, &err) != 0 ||
-        hy_force_state_force(f, &p, HY_WALK_HARD, 0, 0, &err) != 0 ||
+        hy_force_state_force(f, &p, HY_WALK_HARD, 0, &err) != 0 ||
         hy_force_state_move(f, 0, 2.0 * drift / 3.0, &err) != 0)
       die("hard walks of the device state after the drift", &err);
     /* the last one with the next decomposition sampled and cut in its
      * waits, as the integrator does it (under TSan in make check-tsan) */
     struct ahead ah = {.dd = dd, .f = f, .p = &p};
     hy_force_set_overlap(f, ahead_step, &ah);
-    const int rc = hy_force_state_force(f, &p, HY_WALK_HARD, 0, 1, &err);
+    const int rc = hy_force_state_force(f, &p, HY_WALK_HARD, 0, &err);
     hy_force_set_overlap(f, NULL, NULL);
     if (rc != 0 || hy_force_state_get(f, &p, 0, 0, &err) != 0)
       die("hard walks of the device state after the drift", &err);
@@ -340,7 +338,7 @@ int main(int argc, char **argv) {
     if (hy_force_build(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_HARD, hard, NULL, NULL, &err) != 0)
       die("hard walk after the first hard step's drift", &err);
     for (size_t i = 0; i < 3 * n; i++) p.pos[i] += 2.0 * drift / 3.0 * p.vel[i];
-    if (hy_force_refit(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_HARD, hard, NULL, NULL, &err) != 0)
+    if (hy_force_build(f, &p, &err) != 0 || hy_force_walk(f, &p, HY_WALK_HARD, hard, NULL, NULL, &err) != 0)
       die("hard walk after the drift", &err);
   }
   size_t m2 = gather_sinks(&p, hard, NULL, stride, &rows2);

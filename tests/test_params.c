@@ -31,9 +31,7 @@ static const char *all_keys_text =
     "AccErr            1e-4\n"
     "NCrit             32\n"
     "NVec              2\n"
-    "LETWalk           merged\n"
     "LETOpenFactor     1.5\n"
-    "HardRemoteTree    device\n"
     "GravityConstant   43007.1\n"
     "SnapshotInterval  0.5\n"
     "SnapshotFields    Potential,Acceleration\n"
@@ -47,7 +45,6 @@ static const char *all_keys_text =
     "DomainCost        walktime\n"
     "DomainSmoothing   0.5\n"
     "TreeBuild         host\n"
-    "HardStepTree      rebuild\n"
     "ParticleState     host\n"
     "UnitLength_in_cm  3.085678e21\n"
     "UnitMass_in_g     1.989e43\n"
@@ -87,7 +84,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 34);
+  HY_CHECK_INT(n, 31);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);
@@ -100,11 +97,9 @@ static void test_all_keys(void) {
   for (size_t k = 0; k < n; k++) HY_CHECK_MSG(!hy_params_is_default(p, s[k].key), "%s", s[k].key);
   HY_CHECK(strcmp(hy_params_get_str(p, "InitCondFile"), "ics.hdf5") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "InitCondFormat"), "hdf5") == 0);
-  HY_CHECK(strcmp(hy_params_get_str(p, "HardRemoteTree"), "device") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "OutputDir"), "out-dir") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "Scheme"), "tree") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "TreeBuild"), "host") == 0);
-  HY_CHECK(strcmp(hy_params_get_str(p, "HardStepTree"), "rebuild") == 0);
   HY_CHECK(strcmp(hy_params_get_str(p, "ParticleState"), "host") == 0);
   HY_CHECK_ABS(hy_params_get_number(p, "TimeEnd"), 2.5, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "TimeStepHard"), 0.001, 0);
@@ -116,7 +111,6 @@ static void test_all_keys(void) {
   HY_CHECK_INT(hy_params_get_int(p, "NCrit"), 32);
   HY_CHECK_INT(hy_params_get_int(p, "NumFilesPerSnapshot"), 4);
   HY_CHECK_INT(hy_params_get_int(p, "NVec"), 2);
-  HY_CHECK(strcmp(hy_params_get_str(p, "LETWalk"), "merged") == 0);
   HY_CHECK_ABS(hy_params_get_number(p, "LETOpenFactor"), 1.5, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "GravityConstant"), 43007.1, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "SnapshotInterval"), 0.5, 0);

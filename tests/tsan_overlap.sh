@@ -28,7 +28,7 @@ for walk in separate merged separate-state separate-stateH; do
        -e 0.0115 -1 0.0644 -2 0.129 -a 0.00390625 -d 0.053 -o "$tmp/out.$walk" >"$tmp/log.$walk" 2>&1; then
     grep ranks "$tmp/log.$walk"
   else
-    echo "FAIL: TSan run with LETWalk $walk:"; cat "$tmp/log.$walk"; fail=1
+    echo "FAIL: TSan run with the $walk LET walk:"; cat "$tmp/log.$walk"; fail=1
   fi
 done
 [ $fail -eq 0 ] && echo "check-tsan: no data races reported"

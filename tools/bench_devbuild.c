@@ -3,7 +3,7 @@
  * shaped like the remote trees of LET items: points spread uniformly over
  * a shell between two cubes (half sides 0.5 and 0.6), as LET items lie
  * around the receiving domain, built in the second tree slot with every cell
- * opened (the remote tree of hard-LET items with HardRemoteTree device);
+ * opened (the remote tree of hard-LET items built on the device);
  * and, for the same sets, the host's tree of points that hard steps build
  * by default (hy_tree_point_records on the pool's threads).
  *

@@ -21,9 +21,9 @@ and by how much the slowest rank's device walks per sub-step exceed the
 ranks' mean (what unequal walks cost).
 --by-substep prints instead, per rank, the sub-steps by their place in
 the step (hard 1, hard 2, ..., soft): the median time of each place and of
-its refit or build and walks (medians: a step that also computes the
-energies or writes a snapshot does not shift them), to show how the hard steps change as the
-soft step's tree is refitted.
+its build and walks (medians: a step that also computes the
+energies or writes a snapshot does not shift them), to show how the hard
+steps change from one to the next.
 """
 import argparse
 import collections
@@ -160,15 +160,15 @@ def compare(ranks, kind, skip_steps, min_ms=0.3):
     print()
 
 
-SUBSTEP_PHASES = [(0, "refit"), (0, "build"), (1, "walk_local"), (1, "w_kernel"), (1, "walk_remote"),
+SUBSTEP_PHASES = [(0, "build"), (1, "walk_local"), (1, "w_kernel"), (1, "walk_remote"),
                   (1, "walk_merged")]
 
 
 def by_substep(ranks, skip_steps):
     """Per rank, the sub-steps by their place in the step (hard 1, 2, ...,
     then soft): the median time of each place and of some of its phases over
-    the steps, to show what changes from one hard step to the next (the
-    refits of the soft step's tree). Medians, not means: a step that also
+    the steps, to show what changes from one hard step to the next.
+    Medians, not means: a step that also
     computes the energies or writes a snapshot would otherwise weigh on
     its place's numbers."""
     print("## sub-steps by their place in the step: median time [ms] over the steps")
