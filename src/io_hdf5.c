@@ -12,10 +12,28 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <hdf5.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define HY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HY_ASAN 1
+#endif
+#endif
+#ifdef HY_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include "alloc.h"
 #include "io.h"
@@ -353,6 +371,8 @@ struct rctx {
   const char *path;
   struct hy_err *err;
   int multi;                  /**< in: reading one file of a multi-file set */
+  int probe;                  /**< in: the headers only (probe_headers): nothing is read into p */
+  hsize_t fsize;              /**< the open file's size (0: unknown) */
   uint64_t id_base;           /**< in: IDs made up for files without ParticleIDs start after it */
   int num_files;              /**< out: NumFilesPerSnapshot (1 when absent) */
   uint64_t total[HY_NTYPES];  /**< out (multi only): NumPart_Total (+HighWord), or the file's counts */
@@ -416,6 +436,21 @@ static int dset_stored(hid_t d, int rank, const hsize_t dims[2]) {
   return status != H5D_SPACE_STATUS_NOT_ALLOCATED;
 }
 
+/* 0 when d's data is stored contiguously (in its file, of fsize bytes)
+ * and does not lie wholly inside it, else 1. */
+static int contig_inside(hid_t d, hsize_t fsize) {
+  hid_t dcpl = H5Dget_create_plist(d);
+  if (dcpl < 0) return 1;
+  const H5D_layout_t layout = H5Pget_layout(dcpl);
+  const int external = H5Pget_external_count(dcpl) > 0;
+  H5Pclose(dcpl);
+  if (layout != H5D_CONTIGUOUS || external) return 1;
+  const haddr_t off = H5Dget_offset(d);
+  const hsize_t size = H5Dget_storage_size(d);
+  if (fsize == 0 || off == HADDR_UNDEF) return 1; /* left to the read, which reports it */
+  return off <= fsize && size <= fsize - off;
+}
+
 /* Open dataset name of group g and check that it is an [n] or [n, 3] array
  * (cols == 3) whose storage holds data for all its elements (a dataset that
  * was created but never, or only partly, written is refused: it would read
@@ -451,6 +486,11 @@ static int dset_open(struct rctx *r, hid_t g, const char *gname, const char *nam
                       (unsigned long long)(rank == 2 ? dims[1] : 0), n, cols);
   }
   int stored = n > 0 ? dset_stored(d, rank, dims) : 1;
+  if (stored > 0 && n > 0 && !contig_inside(d, r->fsize)) {
+    H5Dclose(d);
+    return hy_err_set(r->err, "%s: the data of /%s/%s lies beyond the end of the file (a truncated file?)", r->path,
+                      gname, name);
+  }
   if (stored <= 0) {
     H5Dclose(d);
     if (stored < 0)
@@ -499,6 +539,59 @@ static int check_types(struct rctx *r, hid_t file, const uint64_t counts[HY_NTYP
       rc = hy_err_set(r->err, "%s: HDF5 error: cannot close /%s/Coordinates", r->path, gname);
     if (H5Gclose(g) < 0 && rc > 0)
       rc = hy_err_set(r->err, "%s: HDF5 error: cannot close /%s", r->path, gname);
+    if (rc < 0) return -1;
+  }
+  return 0;
+}
+
+/* Read dataset d of n rows of cols values, block by block into a small
+ * buffer, and drop what it holds (probe_types). */
+static void read_through(hid_t d, size_t n, int cols) {
+  enum { ROWS = 16384 };
+  double *buf = malloc(ROWS * 3 * sizeof(double));
+  hid_t fs = H5Dget_space(d);
+  const int rank = fs >= 0 ? H5Sget_simple_extent_ndims(fs) : -1;
+  for (size_t lo = 0; buf && rank >= 1 && rank <= 2 && lo < n; lo += ROWS) {
+    const hsize_t start[2] = {lo, 0}, count[2] = {n - lo < ROWS ? n - lo : ROWS, rank == 2 ? (hsize_t)cols : 1};
+    hid_t ms = H5Screate_simple(rank, count, NULL);
+    if (ms < 0) break;
+    herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    if (rc >= 0) rc = H5Dread(d, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, buf);
+    H5Sclose(ms);
+    if (rc < 0) break;
+  }
+  if (fs >= 0) H5Sclose(fs);
+  free(buf);
+}
+
+/* The headers of every dataset read_file reads (their shapes, types and
+ * storage), and the data of those whose stored form libhdf5 decodes: kept
+ * in the header (compact) or in chunks (through the chunk index and the
+ * filters). Contiguous data is copied from the file as it is, once
+ * dset_open has checked that it lies inside the file. */
+static int probe_types(struct rctx *r, hid_t file, const uint64_t counts[HY_NTYPES]) {
+  static const char *const names[] = {"Coordinates", "Velocities", "ParticleIDs", "Masses"};
+  static const int cols[] = {3, 3, 1, 1};
+  for (int t = 0; t < HY_NTYPES; t++) {
+    if (counts[t] == 0) continue;
+    char gname[32];
+    snprintf(gname, sizeof gname, "PartType%d", t);
+    hid_t g = H5Gopen2(file, gname, H5P_DEFAULT);
+    if (g < 0) return -1;
+    int rc = 0;
+    for (int k = 0; k < 4 && rc >= 0; k++) {
+      hid_t d;
+      rc = dset_open(r, g, gname, names[k], (size_t)counts[t], cols[k], &d);
+      if (rc > 0) {
+        hid_t type = H5Dget_type(d), dcpl = H5Dget_create_plist(d);
+        if (type >= 0) H5Tclose(type);
+        const H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
+        if (dcpl >= 0) H5Pclose(dcpl);
+        if (layout == H5D_COMPACT || layout == H5D_CHUNKED) read_through(d, (size_t)counts[t], cols[k]);
+        H5Dclose(d);
+      }
+    }
+    H5Gclose(g);
     if (rc < 0) return -1;
   }
   return 0;
@@ -556,6 +649,7 @@ static int read_file(struct rctx *r, hid_t file, struct hy_part *p, double *time
     ntot += (size_t)counts[t];
   }
   if (check_types(r, file, counts) != 0) return -1;
+  if (r->probe) return probe_types(r, file, counts);
   hy_part_resize(p, ntot);
   size_t off = 0;
   for (int t = 0; t < HY_NTYPES; t++) {
@@ -602,6 +696,48 @@ static int read_file(struct rctx *r, hid_t file, struct hy_part *p, double *time
   return 0;
 }
 
+static int open_and_read(struct rctx *r, struct hy_part *p, double *time);
+
+/* libhdf5 (1.10.8 on Debian 12) can crash decoding a damaged file's object
+ * headers and attributes. So a child process first opens the file and
+ * reads what read_file reads but the datasets' data: if the library
+ * crashes there, the run ends with a message instead of a crash. The
+ * child's own errors do not matter: the read that follows reports them. */
+static int probe_headers(struct rctx *r) {
+  const pid_t pid = fork();
+  if (pid < 0) return hy_err_set(r->err, "%s: cannot start a process to check the file: %s", r->path, strerror(errno));
+  if (pid == 0) {
+    /* a crash ends the child by its signal, without a core file, the
+     * parent's handlers (a sanitizer's, a fuzzer's) or any message */
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS, SIGTRAP};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++) (void)sigaction(sigs[k], &sa, NULL);
+    const struct rlimit no_core = {0, 0};
+    (void)setrlimit(RLIMIT_CORE, &no_core);
+#ifdef HY_ASAN
+    __sanitizer_set_death_callback(NULL); /* a memory error it finds in libhdf5 ends the child alone */
+#endif
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) (void)dup2(null, STDERR_FILENO);
+    if (getenv("HYTREE_TEST_HDF5_CRASH")) raise(SIGSEGV); /* tests: the library crashed */
+    struct hy_err e;
+    struct rctx c = *r;
+    c.err = &e;
+    c.probe = 1;
+    double t;
+    (void)open_and_read(&c, NULL, &t);
+    _exit(0);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return hy_err_set(r->err, "%s: waiting for the file's check failed: %s", r->path, strerror(errno));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  return hy_err_set(r->err, "%s is a damaged HDF5 file: the HDF5 library crashed reading it", r->path);
+}
+
 /* Open, check the signature and read one file with the settings of r. */
 static int read_path(struct rctx *r, struct hy_part *p, double *time) {
   static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
@@ -616,6 +752,13 @@ static int read_path(struct rctx *r, struct hy_part *p, double *time) {
     return hy_err_set(err, "%s: not an HDF5 file (no HDF5 signature at the start)", path);
   if (H5Eset_auto2(H5E_DEFAULT, NULL, NULL) < 0)
     return hy_err_set(err, "%s: cannot silence the HDF5 error stack", path);
+  if (probe_headers(r) != 0) return -1;
+  return open_and_read(r, p, time);
+}
+
+static int open_and_read(struct rctx *r, struct hy_part *p, double *time) {
+  const char *path = r->path;
+  struct hy_err *err = r->err;
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   if (fapl < 0 || H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0) {
     if (fapl >= 0) H5Pclose(fapl);
@@ -624,6 +767,7 @@ static int read_path(struct rctx *r, struct hy_part *p, double *time) {
   hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
   H5Pclose(fapl);
   if (file < 0) return hy_err_set(err, "%s: HDF5 error: cannot open the file", path);
+  if (H5Fget_filesize(file, &r->fsize) < 0) r->fsize = 0;
   int rc = read_file(r, file, p, time);
   if (H5Fclose(file) < 0 && rc == 0) rc = hy_err_set(err, "%s: HDF5 error: cannot close", path);
   return rc;

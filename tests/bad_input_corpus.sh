@@ -15,7 +15,9 @@
 #    file: hytree run base.txt -P InitCondFile=NAME.EXT ARGS; the message
 #    must name NAME.EXT
 #  - without a data file: hytree run base.txt ARGS
-# The binary cases were written by tests/bad-input/generate.py. Last, an
+# The binary cases were written by tests/bad-input/generate.py, but for
+# h5-libhdf5-*, inputs on which the HDF5 fuzz target found libhdf5 to
+# crash or read out of bounds (tools/fuzz.sh). Last, an
 # undamaged Gadget file runs and leaves a snapshot and no temporary file.
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
@@ -89,6 +91,20 @@ if ! "$HYTREE" run "$tmp/base.txt" -P "InitCondFile=$tmp/good.dat" >"$tmp/stdout
   echo "FAIL: the undamaged file does not run:"; cat "$tmp/stderr"; fail=1
 fi
 [ -f "$out/snapshot_000.hdf5" ] || { echo "FAIL: no snapshot_000.hdf5 from the good file"; fail=1; }
+
+# libhdf5 crashing on a file (HYTREE_TEST_HDF5_CRASH: its check in a child
+# process ends with SIGSEGV): one line naming the file, exit 1, no output
+"$HYTREE" ic plummer -N 100 --seed 2 -o "$tmp/good.hdf5" >/dev/null || { echo "FAIL: hytree ic"; exit 1; }
+rm -rf "$out"
+HYTREE_TEST_HDF5_CRASH=1 "$HYTREE" run "$tmp/base.txt" -P "InitCondFile=$tmp/good.hdf5" >"$tmp/stdout" 2>"$tmp/stderr"
+status=$?
+if [ "$status" != 1 ] || [ "$(wc -l <"$tmp/stderr")" != 1 ] ||
+   ! grep -q "^hytree: error: .*good\.hdf5 is a damaged HDF5 file: the HDF5 library crashed reading it$" "$tmp/stderr" ||
+   [ -e "$out" ]; then
+  echo "FAIL: a crash of libhdf5 in the file's check (exit $status):"; cat "$tmp/stderr"; fail=1
+else
+  echo "ok [libhdf5 crash]: $(sed "s|$tmp/||g" "$tmp/stderr")"
+fi
 if ls "$out" | grep -q '\.tmp\.'; then echo "FAIL: temporary file left:"; ls "$out"; fail=1; fi
 echo "$n cases"
 exit $fail

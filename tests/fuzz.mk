@@ -13,5 +13,5 @@ tests_fuzz_regress_hdf5_SOURCES = tests/fuzz/fuzz_hdf5.c tests/fuzz/driver.c \
 tests_fuzz_regress_hdf5_LDADD = $(HY_TESTLIBS)
 TESTS += tests/fuzz_regress.sh
 # Whole directories: a new input in corpus/T or regress/T needs no edit here.
-EXTRA_DIST += tests/fuzz_regress.sh tests/fuzz/corpus tests/fuzz/regress tests/fuzz/libhdf5 \
+EXTRA_DIST += tests/fuzz_regress.sh tests/fuzz/corpus tests/fuzz/regress \
 	tests/fuzz/make_corpus.py tests/fuzz/lsan.supp tools/fuzz.sh
