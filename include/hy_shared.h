@@ -53,12 +53,4 @@
  * B2, b_max. */
 #define HY_LET_ITEM 6
 
-/* A hard selection's tree records (HYTREE_HARD_SENT): the items as above
- * (b_max >= 0) and the cells the selection opened, in the sender's tree
- * pre-order (a cell before its descendants), a cell as x, y, z (its centre
- * of mass), its b_max, the bits of the int position of the first record
- * after its subtree in the destination's list (the list's length at its
- * end), and HY_LET_CELL in place of b_max. */
-#define HY_LET_CELL (-1.0f)
-
 #endif

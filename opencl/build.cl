@@ -1066,7 +1066,7 @@ __kernel void hy_block_mark(__global const float4 *node, const int n_part, const
     const float reach = (rho + r2 + q.y) * 1.00001f + 1e-6f * (c_mag + p_mag); /* b_max (q.y): 0 for particles */
     if (d >= reach) {
       cur = as_int(q.z);
-    } else if (cur < n_part || q.x < 0.0f) { /* r_b^2 < 0: an item of a tree of records (hy_walk's leaves too) */
+    } else if (cur < n_part) {
       on = 1;
       break;
     } else {

@@ -32,15 +32,6 @@
  *  3. hy_let_gather: the sorted nodes' items (x, y, z relative to the
  *     destination's frame, m, B2, b_max; floats).
  *
- * Hard selections with tree set (HYTREE_HARD_SENT) also send the cells
- * they open, so that the receiver has the remote tree without building it:
- * the sort key's low bits below cshift order an opened cell (its number)
- * before the nodes of its subtree that start at the same particle (items:
- * all ones), so each destination's list is the tree's pre-order, and
- * hy_let_gather writes an opened cell as its centre of mass, b_max, the
- * position in the list of the first record after its subtree (a binary
- * search for its particle range's end), HY_LET_CELL (hy_shared.h).
- *
  * Build options: -D HY_WG=w (work-group size of hy_let_emit). Needs
  * cl_khr_fp64. */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -113,7 +104,7 @@ __kernel void hy_let_emit(const uint n_nodes, const int n_part, __global const f
                           const double fz, const double r2, const double fopen, const int hard,
                           __global const uint2 *vis,
                           __global uint *cnt, const uint cap, __global ulong *key, __global uint *val,
-                          const uint pshift, const int tree, const uint cshift) {
+                          const uint pshift) {
   __local uint l_n, l_base;
   __local uint l_count[HY_LET_MAXB], l_hcount[HY_LET_MAXB];
   const uint lid = (uint)get_local_id(0);
@@ -125,7 +116,7 @@ __kernel void hy_let_emit(const uint n_nodes, const int n_part, __global const f
     l_hcount[j] = 0u;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  uint em = 0u, opened = 0u, at = 0u;
+  uint em = 0u, at = 0u;
   const uint2 v = x < n_nodes ? vis[x] : (uint2)(0u, 0u);
   if (v.x | v.y) {
     const int is_part = (int)x < n_part;
@@ -151,13 +142,7 @@ __kernel void hy_let_emit(const uint n_nodes, const int n_part, __global const f
        * nor opened, within R2 */
       const int hsend = is_part ? d < r2 : !(d >= lim) && !(d < rb) && d < r2;
       const int send = hard ? hsend : (is_part || !(d < fopen * rb));
-      if ((v.x & bit) && send) {
-        em |= bit;
-        if (tree) atomic_inc(&l_hcount[j]); /* tree records: the items among them */
-      } else if (tree && (v.x & bit) && !is_part && d < rb && !(d >= lim)) {
-        em |= bit; /* a cell the hard walk opens: a tree record */
-        opened |= bit;
-      }
+      if ((v.x & bit) && send) em |= bit;
       if ((v.y & bit) && hsend) atomic_inc(&l_hcount[j]);
     }
     if (em) {
@@ -175,33 +160,16 @@ __kernel void hy_let_emit(const uint n_nodes, const int n_part, __global const f
   barrier(CLK_LOCAL_MEM_FENCE);
   if (em) {
     const uint first = (int)x < n_part ? x : c_lo[x - (uint)n_part];
-    /* tree records: an opened cell before its descendants of the same first
-     * particle (deeper cells have higher numbers), items after them */
-    const ulong low = tree ? ((ulong)first << cshift) | ((1ul << cshift) - 1ul) : (ulong)first;
     uint k = l_base + at;
     for (uint j = 0; j < nb; j++)
       if (em & (1u << j)) {
         if (k < cap) {
-          key[k] = ((ulong)j << pshift) |
-                   ((opened & (1u << j)) ? ((ulong)first << cshift) | (ulong)(x - (uint)n_part) : low);
+          key[k] = ((ulong)j << pshift) | (ulong)first;
           val[k] = x;
         }
         k++;
       }
   }
-}
-
-/* The first of keys key[0 .. n-1] (ascending) at or above k. */
-inline uint hy_lower_bound(__global const ulong *key, const uint n, const ulong k) {
-  uint lo = 0u, hi = n;
-  while (lo < hi) {
-    const uint mid = lo + (hi - lo) / 2u;
-    if (key[mid] < k)
-      lo = mid + 1u;
-    else
-      hi = mid;
-  }
-  return lo;
 }
 
 /* The items of the n sorted nodes val[0 .. n-1] (sort keys key[0 .. n-1],
@@ -213,8 +181,7 @@ __kernel void hy_let_gather(const uint n, __global const uint *val, __global con
                             __global const double *frames, const int n_part, __global const float4 *node,
                             __global const float *c_b2, __global const uint *idx, __global const double *spos,
                             __global const double *smass, const double fx, const double fy, const double fz,
-                            __global float *item, const ulong at, const int tree, const uint cshift,
-                            __global const uint *c_hi) {
+                            __global float *item, const ulong at) {
   const uint k = (uint)get_global_id(0);
   if (k >= n) return;
   const int x = (int)val[k];
@@ -237,14 +204,5 @@ __kernel void hy_let_gather(const uint n, __global const uint *val, __global con
     o[3] = p.w;
     o[4] = c_b2[x - n_part];
     o[5] = q.y;
-    const ulong cmask = (1ul << cshift) - 1ul;
-    if (tree && (key[k] & cmask) != cmask) { /* an opened cell: b_max, and where its subtree ends in the list */
-      const ulong dest = key[k] >> pshift << pshift;
-      const uint start = hy_lower_bound(key, n, dest);
-      const uint after = hy_lower_bound(key, n, dest | ((ulong)c_hi[x - n_part] << cshift));
-      o[3] = q.y;
-      o[4] = as_float((int)(after - start));
-      o[5] = HY_LET_CELL;
-    }
   }
 }

@@ -197,29 +197,24 @@ __kernel void hy_st_owner(__global const double *pos, const uint n, __global con
 
 /* flag[i] for i < n: mode 0: the particle leaves (dest != me); mode 1: it
  * stays and lies beyond the kept count (i >= n_keep, dest == me). flag[n] =
- * 0, so that its exclusive scan ends with the total. The kept count is
- * n_keep, or with keep_at >= 0 the owners' count keep_count[keep_at] (the
- * lists queued before the host has read the counts). */
+ * 0, so that its exclusive scan ends with the total. */
 inline uint hy_st_flagged(__global const uint *dest, const uint i, const uint me, const uint n_keep, const int mode) {
   return mode == 0 ? (uint)(dest[i] != me) : (uint)(i >= n_keep && dest[i] == me);
 }
 
 __kernel void hy_st_flag(__global const uint *dest, const uint n, const uint me, const uint n_keep, const int mode,
-                         __global uint *flag, __global const uint *keep_count, const int keep_at) {
+                         __global uint *flag) {
   const uint i = (uint)get_global_id(0);
-  const uint k = keep_at >= 0 ? keep_count[keep_at] : n_keep;
-  if (i < n) flag[i] = hy_st_flagged(dest, i, me, k, mode);
+  if (i < n) flag[i] = hy_st_flagged(dest, i, me, n_keep, mode);
   if (i == n) flag[n] = 0u;
 }
 
 /* After the exclusive scan of the flags: the flagged indices, ascending, and
  * (mode 0) their ranks. */
 __kernel void hy_st_list(__global const uint *dest, __global const uint *at, const uint n, const uint me,
-                         const uint n_keep, const int mode, __global uint *idx, __global uint *rank,
-                         __global const uint *keep_count, const int keep_at) {
+                         const uint n_keep, const int mode, __global uint *idx, __global uint *rank) {
   const uint i = (uint)get_global_id(0);
-  const uint k = keep_at >= 0 ? keep_count[keep_at] : n_keep;
-  if (i >= n || !hy_st_flagged(dest, i, me, k, mode)) return;
+  if (i >= n || !hy_st_flagged(dest, i, me, n_keep, mode)) return;
   idx[at[i]] = i;
   if (mode == 0) rank[at[i]] = dest[i];
 }
@@ -294,103 +289,4 @@ __kernel void hy_st_keys_fix(__global const double *pos, __global const uint *fi
   const uint h = (uint)get_global_id(0);
   if (h >= m) return;
   key[fix[h]] = hy_st_key(pos, fix[m + h], lox, loy, loz, scale);
-}
-
-/* ---- the full presort (HYTREE_PRESORT=2): every particle's key sorted as
- * soon as the cube is agreed, the decomposition's leavers dropped after.
- * A particle j of the sorted list stays: j < n_keep and not a hole
- * (hmark[j] 0), or j >= n_keep and a stayer from beyond, whose new index
- * is the hole it fills (fmap[j - n_keep]; -1 for a leaver). */
-inline int hy_pc_new_index(const uint j, const uint n_keep, __global const uchar *hmark, __global const int *fmap) {
-  if (j < n_keep) return hmark[j] ? -1 : (int)j;
-  return fmap[j - n_keep];
-}
-
-/* fix: m holes, then their m sources */
-__kernel void hy_pc_marks(__global const uint *fix, const uint m, const uint n_keep, __global uchar *hmark,
-                          __global int *fmap) {
-  const uint h = (uint)get_global_id(0);
-  if (h >= m) return;
-  hmark[fix[h]] = 1;
-  fmap[fix[m + h] - n_keep] = (int)fix[h];
-}
-
-/* flag[i] = 1 if the i-th of the n sorted particles stays; flag[n] = 0 (for
- * the exclusive scan of n + 1 values) */
-__kernel void hy_pc_flag(__global const uint *idx, const uint n, const uint n_keep, __global const uchar *hmark,
-                         __global const int *fmap, __global uint *flag) {
-  const uint i = (uint)get_global_id(0);
-  if (i < n) flag[i] = hy_pc_new_index(idx[i], n_keep, hmark, fmap) >= 0;
-  else if (i == n) flag[n] = 0u;
-}
-
-/* The stayers in key order at their places (at: the scanned flags) with
- * their new indices; fill[k]: came from beyond n_keep */
-__kernel void hy_pc_scatter(__global const ulong *akey, __global const uint *aidx, __global const uint *at,
-                            const uint n, const uint n_keep, __global const uchar *hmark, __global const int *fmap,
-                            __global ulong *okey, __global uint *oidx, __global uchar *fill) {
-  const uint i = (uint)get_global_id(0);
-  if (i >= n) return;
-  const uint j = aidx[i];
-  const int ni = hy_pc_new_index(j, n_keep, hmark, fmap);
-  if (ni < 0) return;
-  const uint k = at[i];
-  okey[k] = akey[i];
-  oidx[k] = (uint)ni;
-  fill[k] = j >= n_keep;
-}
-
-/* The number of v[lo .. hi - 1] (ascending) below x. */
-inline uint hy_pc_below(__global const uint *v, uint lo, uint hi, const uint x) {
-  const uint first = lo;
-  while (lo < hi) {
-    const uint mid = lo + (hi - lo) / 2u;
-    if (v[mid] < x) lo = mid + 1u;
-    else hi = mid;
-  }
-  return lo - first;
-}
-
-/* Equal keys in the order of their new indices, as a stable sort of the
- * kept particles after the moves would give them: a run of equal keys holds
- * the particles that stayed in place, ascending (they sorted by their
- * index), then those from beyond, ascending in their new index too (the
- * holes and their sources pair in ascending order), so each one's place in
- * the run is the count of smaller indices in either part, found by binary
- * search. Keys are unchanged. */
-__kernel void hy_pc_ties(__global const ulong *okey, __global const uint *oidx, __global const uchar *fill,
-                         const uint n, __global ulong *fkey, __global uint *fidx) {
-  const uint k = (uint)get_global_id(0);
-  if (k >= n) return;
-  const ulong key = okey[k];
-  const uint me = oidx[k];
-  fkey[k] = key;
-  if (!((k > 0u && okey[k - 1u] == key) || (k + 1u < n && okey[k + 1u] == key))) {
-    fidx[k] = me;
-    return;
-  }
-  uint lo = 0u, hi = k; /* s: the first with okey >= key */
-  while (lo < hi) {
-    const uint mid = lo + (hi - lo) / 2u;
-    if (okey[mid] < key) lo = mid + 1u;
-    else hi = mid;
-  }
-  const uint s = lo;
-  lo = k + 1u;
-  hi = n; /* e: the first with okey > key */
-  while (lo < hi) {
-    const uint mid = lo + (hi - lo) / 2u;
-    if (okey[mid] <= key) lo = mid + 1u;
-    else hi = mid;
-  }
-  const uint e = lo;
-  lo = s;
-  hi = e; /* b: the first from beyond */
-  while (lo < hi) {
-    const uint mid = lo + (hi - lo) / 2u;
-    if (!fill[mid]) lo = mid + 1u;
-    else hi = mid;
-  }
-  const uint b = lo;
-  fidx[s + hy_pc_below(oidx, s, b, me) + hy_pc_below(oidx, b, e, me)] = me;
 }

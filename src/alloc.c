@@ -1,16 +1,12 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
  * alloc.c: see alloc.h. */
-#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE (Linux) beside POSIX */
 #include "config.h"
 
 #include "alloc.h"
 
-#include <errno.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "log.h"
 #include "stream.h"
@@ -59,37 +55,9 @@ char *hy_strdup(const char *label, const char *s) {
 
 void hy_free(void *p) { free(p); }
 
-/* HYTREE_HUGEPAGES=1: ask for transparent huge pages. */
-static int huge_wanted(void) {
-  static atomic_int v = -1;
-  return hy_env_switch("HYTREE_HUGEPAGES", 0, &v);
-}
-
-void hy_advise_huge(void *p, size_t bytes) {
-#ifdef MADV_HUGEPAGE
-  const uintptr_t huge = (uintptr_t)2 << 20; /* x86-64's and arm64's (4 kB granule) huge page */
-  if (!p || bytes < 4 * (size_t)huge || !huge_wanted()) return;
-  const uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), e = ((uintptr_t)p + bytes) & ~(huge - 1);
-  if (e <= a) return;
-  /* advice only: EINVAL where the kernel has no transparent huge pages */
-  if (madvise((void *)a, (size_t)(e - a), MADV_HUGEPAGE) != 0 && errno != EINVAL) {
-    static atomic_int told;
-    if (!atomic_exchange(&told, 1)) hy_warn("HYTREE_HUGEPAGES: madvise(MADV_HUGEPAGE) failed: %s", strerror(errno));
-  }
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
-int hy_stream_stores(void) {
-  static atomic_int v = -1;
-  return HY_HAVE_STREAM && hy_env_switch("HYTREE_STREAM_STORES", 1, &v);
-}
-
 void hy_copy_stream(void *dst, const void *src, size_t n) {
 #if HY_HAVE_STREAM
-  if (hy_stream_stores() && n >= 256) {
+  if (n >= 256) {
     unsigned char *d = dst;
     const unsigned char *s = src;
     const size_t head = (16 - ((uintptr_t)d & 15)) & 15; /* to the destination's 16-byte boundary */

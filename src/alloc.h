@@ -16,16 +16,8 @@ void *hy_calloc(const char *label, size_t n, size_t size);
 void *hy_realloc(const char *label, void *p, size_t n, size_t size);
 char *hy_strdup(const char *label, const char *s);
 void hy_free(void *p);
-/** With HYTREE_HUGEPAGES=1, ask the kernel to back the whole 2 MB pages
- *  within [p, p + bytes) with transparent huge pages (madvise; before their
- *  first touch), so that scattered reads of large arrays miss the TLB less.
- *  Advice only: nothing for blocks under 8 MB or where it is not supported. */
-void hy_advise_huge(void *p, size_t bytes);
-/** Whether to use streaming (non-temporal) stores (stream.h): 1 unless
- *  HYTREE_STREAM_STORES=0, and 0 where the machine has none. Read once. */
-int hy_stream_stores(void);
-/** memcpy of n bytes whose stores bypass the caches where
- *  hy_stream_stores(), fenced (stream.h). */
+/** memcpy of n bytes whose stores bypass the caches where the machine has
+ *  such stores (stream.h), fenced. */
 void hy_copy_stream(void *dst, const void *src, size_t n);
 
 #endif

@@ -386,9 +386,8 @@ static int state_keys(struct hy_cl *cl, size_t first, size_t n, const double lo[
  * dropped), freed. */
 static void presort_drop(struct hy_cl *cl, double *seconds) {
   struct evlist *l = cl->presort_ev;
-  cl->presort_all_n = 0;
   if (!l) return;
-  clFinish(l->q); /* the first queue, or the second for HYTREE_PRESORT=2 */
+  clFinish(l->q);
   double t[PH_N] = {0};
   ev_finish(l, seconds ? t : NULL);
   if (seconds) *seconds += t[PH_SORT];
@@ -407,21 +406,7 @@ int hy_cl_presort_wait(struct hy_cl *cl) {
 /* The presort's keys and their sort, on the queue in use (hy_cl_queue):
  * the keys of the state's first n positions into (pkey, pidx), those of
  * the m holes from their sources' positions (pfix, uploaded before), and
- * the sort; its events in a new list (cl->presort_ev), flushed, and its
- * cube kept. On failure nothing is left queued. */
-static int presort_enqueue(struct hy_cl *cl, size_t n, size_t m, const double lo[3], double scale,
-                           struct hy_err *err);
-static int presort_sort(struct hy_cl *cl, size_t n, size_t m, const double lo[3], double scale,
-                        struct hy_err *err) {
-  if (presort_enqueue(cl, n, m, lo, scale, err) != 0) {
-    presort_drop(cl, NULL);
-    return -1;
-  }
-  memcpy(cl->presort_lo, lo, sizeof cl->presort_lo);
-  cl->presort_scale = scale;
-  return 0;
-}
-
+ * the sort; its events in a new list (cl->presort_ev), flushed. */
 static int presort_enqueue(struct hy_cl *cl, size_t n, size_t m, const double lo[3], double scale,
                            struct hy_err *err) {
   const size_t tile = cl->build_wg * SORT_PER, n_tiles = (n + tile - 1) / tile;
@@ -464,102 +449,12 @@ int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, c
     clFinish(cl->q);
     return hy_err_set(err, "OpenCL: uploading the moves failed on %s: %s", cl->name, hy_cl_errname(e));
   }
-  if (presort_sort(cl, n_keep, m, lo, scale, err) != 0) return -1;
-  cl->presort_n = n_keep;
-  return 0;
-}
-
-int hy_cl_state_presort_all(struct hy_cl *cl, const double lo[3], double scale, struct hy_err *err) {
-  presort_drop(cl, NULL);
-  cl->presort_n = 0;
-  const size_t n = cl->state_n;
-  if (n < 2) return 0;
-  if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_side_queue(cl, err) != 0) return -1;
-  hy_cl_on_side = 1; /* its own histogram and scan sums there (sort_hist, scan) */
-  const int rc = presort_sort(cl, n, 0, lo, scale, err);
-  hy_cl_on_side = 0;
-  if (rc != 0) return -1;
-  cl->presort_all_n = n;
-  return 0;
-}
-
-/* hy_cl_state_presort_finish's enqueues, behind the sort on the second queue. */
-static int presort_finish_enqueue(struct hy_cl *cl, size_t n, size_t n_keep, size_t m, struct hy_err *err) {
-  struct evlist *ev = cl->presort_ev;
-  const size_t nb = n - n_keep;
-  if (hy_cl_ensure_buf(cl, &cl->pfix, hy_size_mul_or_die(m + 1, 8, "moves"), "presort moves", err) ||
-      hy_cl_ensure_buf(cl, &cl->phmark, n_keep, "presort holes", err) ||
-      hy_cl_ensure_buf(cl, &cl->pfmap, hy_size_mul_or_die(nb + 1, 4, "moves"), "presort sources", err) ||
-      hy_cl_ensure_buf(cl, &cl->pflag, hy_size_mul_or_die(n + 1, 4, "flags"), "presort flags", err) ||
-      hy_cl_ensure_buf(cl, &cl->pfill, n_keep, "presort sources", err))
-    return -1;
-  const cl_uchar zero = 0;
-  const cl_int minus1 = -1;
-  cl_int e = CL_SUCCESS;
-  if (m)
-    e = clEnqueueWriteBuffer(cl->q2, cl->pfix.mem, CL_FALSE, 0, 2 * m * 4, cl->pmove_host, 0, NULL,
-                             ev_new(ev, PH_SORT));
-  if (e == CL_SUCCESS)
-    e = clEnqueueFillBuffer(cl->q2, cl->phmark.mem, &zero, 1, 0, n_keep, 0, NULL, ev_new(ev, PH_SORT));
-  if (e == CL_SUCCESS && nb)
-    e = clEnqueueFillBuffer(cl->q2, cl->pfmap.mem, &minus1, 4, 0, nb * 4, 0, NULL, ev_new(ev, PH_SORT));
-  if (e != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: uploading the presort's moves failed on %s: %s", cl->name, hy_cl_errname(e));
-  const cl_uint um = (cl_uint)m, un = (cl_uint)n, uk = (cl_uint)n_keep;
-  /* into (key[1], idx_tmp), the ties put in order back into (pkey, pidx) */
-  if ((m && (hy_cl_set_args(cl, cl->k_pc_marks, "hy_pc_marks", err, M(cl->pfix), V(um), V(uk), M(cl->phmark),
-                            M(cl->pfmap), END) ||
-             hy_cl_launch(cl, cl->k_pc_marks, "hy_pc_marks", m, ev_new(ev, PH_SORT), err))) ||
-      hy_cl_set_args(cl, cl->k_pc_flag, "hy_pc_flag", err, M(cl->pidx), V(un), V(uk), M(cl->phmark), M(cl->pfmap),
-                     M(cl->pflag), END) ||
-      hy_cl_launch(cl, cl->k_pc_flag, "hy_pc_flag", n + 1, ev_new(ev, PH_SORT), err) ||
-      scan(cl, cl->pflag.mem, n + 1, 0, ev, PH_SORT, err) ||
-      hy_cl_set_args(cl, cl->k_pc_scatter, "hy_pc_scatter", err, M(cl->pkey), M(cl->pidx), M(cl->pflag), V(un),
-                     V(uk), M(cl->phmark), M(cl->pfmap), M(cl->key[1]), M(cl->idx_tmp), M(cl->pfill), END) ||
-      hy_cl_launch(cl, cl->k_pc_scatter, "hy_pc_scatter", n, ev_new(ev, PH_SORT), err) ||
-      hy_cl_set_args(cl, cl->k_pc_ties, "hy_pc_ties", err, M(cl->key[1]), M(cl->idx_tmp), M(cl->pfill), V(uk),
-                     M(cl->pkey), M(cl->pidx), END) ||
-      hy_cl_launch(cl, cl->k_pc_ties, "hy_pc_ties", n_keep, ev_new(ev, PH_SORT), err))
-    return -1;
-  ev_close(ev);
-  e = clFlush(cl->q2);
-  if (e != CL_SUCCESS) return hy_err_set(err, "OpenCL: clFlush failed on %s: %s", cl->name, hy_cl_errname(e));
-  return 0;
-}
-
-int hy_cl_state_presort_finish(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
-                               struct hy_err *err) {
-  const size_t n = cl->presort_all_n;
-  cl->presort_n = 0;
-  if (!n || !cl->presort_ev || n != cl->state_n || n_keep < 1 || n_keep > n || m > n_keep || !cl->k_pc_ties) {
-    presort_drop(cl, NULL);
-    return hy_err_set(err, "internal error: the end of a presort of %zu particles for %zu kept of %zu (%zu moves)",
-                      n, n_keep, cl->state_n, m);
-  }
-  cl->presort_all_n = 0;
-  /* the moves' copy, read by the second queue's write when it runs */
-  if (2 * m + 1 > cl->pmove_cap) {
-    hy_free(cl->pmove_host);
-    cl->pmove_cap = 2 * m + m / 2 + 64;
-    cl->pmove_host = hy_malloc("presort moves", cl->pmove_cap, sizeof(uint32_t));
-  }
-  for (size_t h = 0; h < m; h++) {
-    if (hole[h] >= n_keep || src[h] < n_keep || src[h] >= n) {
-      presort_drop(cl, NULL);
-      return hy_err_set(err, "internal error: presort move %zu: hole %u, source %u (%zu kept of %zu)", h,
-                        (unsigned)hole[h], (unsigned)src[h], n_keep, n);
-    }
-    cl->pmove_host[h] = hole[h];
-    cl->pmove_host[m + h] = src[h];
-  }
-  if (hy_cl_side_queue(cl, err) != 0) return -1;
-  hy_cl_on_side = 1;
-  const int rc = presort_finish_enqueue(cl, n, n_keep, m, err);
-  hy_cl_on_side = 0;
-  if (rc != 0) {
-    presort_drop(cl, NULL);
+  if (presort_enqueue(cl, n_keep, m, lo, scale, err) != 0) {
+    presort_drop(cl, NULL); /* nothing left queued */
     return -1;
   }
+  memcpy(cl->presort_lo, lo, sizeof cl->presort_lo);
+  cl->presort_scale = scale;
   cl->presort_n = n_keep;
   return 0;
 }
@@ -618,18 +513,9 @@ static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t n
 
 static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct evlist *ev, struct hy_err *err) {
-  /* keys sorted on the second queue and not taken by this build: waited
-   * for and dropped, as its sort may still use the buffers this one does.
-   * With the patch's wait (hy_cl_state_patch) this covers every write of
-   * the positions after hy_cl_state_presort_all: the soft step's local
-   * build follows it whether or not the decomposition finished it, before
-   * any drift. */
-  if (!a->presorted && cl->presort_ev && ((struct evlist *)cl->presort_ev)->q != cl->q) presort_drop(cl, NULL);
   const size_t n = a->n;
   const int slot = a->slot;
   struct cl_tree *T = &cl->tree[slot];
-  /* records uploaded into slot 1 beside a walk (hy_cl_nodes_upload_side) are in place before it is rebuilt */
-  if (slot == 1 && hy_cl_nodes_upload_wait(cl, err) != 0) return -1;
   const size_t tile = cl->build_wg * SORT_PER;
   const size_t n_tiles = (n + tile - 1) / tile;
   if (ensure_build_buffers(cl, T, slot, n, n_tiles, err) != 0) return -1;
@@ -844,7 +730,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
   T->gen_hint = n_gen;
   /* an open-all tree of plain particles: its cells' spheres from boxes,
    * opened by every sink (r_b^2 = FLT_MAX) */
-  const int boxes = a->open_all && !whole && !graft && !T->has_grp && cl->box_moments;
+  const int boxes = a->open_all && !whole && !graft && !T->has_grp;
   if (boxes ? enqueue_boxes(cl, T, slot, n, total, ev, err)
       : whole ? enqueue_graft(cl, T, n, nl, total, a->a_err, ev, err)
               : enqueue_moments(cl, T, slot, n, a->a_err, graft, ev, err))

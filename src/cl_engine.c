@@ -206,26 +206,15 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
     return hy_err_set(err, "OpenCL: clGetDeviceInfo failed: %s", hy_cl_errname(e));
   }
   cl->mem_limit = cl->global_mem > (cl_ulong)SIZE_MAX ? SIZE_MAX : (size_t)cl->global_mem;
-  const char *lim = getenv("HYTREE_DEVICE_MEM_LIMIT");
+  const char *lim = getenv("HYTREE_TEST_DEVICE_MEM_LIMIT");
   if (lim && *lim) { /* rehearse running out of device memory with a smaller budget */
     char *end;
     unsigned long long v = strtoull(lim, &end, 10);
     if (*end != '\0' || v == 0) {
       hy_cl_free(cl);
-      return hy_err_set(err, "HYTREE_DEVICE_MEM_LIMIT='%s': must be a positive number of bytes", lim);
+      return hy_err_set(err, "HYTREE_TEST_DEVICE_MEM_LIMIT='%s': must be a positive number of bytes", lim);
     }
     if (v < cl->mem_limit) cl->mem_limit = (size_t)v;
-  }
-  /* open-all builds' cell spheres from boxes (1, the default) or from the
-   * moments (0: the earlier path, kept for comparisons) */
-  const char *ob = getenv("HYTREE_OPEN_BOXES");
-  cl->box_moments = 1;
-  if (ob && *ob) {
-    if (strcmp(ob, "0") != 0 && strcmp(ob, "1") != 0) {
-      hy_cl_free(cl);
-      return hy_err_set(err, "HYTREE_OPEN_BOXES='%s': must be 0 or 1", ob);
-    }
-    cl->box_moments = ob[0] == '1';
   }
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)cl->platform, 0};
   cl->ctx = clCreateContext(props, 1, &cl->device, NULL, NULL, &e);
@@ -266,7 +255,6 @@ void hy_cl_free(struct hy_cl *cl) {
   if (cl->q) clFinish(cl->q);
   if (cl->qm) clFinish(cl->qm);
   if (cl->l_read) clReleaseEvent(cl->l_read);
-  if (cl->side_up) clReleaseEvent(cl->side_up);
   for (int m = 0; m < HY_WALK_NMODES; m++)
     for (int p = 0; p < 2; p++) {
       if (cl->walk_k[m][p]) clReleaseKernel(cl->walk_k[m][p]);
@@ -290,35 +278,6 @@ void hy_cl_free(struct hy_cl *cl) {
   if (cl->ctx) clReleaseContext(cl->ctx);
   if (cl->mem_lock_ok) pthread_mutex_destroy(&cl->mem_lock);
   hy_free(cl);
-}
-
-int hy_cl_nodes_upload_side(struct hy_cl *cl, const float *node, size_t n_nodes, uint64_t tree_id,
-                            struct hy_err *err) {
-  if (hy_cl_nodes_upload_wait(cl, err) != 0 || hy_cl_side_queue(cl, err) != 0) return -1;
-  const size_t bytes = hy_size_mul_or_die(n_nodes, 8 * sizeof(float), "tree nodes");
-  cl->node_id[1] = 0;
-  if (hy_cl_ensure_buf(cl, &cl->node[1], bytes, "tree nodes", err) != 0) return -1;
-  cl_int e = clEnqueueWriteBuffer(cl->q2, cl->node[1].mem, CL_FALSE, 0, bytes, node, 0, NULL, &cl->side_up);
-  if (e == CL_SUCCESS) e = clFlush(cl->q2);
-  if (e != CL_SUCCESS) {
-    clFinish(cl->q2);
-    if (cl->side_up) clReleaseEvent(cl->side_up);
-    cl->side_up = NULL;
-    return hy_err_set(err, "OpenCL: uploading %zu tree nodes failed on %s: %s", n_nodes, cl->name, hy_cl_errname(e));
-  }
-  cl->side_up_id = tree_id;
-  return 0;
-}
-
-int hy_cl_nodes_upload_wait(struct hy_cl *cl, struct hy_err *err) {
-  if (!cl->side_up) return 0;
-  const cl_int e = clWaitForEvents(1, &cl->side_up);
-  clReleaseEvent(cl->side_up);
-  cl->side_up = NULL;
-  if (e != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: uploading tree nodes failed on %s: %s", cl->name, hy_cl_errname(e));
-  cl->node_id[1] = cl->side_up_id;
-  return 0;
 }
 
 const char *hy_cl_description(const struct hy_cl *cl) { return cl->desc; }
@@ -579,8 +538,6 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
                struct hy_cl_times *times, struct hy_err *err) {
   if (cfg->nvec != cl->nvec) return hy_err_set(err, "walk: nvec %d differs from the engine's %d", cfg->nvec, cl->nvec);
   if (a->slot < 0 || a->slot > 1) return hy_err_set(err, "walk: bad tree slot %d", a->slot);
-  /* the records of a tree built on the host, uploaded beside an earlier walk */
-  if (a->slot == 1 && hy_cl_nodes_upload_wait(cl, err) != 0) return -1;
   if (hy_cl_check_int(a->n_nodes, "tree nodes", err) || hy_cl_check_int(a->n_sink, "sinks", err)) return -1;
   const double t_call = hy_wtime();
   double t_enq = 0.0;

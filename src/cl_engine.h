@@ -119,8 +119,7 @@ enum {
   HY_CL_HOST_GATHER = 11, /* hy_cl_state_gather_begin: the gathered positions */
   HY_CL_HOST_COUNTS = 12, /* a walk's interaction counts per work-group */
   HY_CL_HOST_GIDX = 13,   /* hy_cl_state_gather(_begin): the indices to gather */
-  HY_CL_HOST_AHEAD = 14,  /* hy_cl_state_ahead: the owner counts and the lists' lengths */
-  HY_CL_HOST_N = 15
+  HY_CL_HOST_N = 14
 };
 
 /** A host buffer of at least bytes for use `which`, kept by the engine (its
@@ -223,17 +222,6 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
 int hy_cl_tree_build_side(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
                           struct hy_err *err);
 
-/** Upload n_nodes node records of a tree made on the host (node, in
- *  pinned memory that stays untouched until hy_cl_nodes_upload_wait) into
- *  tree slot 1 on the second queue, so that the copy runs beside a walk of
- *  slot 0 on the engine's queue. hy_cl_nodes_upload_wait, before any walk
- *  of slot 1, waits for it and marks the records resident as tree tree_id
- *  (a walk of that id uploads nothing). Not beside a side build. Return 0
- *  or -1 with err set. */
-int hy_cl_nodes_upload_side(struct hy_cl *cl, const float *node, size_t n_nodes, uint64_t tree_id,
-                            struct hy_err *err);
-int hy_cl_nodes_upload_wait(struct hy_cl *cl, struct hy_err *err);
-
 /** Print every platform and device to out (one line each). */
 void hy_cl_print_devices(FILE *out, const struct hy_cl *chosen);
 
@@ -328,19 +316,6 @@ int hy_cl_state_append_end(struct hy_cl *cl, size_t m, double *seconds, struct h
  *  set. */
 int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
                         const double lo[3], double scale, struct hy_err *err);
-/** The same result in two halves (HYTREE_PRESORT=2), so that the sort need
- *  not wait for the decomposition's lists: _all queues on the second queue
- *  (without waiting) the keys of all the state's positions (cube lo, scale)
- *  and their sort, _finish, once the moves are known, drops the leavers
- *  from the sorted list (those below n_keep that are holes, those from
- *  n_keep on that are not sources), gives each source its hole's index and
- *  puts equal keys in the order of their new indices, behind the sort on
- *  that queue. Until the build takes the keys (or a build without them, or
- *  hy_cl_presort_wait, waits for that queue), the state's positions must
- *  not change. Return 0 or -1 with err set. */
-int hy_cl_state_presort_all(struct hy_cl *cl, const double lo[3], double scale, struct hy_err *err);
-int hy_cl_state_presort_finish(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
-                               struct hy_err *err);
 /** The state after a domain decomposition (hy_decomp_exchange_dev) that
  *  kept its first n_keep particles in place except m of them, the holes
  *  hole[h], which the particle from src[h] (>= n_keep) fills, and appended
@@ -362,22 +337,6 @@ int hy_cl_state_owners(struct hy_cl *cl, const double *bounds, size_t n_bounds, 
  *  buffer per mode, valid until its next use). */
 int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uint32_t **idx, uint32_t **rank,
                      size_t *m, struct hy_err *err);
-/** hy_cl_state_owners and both modes of hy_cl_state_list for rank me, queued
- *  on the second queue and not waited for (the kept count taken from the
- *  device's owner counts), so that a sort queued behind them (the presort of
- *  every key, HYTREE_PRESORT=2) starts without waiting for the host. The
- *  caller keeps `bounds` as they are until it has taken the counts or
- *  dropped the work (the queue copies them later). Returns 0 or -1 with err
- *  set. */
-int hy_cl_state_ahead(struct hy_cl *cl, const double *bounds, size_t n_bounds, const int grid[3], unsigned me,
-                      struct hy_err *err);
-/** hy_cl_state_owners' counts from the work of hy_cl_state_ahead (waits for it). */
-int hy_cl_state_ahead_counts(struct hy_cl *cl, uint64_t *count, struct hy_err *err);
-/** hy_cl_state_list's result for `mode` from the work of hy_cl_state_ahead. */
-int hy_cl_state_ahead_list(struct hy_cl *cl, int mode, uint32_t **idx, uint32_t **rank, size_t *m,
-                           struct hy_err *err);
-/** Wait for and forget the work of hy_cl_state_ahead (none: nothing). */
-void hy_cl_state_ahead_drop(struct hy_cl *cl);
 /** The positions (and velocities, vel not NULL) of the m particles idx[j]
  *  into pos (vel), 3 doubles each. */
 int hy_cl_state_gather(struct hy_cl *cl, const uint32_t *idx, size_t m, double *pos, double *vel,
@@ -419,14 +378,11 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
  *  origin): *items (HY_LET_ITEM floats each: x, y, z relative to the
  *  destination's frame, m, B2, b_max; the engine's staging memory, valid
  *  until the next call) holds those of destination 0, then 1, ..., count[j]
- *  of destination j and hcount[j] hard-LET items counted. tree (hard
- *  selections only): the cells the selection opens are sent as well, each
- *  destination's records in the tree's pre-order (HY_LET_CELL, hy_shared.h);
- *  count[j] counts the records and hcount[j] the items among them. seconds:
- *  wall time. Needs the state kernels (double precision). */
+ *  of destination j and hcount[j] hard-LET items counted. seconds: wall
+ *  time. Needs the state kernels (double precision). */
 int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames, size_t nb, const double frame[3],
                      double r2, double fopen, int hard, int count_hard, int async, float **items, size_t *count,
-                     uint64_t *hcount, int tree, double *seconds, struct hy_err *err);
+                     uint64_t *hcount, double *seconds, struct hy_err *err);
 /** With async set, hy_cl_let_select returns before *items holds the items:
  *  their read runs on the engine's second queue (a copy engine, beside the
  *  kernels that the first queue runs next), and hy_cl_let_wait waits for it

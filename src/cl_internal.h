@@ -67,7 +67,7 @@ struct hy_cl {
   cl_device_type type;
   cl_ulong max_alloc, global_mem;
   size_t in_use;    /* bytes of all engine buffers */
-  size_t mem_limit; /* global memory, or HYTREE_DEVICE_MEM_LIMIT when smaller */
+  size_t mem_limit; /* global memory, or HYTREE_TEST_DEVICE_MEM_LIMIT when smaller */
   size_t max_wg;
   int plat_index, dev_index;
   int nvec;
@@ -95,13 +95,13 @@ struct hy_cl {
   struct cl_buf key[2], idx_tmp;   /* sort scratch: keys (ping-pong) and the indices' second buffer */
   struct cl_buf n_child, hist, uout0, uout1, big, n_big, gen, gen_sums, blocks;
   struct cl_buf boxes; /* open-all builds: the boxes of 64 particles, then of 64 such boxes */
-  int box_moments;    /* open-all builds take their cells' spheres from boxes (HYTREE_OPEN_BOXES, default 1) */
   struct cl_buf ibefore, first_at, n_graft; /* merged builds: items before each position, the slot-0 tree's
                                                outermost cell at each position, cells copied from it */
   struct cl_buf graft_gl, item_b2; /* grafted merged builds: each merged cell's slot-0 cell taken whole (or
                                       UINT32_MAX), the items' B2 */
   uint64_t graft_id; /* the grafted merged tree whose records follow the slot-0 tree's in node[0] (0: none) */
   struct cl_buf scan[HY_CL_SCAN_LEVELS];
+  struct cl_buf hist_side, scan_side[HY_CL_SCAN_LEVELS]; /* the second queue's own sort histogram and scan sums */
   struct cl_pinned host[HY_CL_HOST_N];
   /* LET selection on the device (cl_let.c) */
   cl_program let_prog;
@@ -111,33 +111,16 @@ struct hy_cl {
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
   cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_owner, k_flag, k_list, k_gather_state, k_move, k_st_keys,
-      k_st_keys_fix, k_pc_marks, k_pc_flag, k_pc_scatter, k_pc_ties;
+      k_st_keys_fix;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
   struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
   struct cl_buf s_gidx; /* the gathers' indices (their own: s_idx is the lists' and the patch's, on the first queue) */
-  /* hy_cl_state_ahead: the owners and both lists queued on the second queue
-   * (the stayers beyond the kept count in s_flag1, s_idx1), the event after
-   * the read of their counts (NULL: none) and the rank count */
-  struct cl_buf s_flag1, s_idx1;
-  cl_event ahead_ev;
-  size_t ahead_P;
   struct cl_buf s_patch_i;                   /* hy_cl_state_patch: the holes */
   /* hy_cl_state_presort: the kept particles' sorted keys and indices, their
    * count (0: none), cube, and the span of their sort's events (a struct
    * evlist of cl_build.c, finished by the build that takes them) */
   struct cl_buf pkey, pidx, pfix;
   size_t presort_n;
-  /* hy_cl_state_presort_all (HYTREE_PRESORT=2): every key sorted on the
-   * second queue, presort_all_n of them, awaiting the decomposition's
-   * moves (hy_cl_state_presort_finish: the holes' marks, the sources' new
-   * indices, the flags and their scan, the stayers' ends-of-beyond flags;
-   * the moves' host copy, read by a write that is not waited for); the
-   * second queue's own sort histogram and scan sums */
-  size_t presort_all_n;
-  struct cl_buf phmark, pfmap, pflag, pfill;
-  uint32_t *pmove_host;
-  size_t pmove_cap;
-  struct cl_buf hist_side, scan_side[HY_CL_SCAN_LEVELS];
   double presort_lo[3], presort_scale;
   void *presort_ev;
   size_t state_n;  /* particles in the state buffers (0: none) */
@@ -150,9 +133,6 @@ struct hy_cl {
   int unsorted_slot;  /* the tree slot of the last unsort walk, whose results are in uout0 / uout1 */
   size_t unsorted_n;  /* its particles (0: none) */
   int has_fp64;    /* 0 not asked yet, 1 no, 2 yes */
-  cl_event side_up;     /* hy_cl_nodes_upload_side's write into slot 1, until hy_cl_nodes_upload_wait (NULL:
-                           none) */
-  uint64_t side_up_id;  /* its tree id */
 };
 
 /* Nonzero on a thread inside hy_cl_tree_build_side: the build's commands

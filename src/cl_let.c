@@ -60,7 +60,7 @@ static unsigned bits_for(size_t v) { /* bits to hold 0 .. v */
  * visibility masks from the root down, the sent nodes, their order, their
  * items appended to cl->l_items at item offset `at`. */
 static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], double r2, double fopen, int hard,
-                       int count_hard, int tree, size_t at, size_t *count, uint64_t *hcount, size_t *made,
+                       int count_hard, size_t at, size_t *count, uint64_t *hcount, size_t *made,
                        struct hy_err *err) {
   struct cl_tree *T = &cl->tree[0];
   const size_t n = T->sorted_n, nn = n + T->n_cell;
@@ -85,11 +85,8 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
       return -1;
   }
   /* the sent nodes; with too little room for them, once more with enough */
-  const unsigned cshift = tree ? bits_for(T->n_cell) : 0; /* tree records: a cell's number below the particle */
-  const unsigned pshift = bits_for(n) + cshift;
+  const unsigned pshift = bits_for(n);
   const cl_uint ushift = pshift; /* the destination's bits above it in a sort key (hy_let_emit, hy_let_gather) */
-  const cl_uint ucshift = cshift;
-  const cl_int itree = tree ? 1 : 0;
   for (int attempt = 0;; attempt++) {
     /* room: the smallest of the four buffers (an allocation may hold more than asked) */
     size_t room = cl->l_val[0].size / 4;
@@ -104,7 +101,7 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
                         hy_cl_errname(e));
     if (hy_cl_set_args(cl, cl->k_let_emit, "hy_let_emit", err, V(unn), V(n_part), M(cl->node[0]), M(T->c_lo), M(T->idx),
              M(cl->s_pos), M(cl->l_boxes), V(unb), V(fx), V(fy), V(fz), V(dr2), V(dfo), V(hd), M(cl->l_vis), M(cl->l_cnt),
-             V(cap), M(cl->l_key[0]), M(cl->l_val[0]), V(ushift), V(itree), V(ucshift), END) ||
+             V(cap), M(cl->l_key[0]), M(cl->l_val[0]), V(ushift), END) ||
         hy_cl_launch(cl, cl->k_let_emit, "hy_let_emit", nn, NULL, err))
       return -1;
     cl_uint c[1 + 2 * LET_MAXB];
@@ -141,8 +138,7 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
   const cl_ulong uat = at; /* the items of this pass behind those of earlier passes */
   if (hy_cl_set_args(cl, cl->k_let_gather, "hy_let_gather", err, V(um), M(cl->l_val[0]), M(cl->l_key[0]),
            V(ushift), M(cl->l_frames), V(n_part), M(cl->node[0]),
-           M(T->c_b2), M(T->idx), M(cl->s_pos), M(cl->s_mass), V(fx), V(fy), V(fz), M(cl->l_items), V(uat),
-           V(itree), V(ucshift), M(T->c_hi), END) ||
+           M(T->c_b2), M(T->idx), M(cl->s_pos), M(cl->s_mass), V(fx), V(fy), V(fz), M(cl->l_items), V(uat), END) ||
       hy_cl_launch(cl, cl->k_let_gather, "hy_let_gather", *made, NULL, err))
     return -1;
   if ((e = clFinish(cl->q)) != CL_SUCCESS)
@@ -154,10 +150,8 @@ static int select_pass(struct hy_cl *cl, size_t nb, const double frame[3], doubl
 
 int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames, size_t nb, const double frame[3],
                      double r2, double fopen, int hard, int count_hard, int async, float **items, size_t *count,
-                     uint64_t *hcount, int tree, double *seconds, struct hy_err *err) {
+                     uint64_t *hcount, double *seconds, struct hy_err *err) {
   double t0 = hy_wtime();
-  if (tree && (!hard || count_hard))
-    return hy_err_set(err, "internal error: tree records from a selection that is not a hard one");
   if (hy_cl_let_wait(cl, err) != 0) return -1; /* the last selection's items are read before l_items changes */
   const size_t per_pass = hy_let_test_small() ? 1 : LET_MAXB;
   struct cl_tree *T = &cl->tree[0];
@@ -201,7 +195,7 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames
       return hy_err_set(err, "OpenCL: uploading the LET boxes failed on %s: %s", cl->name, hy_cl_errname(e));
     }
     size_t made = 0;
-    if (select_pass(cl, b, frame, r2, fopen, hard, count_hard, tree, at, count + j0, hcount + j0, &made, err) != 0) {
+    if (select_pass(cl, b, frame, r2, fopen, hard, count_hard, at, count + j0, hcount + j0, &made, err) != 0) {
       clFinish(cl->q);
       return -1;
     }

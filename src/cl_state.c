@@ -52,16 +52,13 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
       state_kernel(cl, "hy_st_owner", &cl->k_owner, err) || state_kernel(cl, "hy_st_flag", &cl->k_flag, err) ||
       state_kernel(cl, "hy_st_list", &cl->k_list, err) || state_kernel(cl, "hy_st_gather", &cl->k_gather_state, err) ||
       state_kernel(cl, "hy_st_move", &cl->k_move, err) || state_kernel(cl, "hy_st_keys", &cl->k_st_keys, err) ||
-      state_kernel(cl, "hy_st_keys_fix", &cl->k_st_keys_fix, err) ||
-      state_kernel(cl, "hy_pc_marks", &cl->k_pc_marks, err) || state_kernel(cl, "hy_pc_flag", &cl->k_pc_flag, err) ||
-      state_kernel(cl, "hy_pc_scatter", &cl->k_pc_scatter, err) || state_kernel(cl, "hy_pc_ties", &cl->k_pc_ties, err))
+      state_kernel(cl, "hy_st_keys_fix", &cl->k_st_keys_fix, err))
     return -1;
   return 0;
 }
 
 void hy_cl_state_free(struct hy_cl *cl) {
-  hy_cl_presort_wait(cl); /* a sort on the second queue may still read the state */
-  hy_cl_state_ahead_drop(cl);
+  hy_cl_presort_wait(cl); /* a queued presort may still read the state */
   if (cl->gather_ev) { /* a gather begun and never ended (a failed step): its read into staging memory first */
     clWaitForEvents(1, &cl->gather_ev);
     clReleaseEvent(cl->gather_ev);
@@ -69,19 +66,15 @@ void hy_cl_state_free(struct hy_cl *cl) {
   }
   cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_owner,
                     cl->k_flag, cl->k_list, cl->k_gather_state, cl->k_move, cl->k_st_keys,
-                    cl->k_st_keys_fix, cl->k_pc_marks, cl->k_pc_flag, cl->k_pc_scatter, cl->k_pc_ties};
+                    cl->k_st_keys_fix};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
   struct cl_buf *bs[] = {&cl->s_pos,  &cl->s_vel,   &cl->s_mass,  &cl->s_accw,   &cl->s_acc,
                          &cl->s_pot,  &cl->s_red,   &cl->s_dest,  &cl->s_flag,   &cl->s_idx,
-                         &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i, &cl->s_gidx, &cl->s_flag1, &cl->s_idx1,
-                         &cl->pkey,   &cl->pidx,     &cl->pfix,    &cl->phmark,   &cl->pfmap,
-                         &cl->pflag,  &cl->pfill};
+                         &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i, &cl->s_gidx,
+                         &cl->pkey,   &cl->pidx,    &cl->pfix};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
-  hy_free(cl->pmove_host);
-  cl->pmove_host = NULL;
-  cl->pmove_cap = 0;
 }
 
 static int set_arg(struct hy_cl *cl, cl_kernel k, cl_uint i, size_t size, const void *v, const char *name,
@@ -123,7 +116,6 @@ int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, c
   if (n == 0 || n > (size_t)UINT32_MAX / 3)
     return hy_err_set(err, "internal error: device particle state of %zu particles", n);
   if (get_state_kernels(cl, err) != 0) return -1;
-  hy_cl_presort_wait(cl); /* HYTREE_PRESORT=2: its sort on the second queue reads the positions */
   size_t b3 = hy_size_mul_or_die(n, 3 * sizeof(double), "particle state");
   if (hy_cl_ensure_buf(cl, &cl->s_pos, b3, "positions (double)", err) ||
       hy_cl_ensure_buf(cl, &cl->s_vel, b3, "velocities (double)", err) ||
@@ -348,7 +340,6 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
   if (n_keep > cl->state_n || n_keep > n_new || n_new < 2 || n_new > (size_t)UINT32_MAX / 3 || m > n_keep)
     return hy_err_set(err, "internal error: patching a state of %zu particles to %zu (%zu kept, %zu moved)",
                       cl->state_n, n_new, n_keep, m);
-  hy_cl_presort_wait(cl); /* its keys read the positions this moves (on the second queue: HYTREE_PRESORT=2) */
   if (cl->presort_n != n_keep) cl->presort_n = 0; /* the presort's keys are those of the kept particles */
   const size_t b3 = hy_size_mul_or_die(n_new, 3 * sizeof(double), "particle state"), nt = n_new - n_keep;
   cl_int e = CL_SUCCESS;
@@ -449,7 +440,6 @@ static int owners_enqueue(struct hy_cl *cl, const double *bounds, size_t n_bound
 
 int hy_cl_state_owners(struct hy_cl *cl, const double *bounds, size_t n_bounds, const int grid[3], uint64_t *count,
                        struct hy_err *err) {
-  hy_cl_state_ahead_drop(cl); /* its buffers are this path's too */
   if (owners_enqueue(cl, bounds, n_bounds, grid, err) != 0) return -1;
   const size_t P = (size_t)grid[0] * (size_t)grid[1] * (size_t)grid[2];
   uint32_t *c = hy_malloc("owner counts", P, sizeof(uint32_t));
@@ -463,23 +453,19 @@ int hy_cl_state_owners(struct hy_cl *cl, const double *bounds, size_t n_bounds, 
 }
 
 /* The flags of `mode` into *flag and their exclusive scan, on hy_cl_queue,
- * not waited for (the kept count: n_keep, or with keep_at >= 0 the device's
- * owner count of rank keep_at). */
-static int flags_enqueue(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, int keep_at, struct cl_buf *flag,
+ * not waited for. */
+static int flags_enqueue(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, struct cl_buf *flag,
                          struct hy_err *err) {
   const size_t n = cl->state_n;
-  if (cl->s_dest.size < n * 4 || cl->s_count.size == 0)
-    return hy_err_set(err, "internal error: decomposition lists without owners");
+  if (cl->s_dest.size < n * 4) return hy_err_set(err, "internal error: decomposition lists without owners");
   if (hy_cl_ensure_buf(cl, flag, hy_size_mul_or_die(n + 1, 4, "flags"), "decomposition flags", err)) return -1;
   const cl_uint un = (cl_uint)n, ume = (cl_uint)me, uk = (cl_uint)n_keep;
-  const cl_int md = mode, ka = keep_at;
+  const cl_int md = mode;
   const char *nf = "hy_st_flag";
   if (set_arg(cl, cl->k_flag, 0, sizeof(cl_mem), &cl->s_dest.mem, nf, err) ||
       set_arg(cl, cl->k_flag, 1, sizeof un, &un, nf, err) || set_arg(cl, cl->k_flag, 2, sizeof ume, &ume, nf, err) ||
       set_arg(cl, cl->k_flag, 3, sizeof uk, &uk, nf, err) || set_arg(cl, cl->k_flag, 4, sizeof md, &md, nf, err) ||
-      set_arg(cl, cl->k_flag, 5, sizeof(cl_mem), &flag->mem, nf, err) ||
-      set_arg(cl, cl->k_flag, 6, sizeof(cl_mem), &cl->s_count.mem, nf, err) ||
-      set_arg(cl, cl->k_flag, 7, sizeof ka, &ka, nf, err))
+      set_arg(cl, cl->k_flag, 5, sizeof(cl_mem), &flag->mem, nf, err))
     return -1;
   if (hy_cl_launch(cl, cl->k_flag, nf, n + 1, NULL, err) != 0) return -1;
   return hy_cl_scan(cl, flag->mem, n + 1, err);
@@ -487,41 +473,36 @@ static int flags_enqueue(struct hy_cl *cl, int mode, unsigned me, size_t n_keep,
 
 /* After flags_enqueue: the list kernel into idx (and, mode 0, s_rank),
  * each of room for at least the list, on hy_cl_queue, not waited for. */
-static int list_enqueue(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, int keep_at, struct cl_buf *flag,
+static int list_enqueue(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, struct cl_buf *flag,
                         struct cl_buf *idx, struct hy_err *err) {
   const size_t n = cl->state_n;
   const cl_uint un = (cl_uint)n, ume = (cl_uint)me, uk = (cl_uint)n_keep;
-  const cl_int md = mode, ka = keep_at;
+  const cl_int md = mode;
   const char *nl = "hy_st_list";
   if (set_arg(cl, cl->k_list, 0, sizeof(cl_mem), &cl->s_dest.mem, nl, err) ||
       set_arg(cl, cl->k_list, 1, sizeof(cl_mem), &flag->mem, nl, err) ||
       set_arg(cl, cl->k_list, 2, sizeof un, &un, nl, err) || set_arg(cl, cl->k_list, 3, sizeof ume, &ume, nl, err) ||
       set_arg(cl, cl->k_list, 4, sizeof uk, &uk, nl, err) || set_arg(cl, cl->k_list, 5, sizeof md, &md, nl, err) ||
       set_arg(cl, cl->k_list, 6, sizeof(cl_mem), &idx->mem, nl, err) ||
-      set_arg(cl, cl->k_list, 7, sizeof(cl_mem), &cl->s_rank.mem, nl, err) ||
-      set_arg(cl, cl->k_list, 8, sizeof(cl_mem), &cl->s_count.mem, nl, err) ||
-      set_arg(cl, cl->k_list, 9, sizeof ka, &ka, nl, err))
+      set_arg(cl, cl->k_list, 7, sizeof(cl_mem), &cl->s_rank.mem, nl, err))
     return -1;
   return hy_cl_launch(cl, cl->k_list, nl, n, NULL, err);
 }
 
 /* Read list idx_buf (total entries; mode 0 with the ranks of s_rank) into
- * the host buffer of `mode`, on the first queue behind the commands of
- * `wait` (NULL: none), waited for. */
-static int list_read(struct hy_cl *cl, int mode, const struct cl_buf *idx_buf, size_t total, cl_event wait,
-                     uint32_t **idx, uint32_t **rank, struct hy_err *err) {
+ * the host buffer of `mode`, on the first queue, waited for. */
+static int list_read(struct hy_cl *cl, int mode, const struct cl_buf *idx_buf, size_t total, uint32_t **idx,
+                     uint32_t **rank, struct hy_err *err) {
   uint32_t *h = hy_cl_host_buffer(cl, mode == 0 ? HY_CL_HOST_DD0 : HY_CL_HOST_DD1,
                                   hy_size_mul_or_die(total + 1, 8, "decomposition lists"), err);
   if (!h) return -1;
   *idx = h;
   *rank = h + total;
   if (total == 0) return 0;
-  const cl_uint nw = wait ? 1 : 0;
-  const cl_event *wl = wait ? &wait : NULL;
   cl_int e;
-  if ((e = clEnqueueReadBuffer(cl->q, idx_buf->mem, CL_FALSE, 0, total * 4, *idx, nw, wl, NULL)) != CL_SUCCESS ||
+  if ((e = clEnqueueReadBuffer(cl->q, idx_buf->mem, CL_FALSE, 0, total * 4, *idx, 0, NULL, NULL)) != CL_SUCCESS ||
       (mode == 0 &&
-       (e = clEnqueueReadBuffer(cl->q, cl->s_rank.mem, CL_FALSE, 0, total * 4, *rank, nw, wl, NULL)) != CL_SUCCESS) ||
+       (e = clEnqueueReadBuffer(cl->q, cl->s_rank.mem, CL_FALSE, 0, total * 4, *rank, 0, NULL, NULL)) != CL_SUCCESS) ||
       (e = clFinish(cl->q)) != CL_SUCCESS) {
     clFinish(cl->q);
     return hy_err_set(err, "OpenCL: listing the decomposition's particles failed on %s: %s", cl->name,
@@ -534,7 +515,7 @@ int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uin
                      size_t *m, struct hy_err *err) {
   if (need_state(cl, "decomposition", err)) return -1;
   const size_t n = cl->state_n;
-  if (flags_enqueue(cl, mode, me, n_keep, -1, &cl->s_flag, err) != 0) return -1;
+  if (flags_enqueue(cl, mode, me, n_keep, &cl->s_flag, err) != 0) return -1;
   cl_uint total = 0;
   cl_int e;
   if ((e = clEnqueueReadBuffer(cl->q, cl->s_flag.mem, CL_TRUE, n * 4, 4, &total, 0, NULL, NULL)) != CL_SUCCESS)
@@ -543,94 +524,9 @@ int hy_cl_state_list(struct hy_cl *cl, int mode, unsigned me, size_t n_keep, uin
   if (total > 0 &&
       (hy_cl_ensure_buf(cl, &cl->s_idx, (size_t)total * 4, "decomposition lists", err) ||
        hy_cl_ensure_buf(cl, &cl->s_rank, (size_t)total * 4, "decomposition lists", err) ||
-       list_enqueue(cl, mode, me, n_keep, -1, &cl->s_flag, &cl->s_idx, err)))
+       list_enqueue(cl, mode, me, n_keep, &cl->s_flag, &cl->s_idx, err)))
     return -1;
-  return list_read(cl, mode, &cl->s_idx, total, NULL, idx, rank, err);
-}
-
-/* ------------------------------------- the owners and lists queued ahead */
-
-void hy_cl_state_ahead_drop(struct hy_cl *cl) {
-  if (cl->ahead_ev) { /* its kernels may still write the lists' buffers */
-    clWaitForEvents(1, &cl->ahead_ev);
-    clReleaseEvent(cl->ahead_ev);
-    cl->ahead_ev = NULL;
-  }
-  cl->ahead_P = 0;
-}
-
-int hy_cl_state_ahead(struct hy_cl *cl, const double *bounds, size_t n_bounds, const int grid[3], unsigned me,
-                      struct hy_err *err) {
-  hy_cl_state_ahead_drop(cl);
-  if (need_state(cl, "decomposition", err) || hy_cl_build_kernels(cl, err) != 0 || hy_cl_side_queue(cl, err) != 0)
-    return -1;
-  const size_t n = cl->state_n, P = (size_t)grid[0] * (size_t)grid[1] * (size_t)grid[2];
-  if (me >= P) return hy_err_set(err, "internal error: decomposition lists ahead for rank %u of %zu", me, P);
-  /* the counts and the two totals land here (page-locked) */
-  uint32_t *h = hy_cl_host_buffer(cl, HY_CL_HOST_AHEAD, hy_size_mul_or_die(P + 2, 4, "owner counts"), err);
-  if (!h) return -1;
-  /* the lists' room: every particle (their lengths are not known yet) */
-  const size_t room = hy_size_mul_or_die(n, 4, "decomposition lists");
-  if (hy_cl_ensure_buf(cl, &cl->s_idx, room, "decomposition lists", err) ||
-      hy_cl_ensure_buf(cl, &cl->s_rank, room, "decomposition lists", err) ||
-      hy_cl_ensure_buf(cl, &cl->s_idx1, room, "decomposition lists", err))
-    return -1;
-  hy_cl_on_side = 1;
-  int rc = owners_enqueue(cl, bounds, n_bounds, grid, err);
-  if (rc == 0) rc = flags_enqueue(cl, 0, me, 0, (int)me, &cl->s_flag, err);
-  if (rc == 0) rc = list_enqueue(cl, 0, me, 0, (int)me, &cl->s_flag, &cl->s_idx, err);
-  if (rc == 0) rc = flags_enqueue(cl, 1, me, 0, (int)me, &cl->s_flag1, err);
-  if (rc == 0) rc = list_enqueue(cl, 1, me, 0, (int)me, &cl->s_flag1, &cl->s_idx1, err);
-  hy_cl_on_side = 0;
-  if (rc != 0) {
-    clFinish(cl->q2);
-    return -1;
-  }
-  cl_int e;
-  if ((e = clEnqueueReadBuffer(cl->q2, cl->s_count.mem, CL_FALSE, 0, P * 4, h, 0, NULL, NULL)) != CL_SUCCESS ||
-      (e = clEnqueueReadBuffer(cl->q2, cl->s_flag.mem, CL_FALSE, n * 4, 4, h + P, 0, NULL, NULL)) != CL_SUCCESS ||
-      (e = clEnqueueReadBuffer(cl->q2, cl->s_flag1.mem, CL_FALSE, n * 4, 4, h + P + 1, 0, NULL, &cl->ahead_ev)) !=
-          CL_SUCCESS ||
-      (e = clFlush(cl->q2)) != CL_SUCCESS) {
-    clFinish(cl->q2);
-    if (cl->ahead_ev) clReleaseEvent(cl->ahead_ev);
-    cl->ahead_ev = NULL;
-    return hy_err_set(err, "OpenCL: queueing the decomposition's lists failed on %s: %s", cl->name,
-                      hy_cl_errname(e));
-  }
-  cl->ahead_P = P;
-  return 0;
-}
-
-/* The lists queued ahead, finished (their counts and totals read). */
-static int ahead_wait(struct hy_cl *cl, struct hy_err *err) {
-  if (cl->ahead_P == 0 || !cl->ahead_ev) return hy_err_set(err, "internal error: no decomposition lists ahead");
-  cl_int e = clWaitForEvents(1, &cl->ahead_ev);
-  cl_int st = CL_COMPLETE;
-  if (e == CL_SUCCESS) e = clGetEventInfo(cl->ahead_ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
-  if (e == CL_SUCCESS && st < 0) e = st;
-  if (e != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: the decomposition's owners and lists failed on %s: %s (a kernel fault?)",
-                      cl->name, hy_cl_errname(e));
-  return 0;
-}
-
-int hy_cl_state_ahead_counts(struct hy_cl *cl, uint64_t *count, struct hy_err *err) {
-  if (ahead_wait(cl, err) != 0) return -1;
-  const uint32_t *h = cl->host[HY_CL_HOST_AHEAD].ptr;
-  for (size_t r = 0; r < cl->ahead_P; r++) count[r] = h[r];
-  return 0;
-}
-
-int hy_cl_state_ahead_list(struct hy_cl *cl, int mode, uint32_t **idx, uint32_t **rank, size_t *m,
-                           struct hy_err *err) {
-  if (mode != 0 && mode != 1) return hy_err_set(err, "internal error: decomposition list mode %d", mode);
-  if (ahead_wait(cl, err) != 0) return -1;
-  const uint32_t *h = cl->host[HY_CL_HOST_AHEAD].ptr;
-  const size_t total = h[cl->ahead_P + (size_t)mode];
-  if (total > cl->state_n) return hy_err_set(err, "internal error: a decomposition list of %zu entries", total);
-  *m = total;
-  return list_read(cl, mode, mode == 0 ? &cl->s_idx : &cl->s_idx1, total, cl->ahead_ev, idx, rank, err);
+  return list_read(cl, mode, &cl->s_idx, total, idx, rank, err);
 }
 
 /* The gather kernel of m particles idx[j] (positions, then velocities when

@@ -262,7 +262,7 @@ struct hy_decomp *hy_decomp_create(MPI_Comm comm, const int grid[3], double samp
   MPI_TRY(MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   MPI_TRY(MPI_Comm_rank(d->comm, &d->rank), "MPI_Comm_rank");
   MPI_TRY(MPI_Comm_size(d->comm, &d->size), "MPI_Comm_size");
-  /* HYTREE_LET_SHM=0 on any rank: every record in MPI messages */
+  /* NodeSharedMemory no (hy_shm_set_use) on any rank: every record in MPI messages */
   d->shm = hy_shm_create(d->comm, hy_shm_env(), "domain decomposition", "dd_window");
   if (grid) {
     if (grid[0] < 1 || grid[1] < 1 || grid[2] < 1 || (long long)grid[0] * grid[1] * grid[2] != d->size) {
@@ -495,10 +495,9 @@ static void split_axis(double *s, size_t n, int axis, int np, double *b) {
  * two values per cut delimit (a band around each cut's value, estimated
  * from an evenly spaced subsample), so that each cut's selection runs in
  * its band alone. */
-/* PAR_MIN_THREADS: on the 2-core build machine two threads gave no steady
- * gain for 262 144 samples (1.6-2.7 ms against 1.8-2.3 ms on one thread,
- * tools/bench_cut), the two passes over the samples costing about 8 ns
- * each per sample on one thread; the GPU hosts give a rank 16 */
+/* PAR_MIN_THREADS: on 2 cores two threads gave no steady gain for 262 144
+ * samples, the two passes over the samples costing about 8 ns each per
+ * sample on one thread; the GPU hosts give a rank 16 */
 enum {
   PAR_SPLIT_MIN = 65536,
   PAR_MIN_THREADS = 4,
@@ -1197,16 +1196,6 @@ static int pre_cut_end(struct hy_decomp *d, struct hy_err *err) {
   if (rc != 0) return -1;
   d->pre = PRE_CUT;
   return 0;
-}
-
-int hy_decomp_pre_bounds(struct hy_decomp *d, size_t n, const double **bounds, size_t *n_bounds, struct hy_err *err) {
-  *bounds = NULL;
-  *n_bounds = 0;
-  if (d->pre == PRE_CUTTING && pre_cut_end(d, err) != 0) return -1;
-  if (d->pre != PRE_CUT || d->pre_n != n) return 0;
-  *bounds = d->new_bounds;
-  *n_bounds = d->n_bounds;
-  return 1;
 }
 
 int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err) {

@@ -149,13 +149,6 @@ int hy_decomp_pre_cut(struct hy_decomp *d, struct hy_err *err);
  *  broadcasts the boundaries first. The cut uses the pool of
  *  hy_decomp_set_pool, whose jobs from other threads wait their turn. */
 int hy_decomp_pre_cut_begin(struct hy_decomp *d, struct hy_err *err);
-/** Collective. The end of hy_decomp_pre_cut_begin (the cut joined, the
- *  boundaries broadcast) ahead of the exchange, and the boundaries that the
- *  next exchange of n particles will use (hy_decomp_bounds' layout, borrowed
- *  until then): returns 1 with *bounds set, 0 when the exchange will cut
- *  anew (nothing cut ahead, another particle count, a non-finite sample),
- *  or -1 with err set. */
-int hy_decomp_pre_bounds(struct hy_decomp *d, size_t n, const double **bounds, size_t *n_bounds, struct hy_err *err);
 
 /** Where hy_decomp_exchange_dev finds the positions and velocities: on a
  *  device that holds them (an OpenCL device with the particle state; the
@@ -251,14 +244,14 @@ void hy_decomp_set_max_msg_bytes(struct hy_decomp *d, size_t bytes);
 
 /** Collective: from now on every particle travels in MPI messages, also
  *  between the ranks of one node (whose records otherwise go through a
- *  shared-memory window, unless HYTREE_LET_SHM=0; see shm.h). For tests of
+ *  shared-memory window, unless NodeSharedMemory is no; see shm.h). For tests of
  *  the message path. */
 void hy_decomp_use_messages(struct hy_decomp *d);
 
 /** The ranks that share this rank's window (0: none, all in messages). */
 int hy_decomp_node_ranks(const struct hy_decomp *d);
 
-/** Tests and tools/bench_cut: the multisection that rank 0 makes of the
+/** Tests: the multisection that rank 0 makes of the
  *  gathered samples, on this rank alone: cut the ns samples s (x, y, z
  *  each; s may be reordered, or copied into d's buffers in group order)
  *  into the grid's boundaries, written to bounds (hy_decomp_bounds' layout

@@ -60,11 +60,6 @@ struct hy_force {
                                there (rbres) */
   float *pnode;             /* or its records as a tree of points (hard walks), in pinned memory */
   size_t p_cells;           /* its cells */
-  /* or the tree of the senders' records (HYTREE_HARD_SENT, sent_tree): its
-   * node records in pnode, n_items + 1 of them (root last); with a device
-   * build uploaded beside the local walk into slot 1 as tree s_id */
-  int sent;
-  uint64_t s_id;
   struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
   struct hy_cl_build_result rbres; /* and its result */
   float rbox[6];                  /* the box of its items' packed positions (lo, hi), if rbox_ok */
@@ -109,14 +104,6 @@ struct hy_force {
   double pre_c[3], pre_h;
   int pre_cube;             /* pre_c, pre_h hold this decomposition's cube */
   size_t pre_n;             /* the kept particles whose keys are sorted (0: none) */
-  int pre_full;             /* HYTREE_PRESORT=2: every key's sort queued (hy_cl_state_presort_all) */
-  /* HYTREE_PRESORT=2: the next decomposition's boundaries made ahead
-   * (hy_force_lists_ahead; ahead_nb 0: none), and whether the device's
-   * owners and lists were queued for them (hy_cl_state_ahead, which reads
-   * ahead_b until they are taken) and their counts taken (ahead_used) */
-  double *ahead_b;
-  size_t ahead_nb, ahead_cap;
-  int ahead_grid[3], ahead_queued, ahead_used;
   uint64_t *hkeys;          /* distributed, state on the host: keys and indices (hy_cl_build_args.keys) */
   size_t hkeys_cap;
   double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
@@ -194,8 +181,6 @@ void hy_force_free(struct hy_force *f) {
   hy_free(f->dd_leave);
   hy_free(f->dd_beyond);
   hy_free(f->dd_rank);
-  if (f->ahead_queued && f->cl) hy_cl_state_ahead_drop(f->cl); /* it may still read ahead_b */
-  hy_free(f->ahead_b);
   hy_free(f);
 }
 
@@ -480,13 +465,6 @@ static void key_cube_args(const double centre[3], double half, double lo[3], dou
   *scale = (double)(1u << HY_KEY_BITS) / (2.0 * half);
 }
 
-/* Merged builds from the device state grafted onto the local tree
- * (HYTREE_GRAFT=0: beside it, as a tree of their own). */
-static int graft_wanted(void) {
-  static atomic_int v = -1;
-  return hy_env_switch("HYTREE_GRAFT", 1, &v);
-}
-
 /* The device build from positions packed relative to f->origin (pos4, or
  * the device state's when NULL) in the key cube (centre, half); t_host is
  * the host time spent so far. slot 0: the local tree (f->tree's counts and
@@ -518,7 +496,7 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
   if (slot == 1) {
     a.merge_local = n_local;
     a.merge_id = f->tree_id;
-    a.graft = !pos4 && graft_wanted();
+    a.graft = !pos4; /* from the device state: grafted onto the local tree */
   }
   struct hy_cl_build_result res;
   if (hy_cl_tree_build(f->cl, &a, &res, err) != 0) return -1;
@@ -865,9 +843,8 @@ static const uint32_t *dev_indices(struct hy_force *f, const size_t *idx, size_t
 static int dd_gather(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err) {
   struct hy_force *f = ctx;
   /* beside a presort (dd_kept), on the second queue: it reads positions
-   * that nothing on the first writes before the patch (the first queue
-   * when the presort runs on the second, HYTREE_PRESORT=2) */
-  return hy_cl_state_gather_on(f->cl, f->pre_n > 0 && !f->pre_full, dev_indices(f, idx, m), m, pos, vel, err);
+   * that nothing on the first writes before the patch */
+  return hy_cl_state_gather_on(f->cl, f->pre_n > 0, dev_indices(f, idx, m), m, pos, vel, err);
 }
 
 static int dd_gather_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
@@ -888,7 +865,7 @@ static int dd_gather_end(void *ctx, size_t m, double *pos, struct hy_err *err) {
  * dd_gather. */
 static int dd_leave_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
   struct hy_force *f = ctx;
-  return hy_cl_state_gather_begin(f->cl, f->pre_n > 0 && !f->pre_full, dev_indices(f, idx, m), m, 1, err);
+  return hy_cl_state_gather_begin(f->cl, f->pre_n > 0, dev_indices(f, idx, m), m, 1, err);
 }
 
 static int dd_leave_end(void *ctx, size_t m, const double **pv, struct hy_err *err) {
@@ -904,14 +881,8 @@ static int dd_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, stru
   hy_decomp_grid(d, grid);
   if (!b) return hy_err_set(err, "internal error: device owners without decomposition boundaries");
   const double t0 = hy_trace_t();
-  /* queued ahead of the presort for these boundaries (HYTREE_PRESORT=2) */
-  f->ahead_used = f->ahead_queued && nb == f->ahead_nb && memcmp(grid, f->ahead_grid, sizeof grid) == 0 &&
-                  memcmp(b, f->ahead_b, nb * sizeof(double)) == 0;
-  f->ahead_queued = 0;
-  f->ahead_nb = 0; /* used once */
-  const int rc = f->ahead_used ? hy_cl_state_ahead_counts(f->cl, count, err)
-                               : hy_cl_state_owners(f->cl, b, nb, grid, count, err);
-  hy_trace(HY_TRACE_MAIN, f->ahead_used ? "dd_own_ahead" : "dd_own_kernel", t0);
+  const int rc = hy_cl_state_owners(f->cl, b, nb, grid, count, err);
+  hy_trace(HY_TRACE_MAIN, "dd_own_kernel", t0);
   return rc;
 }
 
@@ -922,9 +893,7 @@ static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, cons
   size_t m;
   for (int mode = 0; mode < 2; mode++) {
     const double t0 = hy_trace_t();
-    if ((f->ahead_used ? hy_cl_state_ahead_list(f->cl, mode, &idx, &rank, &m, err)
-                       : hy_cl_state_list(f->cl, mode, (unsigned)me, n_keep, &idx, &rank, &m, err)) != 0)
-      return -1;
+    if (hy_cl_state_list(f->cl, mode, (unsigned)me, n_keep, &idx, &rank, &m, err) != 0) return -1;
     hy_trace(HY_TRACE_MAIN, mode == 0 ? "dd_list_leave" : "dd_list_beyond", t0);
     if (m + 1 > f->dd_list_cap[mode]) {
       const size_t cap = m + m / 4 + 64;
@@ -952,29 +921,10 @@ static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, cons
     else
       *n_beyond = m;
   }
-  if (f->ahead_used) {
-    hy_cl_state_ahead_drop(f->cl);
-    f->ahead_used = 0;
-  }
   *leave = f->dd_leave;
   *leave_rank = f->dd_rank;
   *beyond = f->dd_beyond;
   return 0;
-}
-
-void hy_force_lists_ahead(struct hy_force *f, const double *bounds, size_t n, const int grid[3]) {
-  if (f->ahead_queued) hy_cl_state_ahead_drop(f->cl); /* it may still read ahead_b */
-  f->ahead_queued = 0;
-  f->ahead_nb = 0;
-  if (!bounds || n == 0) return;
-  if (n > f->ahead_cap) {
-    hy_free(f->ahead_b);
-    f->ahead_b = hy_malloc("decomposition boundaries", n, sizeof(double));
-    f->ahead_cap = n;
-  }
-  memcpy(f->ahead_b, bounds, n * sizeof(double));
-  memcpy(f->ahead_grid, grid, sizeof f->ahead_grid);
-  f->ahead_nb = n;
 }
 
 void hy_force_set_overlap(struct hy_force *f, hy_force_overlap_fn fn, void *ctx) {
@@ -1006,38 +956,16 @@ static int dd_kept(void *ctx, const size_t *holes, const size_t *srcs, size_t m,
   }
   double lo[3], scale;
   key_cube_args(f->pre_c, f->pre_h, lo, &scale);
-  if (f->pre_full ? hy_cl_state_presort_finish(f->cl, n_keep, u, u + m, m, err)
-                  : hy_cl_state_presort(f->cl, n_keep, u, u + m, m, lo, scale, err))
-    return -1;
+  if (hy_cl_state_presort(f->cl, n_keep, u, u + m, m, lo, scale, err) != 0) return -1;
   f->pre_n = n_keep;
   hy_trace(HY_TRACE_MAIN, "dd_presort", t0);
   return 0;
 }
 
-/* HYTREE_PRESORT: 0, the soft step's local keys sorted after the
- * decomposition, not inside it; 1 (the default), the kept particles' keys
- * sorted once the decomposition's lists are known; 2, every key sorted on
- * the second queue as soon as the cube is agreed, the leavers dropped once
- * the lists are known (the same tree, bit for bit, each way). Read once. */
-static int presort_mode(void) {
-  static atomic_int v = -1;
-  int w = atomic_load(&v);
-  if (w < 0) {
-    const char *e = getenv("HYTREE_PRESORT");
-    w = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "2") == 0 ? 2 : 1;
-    atomic_store(&v, w);
-  }
-  return w;
-}
-
 int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, struct hy_err *err) {
   f->pre_cube = 0;
   f->pre_n = 0;
-  f->pre_full = 0;
-  if (f->ahead_queued) hy_cl_state_ahead_drop(f->cl); /* not taken by the last decomposition */
-  f->ahead_queued = f->ahead_used = 0;
-  const int mode = presort_mode();
-  if (!f->let || mode == 0) return 0;
+  if (!f->let) return 0;
   const double t0 = hy_trace_t();
   double centre[3], half;
   int shrunk;
@@ -1056,22 +984,6 @@ int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, st
   f->pre_h = half;
   f->pre_cube = dev;
   hy_trace(HY_TRACE_MAIN, "dd_cube", t0);
-  if (dev && mode == 2 && p->n >= 2) { /* every key sorted now, beside the decomposition's owners and lists */
-    const double ta = hy_trace_t();
-    if (f->ahead_nb > 0) { /* those queued first, on the same queue, from the boundaries cut ahead */
-      int me = 0;
-      if (hy_mpi_check(MPI_Comm_rank(f->comm, &me), "MPI_Comm_rank", err) ||
-          hy_cl_state_ahead(f->cl, f->ahead_b, f->ahead_nb, f->ahead_grid, (unsigned)me, err) != 0)
-        return -1;
-      f->ahead_queued = 1;
-      hy_trace(HY_TRACE_MAIN, "dd_lists_ahead", ta);
-    }
-    double lo[3], scale;
-    key_cube_args(centre, half, lo, &scale);
-    if (hy_cl_state_presort_all(f->cl, lo, scale, err) != 0) return -1;
-    f->pre_full = 1;
-    hy_trace(HY_TRACE_MAIN, "dd_presort_all", ta);
-  }
   return 0;
 }
 
@@ -1099,16 +1011,6 @@ int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *
 int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err) {
   long first;
   return hy_cl_state_finite(f->cl, 0, n_bad, &first, err);
-}
-
-/* HYTREE_HARD_SENT=1: the device selection of a hard LET sends the cells
- * it opens as well, in its tree's pre-order (let.cl), and each receiver
- * takes the senders' records as its remote tree (sent_tree) instead of
- * building one; off by default (an experiment to be timed on GPUs). Read
- * once. */
-static int hard_sent_on(void) {
-  static atomic_int v = -1;
-  return hy_env_switch("HYTREE_HARD_SENT", 0, &v);
 }
 
 /* Distributed runs, the device state's tree just built: this
@@ -1139,11 +1041,9 @@ static int state_select(struct hy_force *f, int mode, int async, struct hy_err *
     rank[nb++] = r;
   }
   float *items = NULL;
-  /* a hard LET with the cells it opens (tree records) for separate hard walks */
-  const int tree = hard && !walk_merged(f, HY_WALK_HARD) && hard_sent_on();
   rc = hy_cl_let_select(f->cl, boxes, frames, nb, f->frame, f->cfg.r2, hy_let_full_open(f->let), hard, !hard, async,
-                        &items, count, hcount, tree, NULL, err);
-  if (rc == 0) hy_let_set_selected(f->let, rank, nb, items, count, hcount, tree);
+                        &items, count, hcount, NULL, err);
+  if (rc == 0) hy_let_set_selected(f->let, rank, nb, items, count, hcount);
   hy_free(boxes);
   hy_free(frames);
   hy_free(rank);
@@ -1466,7 +1366,6 @@ static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, i
   struct hy_let_stats ls = {0};
   f->rdev = 0; /* until remote_tree has the remote tree built on the device */
   f->pnode = NULL;
-  f->sent = 0;
   f->n_items = 0;
   const int hard = mode == HY_WALK_HARD;
   if (selected && hy_cl_let_wait(f->cl, err) != 0) return -1; /* the device selection's items are read */
@@ -1623,87 +1522,6 @@ static float int_bits(int32_t v) {
   return x;
 }
 
-/* The remote tree of a hard exchange whose senders sent tree records
- * (hy_let_floats.run_tree; the others' items): every run's records in
- * order, each an item or an opened cell, linked as the senders' trees are
- * (a cell's next: the run's base plus its record's position; its more: the
- * record after it; an item's next: the record after it), the runs one
- * after another (a run's end links to the next run), and a root after
- * them that every sink opens. Items are leaves with r_b^2 < 0 (as in a
- * grafted merged tree); the cells are opened by every sink (r_b^2 =
- * FLT_MAX) and skipped by the hard walk's cut-off at R2 + b_max, their
- * b_max widened by a rounding slack (their centres were converted twice).
- * A plain run (a sender whose selection was the host's) is a chain of
- * items. On the device (dev_build) the records go up beside the local walk
- * (hy_cl_nodes_upload_side); else with the remote walk. */
-struct sent_job {
-  const float *pos4, *grp;
-  const size_t *first;
-  const int *run_tree;
-  size_t n_runs, m;
-  float *node;
-};
-
-static void sent_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
-  const struct sent_job *j = arg;
-  const int32_t end = (int32_t)j->m; /* past the last run: the walk's end */
-  size_t r = 0;
-  while (r + 1 < j->n_runs && j->first[r + 1] <= b) r++;
-  for (size_t i = b; i < e; i++) {
-    while (r + 1 < j->n_runs && j->first[r + 1] <= i) r++;
-    const float *p = j->pos4 + 4 * i;
-    float *o = j->node + 8 * i;
-    int32_t after = (int32_t)(i + 1);
-    const int cell = j->run_tree[r] && j->grp[2 * i + 1] < 0.0f;
-    if (cell) {
-      int32_t rel;
-      memcpy(&rel, j->grp + 2 * i, sizeof rel);
-      const size_t len = j->first[r + 1] - j->first[r];
-      const size_t at = i - j->first[r];
-      /* a link that stays inside its run, past this record (else: a broken record, the run's end) */
-      after = rel > (int32_t)at && (size_t)rel <= len ? (int32_t)(j->first[r] + (size_t)rel) : (int32_t)j->first[r + 1];
-    }
-    const int32_t next = after == end ? HY_NONE : after;
-    const float mag = fmaxf(fmaxf(fabsf(p[0]), fabsf(p[1])), fabsf(p[2]));
-    o[0] = p[0];
-    o[1] = p[1];
-    o[2] = p[2];
-    o[3] = cell ? 0.0f : p[3];
-    o[4] = cell ? FLT_MAX : -1.0f;
-    o[5] = cell ? p[3] * 1.00001f + 1e-6f * mag : 0.0f;
-    o[6] = int_bits(next);
-    o[7] = int_bits(cell ? (i + 1 == j->m ? HY_NONE : (int32_t)(i + 1)) : HY_NONE);
-  }
-}
-
-static int sent_tree(struct hy_force *f, const struct hy_let_floats *fl, const double red[6], struct hy_err *err) {
-  const size_t m = fl->n;
-  if (m >= (size_t)INT32_MAX / 2) return hy_err_set(err, "LET: %zu tree records exceed the node records' range", m);
-  const size_t nn = m + 1;
-  float *node = hy_cl_host_buffer(f->cl, HY_CL_HOST_RTREE, hy_size_mul_or_die(nn, 32, "remote tree records"), err);
-  if (!node) return -1;
-  double t0 = hy_wtime();
-  struct sent_job sj = {.pos4 = fl->pos4, .grp = fl->grp, .first = fl->run_first, .run_tree = fl->run_tree,
-                        .n_runs = fl->n_runs, .m = m, .node = node};
-  hy_pool_for(f->pool, m, 16384, sent_body, &sj);
-  float *o = node + 8 * m; /* the root: opened by every sink, never cut off */
-  for (int d = 0; d < 3; d++) o[d] = (float)(0.5 * (red[d] + red[3 + d]));
-  o[3] = 0.0f;
-  o[4] = FLT_MAX;
-  o[5] = FLT_MAX;
-  o[6] = int_bits(HY_NONE);
-  o[7] = int_bits(0);
-  set_rbox(f, red);
-  f->s_id = atomic_fetch_add(&tree_serial, 1);
-  if (f->dev_build && hy_cl_nodes_upload_side(f->cl, node, nn, f->s_id, err) != 0) return -1;
-  f->sent = 1;
-  f->pnode = node;
-  f->st.remote_build += hy_wtime() - t0;
-  hy_trace(HY_TRACE_MAIN, "remote_sent", t0);
-  return 0;
-}
-
 /* A hard walk's exchange, its items straight into the floats of the remote
  * tree (relative to the local records' frame, as packing the received
  * particles would make them, with their range and sample from the same
@@ -1715,7 +1533,6 @@ static int remote_hard(struct hy_force *f, const struct hy_part *p, int selected
   if (exchange_let(f, p, HY_WALK_HARD, selected, &fl, err) != 0) return -1;
   const size_t m = fl.n;
   if (m == 0 || p->n == 0) return 0;
-  if (fl.any_tree) return sent_tree(f, &fl, range, err); /* some senders' records hold cells: their trees */
   if (f->dev_build && m >= 2 && f->cfg.hard_remote == HY_TREE_BUILD_DEVICE) {
     remote_device_args(f, HY_WALK_HARD, fl.pos4, fl.grp, m, range, sample, fl.n_sample);
     return 0;
@@ -1753,17 +1570,11 @@ static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct
                                   .out1 = out1,
                                   /* hard walks: the remote tree's cells are all opened (remote_points) */
                                   .skip_far = wc->mode == HY_WALK_HARD && self_base == HY_NONE};
-  if (f->rdev || f->pnode || f->sent) {
+  if (f->rdev || f->pnode) {
     j->a.has_box = f->rbox_ok;
     memcpy(j->a.box, f->rbox, sizeof j->a.box);
   }
-  if (f->sent) { /* the senders' records: uploaded beside the local walk (tree s_id) or with this walk */
-    j->a.node = f->pnode;
-    j->a.tree_id = f->dev_build ? f->s_id : 0;
-    j->a.n_nodes = f->n_items + 1;
-    j->a.n_part = 0;
-    j->a.root = (int32_t)f->n_items;
-  } else if (f->rdev == 2) { /* built on the device (remote_build_side), resident in slot 1 */
+  if (f->rdev == 2) { /* built on the device (remote_build_side), resident in slot 1 */
     j->a.tree_id = f->rbuild.tree_id;
     j->a.n_part = f->rbuild.n;
     j->a.n_nodes = f->rbuild.n + f->rbres.n_cell;

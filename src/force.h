@@ -74,7 +74,7 @@ struct hy_force_stats {
   double direct_comm;  /**< direct scheme: MPI_Allgatherv of the sources */
   uint64_t n_walks;        /**< local walks done */
   uint64_t merged_builds;  /**< merged trees built (distributed walks of local particles and LET items) */
-  uint64_t merged_whole;   /**< of them, grafted onto the local tree (HYTREE_GRAFT) */
+  uint64_t merged_whole;   /**< of them, grafted onto the local tree (hy_cl_build_args.graft) */
   uint64_t let_recv;       /**< LET items received */
   uint64_t let_recv_hard;  /**< full LETs: items a hard LET would have delivered */
   uint64_t let_sent;       /**< LET items sent */
@@ -200,17 +200,9 @@ const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f);
  *  not change unless the bulk's box that shrinks it does, so that the
  *  device can sort the kept particles' keys while the host exchanges the
  *  leavers (hy_force_decomp_source's `kept`); the build after the
- *  decomposition takes them when its cube is this one. HYTREE_PRESORT=0
- *  turns it off (the same trees, bit for bit). Returns 0 or -1 with err
- *  set. */
+ *  decomposition takes them when its cube is this one. Returns 0 or -1
+ *  with err set. */
 int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, struct hy_err *err);
-/** Before hy_force_cube_ahead: the boundaries (hy_decomp_bounds' layout, n
- *  of them, copied; NULL: none) and grid that the next decomposition will
- *  use, made ahead. With HYTREE_PRESORT=2 the cube's presort of every key
- *  then queues the device's owners and lists first, on its own queue, and
- *  the decomposition takes them from there (hy_cl_state_ahead) when its
- *  boundaries are these. */
-void hy_force_lists_ahead(struct hy_force *f, const double *bounds, size_t n, const int grid[3]);
 /** After hy_decomp_exchange_dev of the state's particles: the device moves
  *  the particle from srcs[h] into holes[h] for the n_holes holes below
  *  n_keep (hy_decomp_moved) and receives p's particles from n_keep on (the

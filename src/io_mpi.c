@@ -10,7 +10,7 @@
  * Counts and displacements of MPI_Scatterv/MPI_Gatherv are ints; particles
  * therefore travel in rounds of at most `chunk` particles per rank, with
  * chunk * gsize * 24 bytes <= INT_MAX, through a staging buffer on the root.
- * The environment variable HY_IO_MPI_CHUNK lowers chunk (tests use it to
+ * The environment variable HYTREE_TEST_IO_MPI_CHUNK lowers chunk (tests use it to
  * exercise several rounds). */
 #include "config.h"
 
@@ -81,7 +81,7 @@ mpi_error:
 
 static size_t chunk_size(int gsize) {
   size_t chunk = (size_t)INT_MAX / (3 * sizeof(double)) / (size_t)gsize;
-  const char *env = getenv("HY_IO_MPI_CHUNK");
+  const char *env = getenv("HYTREE_TEST_IO_MPI_CHUNK");
   if (env && *env) {
     char *end;
     errno = 0;

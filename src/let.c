@@ -37,18 +37,15 @@
  * otherwise receive carry nothing more, at twice the bytes. */
 #define ITEM HY_LET_ITEM
 
-/* Counts exchanged per rank pair before the items: the records, the
- * counted hard-LET items (with tree records: the items among them), where
- * they start in the sender's window half, and whether they are tree
- * records (hy_let_floats.run_tree). */
-#define CNT 4
+/* Counts exchanged per rank pair before the items: the items, the counted
+ * hard-LET items and where they start in the sender's window half. */
+#define CNT 3
 
 struct dest_buf {
   float *item; /* ITEM per item */
   size_t n, cap;
-  uint64_t n_hard; /* counted hard-LET items (count_hard); with `tree`, the items among the records */
+  uint64_t n_hard; /* counted hard-LET items (count_hard) */
   const float *ext; /* hy_let_set_selected: the items, borrowed, instead of `item` */
-  int tree;         /* hy_let_set_selected: a hard selection's records with its opened cells (HY_LET_CELL) */
 };
 
 /* One selection task: the part of the walk for rank r that starts at node
@@ -75,7 +72,6 @@ struct hy_let {
   double full_open;         /* full walks open a cell when d < full_open r_b (hy_let_set_full_open) */
   uint64_t *send_cnt;       /* CNT per rank */
   uint64_t *recv_cnt;       /* CNT per rank */
-  int *run_tree;            /* per run of the last exchange: tree records (hy_let_floats.run_tree) */
   MPI_Request *req;         /* 2 per rank, and a rehearsed failure's */
   float *recv;              /* receive buffer, kept (a fresh one costs a page fault per 4 KiB at every exchange) */
   size_t recv_cap;          /* its items */
@@ -102,13 +98,12 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
   L->dest = hy_calloc("LET buffers", P, sizeof *L->dest);
   L->send_cnt = hy_calloc("LET counts", CNT * P, sizeof(uint64_t));
   L->recv_cnt = hy_calloc("LET counts", CNT * P, sizeof(uint64_t));
-  L->run_tree = hy_calloc("LET runs", P, sizeof(int));
   L->req = hy_calloc("LET requests", 2 * P + 1, sizeof(MPI_Request));
   L->full_open = HY_LET_FULL_OPEN;
   L->run_src = hy_calloc("LET runs", P, sizeof(float *));
   L->run_dst = hy_calloc("LET runs", P, sizeof(float *));
   L->run_first = hy_calloc("LET runs", P + 1, sizeof(size_t));
-  /* the ranks of this node (collective); HYTREE_LET_SHM=0 on any rank
+  /* the ranks of this node (collective); hy_shm_set_use(0) (NodeSharedMemory no) on any rank
    * sends every rank's items in messages */
   L->shm = hy_shm_create(comm, hy_shm_env(), "LET", "let_window");
   return L;
@@ -134,7 +129,6 @@ void hy_let_free(struct hy_let *L) {
   hy_free(L->frame);
   hy_free(L->send_cnt);
   hy_free(L->recv_cnt);
-  hy_free(L->run_tree);
   hy_free(L->req);
   hy_free(L->recv);
   hy_shm_free(L->shm);
@@ -488,12 +482,11 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
 }
 
 void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const float *items, const size_t *count,
-                         const uint64_t *hcount, int tree) {
+                         const uint64_t *hcount) {
   for (int r = 0; r < L->size; r++) {
     L->dest[r].n = 0;
     L->dest[r].n_hard = 0;
     L->dest[r].ext = NULL;
-    L->dest[r].tree = 0;
   }
   size_t off = 0;
   for (size_t k = 0; k < nb; k++) {
@@ -501,7 +494,6 @@ void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const flo
     d->ext = items + ITEM * off;
     d->n = count[k];
     d->n_hard = hcount[k];
-    d->tree = tree != 0;
     off += count[k];
   }
   L->ext = 1;
@@ -566,13 +558,13 @@ static void runs_body(void *arg, size_t b, size_t e, int tid) {
       const double *F = j->F, *o = j->origin;
       double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
       /* the pinned buffers go to the device by DMA: past the cache as well */
-      const int st = hy_stream_stores() && !((uintptr_t)j->pos4 & 15) && !((uintptr_t)j->grp & 7);
+      const int st = HY_HAVE_STREAM && !((uintptr_t)j->pos4 & 15) && !((uintptr_t)j->grp & 7);
       for (size_t i = g; i < g + m; i++, it += ITEM) {
         double x[3];
         for (int d = 0; d < 3; d++) x[d] = (F[d] + (double)it[d]) - o[d];
         if (st) {
           hy_stream_f4(j->pos4 + 4 * i, (float)x[0], (float)x[1], (float)x[2], it[3]);
-          hy_stream_f2(j->grp + 2 * i, it + 4); /* B2 and b_max, or a tree record's link bits */
+          hy_stream_f2(j->grp + 2 * i, it + 4); /* B2 and b_max */
         } else {
           for (int d = 0; d < 3; d++) j->pos4[4 * i + d] = (float)x[d];
           j->pos4[4 * i + 3] = it[3];
@@ -666,27 +658,18 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
     L->send_cnt[CNT * r] = L->dest[r].n;
     L->send_cnt[CNT * r + 1] = L->dest[r].n_hard;
     L->send_cnt[CNT * r + 2] = via_shm(L, r) ? shm_n : 0;
-    L->send_cnt[CNT * r + 3] = L->ext && L->dest[r].tree;
     if (via_shm(L, r)) shm_n += L->dest[r].n;
   }
   int rc = MPI_Alltoall(L->send_cnt, CNT, MPI_UINT64_T, L->recv_cnt, CNT, MPI_UINT64_T, L->comm);
   if (hy_mpi_check(rc, "LET: MPI_Alltoall of the item counts", err)) return -1;
   hy_trace(HY_TRACE_MAIN, "let_counts", t0);
   const double t1 = hy_trace_t();
-  uint64_t total = 0, sent = 0, hard = 0, by_msg = 0, items = 0, sent_items = 0;
+  uint64_t total = 0, sent = 0, hard = 0, by_msg = 0;
   for (int r = 0; r < P; r++) {
     if (check_msg(L->recv_cnt[CNT * r], r, "from", err) || check_msg(L->send_cnt[CNT * r], r, "to", err)) return -1;
-    const int rtree = L->recv_cnt[CNT * r + 3] != 0, stree = L->send_cnt[CNT * r + 3] != 0;
-    if (rtree && !fl) /* tree records go to hard walks, which take floats (hy_let_exchange_floats) */
-      return hy_err_set(err, "internal error: LET: tree records from rank %d for a receiver of particles", r);
-    if (rtree && L->recv_cnt[CNT * r + 1] > L->recv_cnt[CNT * r])
-      return hy_err_set(err, "LET: rank %d sends %llu records holding %llu items", r,
-                        (unsigned long long)L->recv_cnt[CNT * r], (unsigned long long)L->recv_cnt[CNT * r + 1]);
     total += L->recv_cnt[CNT * r];
-    items += rtree ? L->recv_cnt[CNT * r + 1] : L->recv_cnt[CNT * r];
-    hard += rtree ? 0 : L->recv_cnt[CNT * r + 1];
+    hard += L->recv_cnt[CNT * r + 1];
     sent += L->send_cnt[CNT * r];
-    sent_items += stree ? L->send_cnt[CNT * r + 1] : L->send_cnt[CNT * r];
     if (!via_shm(L, r)) by_msg += L->recv_cnt[CNT * r];
   }
   if (total > (uint64_t)SIZE_MAX / ITEM)
@@ -766,7 +749,6 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
   for (int r = 0; r < P; r++) {
     const size_t n = (size_t)L->recv_cnt[CNT * r];
     if (!n) continue;
-    L->run_tree[nrun] = L->recv_cnt[CNT * r + 3] != 0;
     if (via_shm(L, r)) {
       src[nrun] = (const float *)(const void *)hy_shm_theirs(L->shm, r) + ITEM * (size_t)L->recv_cnt[CNT * r + 2];
     } else {
@@ -811,17 +793,10 @@ static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floa
         }
     }
     if (fl && fl->sample) fl->n_sample = sample_items(src, first, nrun, L->frame + 3 * L->rank, fl->sample);
-    if (fl) {
-      fl->n_runs = (size_t)nrun;
-      fl->run_first = first;
-      fl->run_tree = L->run_tree;
-      fl->any_tree = 0;
-      for (int k = 0; k < nrun; k++) fl->any_tree |= L->run_tree[k];
-    }
   }
   hy_trace(HY_TRACE_MAIN, "li_take", tt);
-  st->n_sent += sent_items;
-  st->n_recv += items;
+  st->n_sent += sent;
+  st->n_recv += total;
   st->n_recv_hard += hard;
   st->bytes_sent += sent * ITEM * sizeof(float);
   st->bytes_recv += total * ITEM * sizeof(float);

@@ -50,7 +50,7 @@ void hy_let_free(struct hy_let *L);
 /** The ranks of this rank's node whose LET items travel through a
  *  shared-memory window (MPI_Win_allocate_shared) instead of MPI messages,
  *  itself included; 0 when none do (no other rank on the node, or the
- *  environment variable HYTREE_LET_SHM=0 at the start). */
+ *  process's hy_shm_set_use(0), NodeSharedMemory no, at the start). */
 int hy_let_node_ranks(const struct hy_let *L);
 /** Tests: HYTREE_TEST_LET_SMALL=1 (on every rank) makes the device's LET
  *  selection take one destination per pass from a room of one item
@@ -110,11 +110,9 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
  *  order (HY_LET_ITEM floats each, hy_shared.h; positions relative to the
  *  destination's frame from hy_let_frame; borrowed until the next
  *  hy_let_exchange or hy_let_select), count[k] items and hcount[k] counted
- *  hard-LET items for rank[k]; every other rank gets none. tree: a hard
- *  selection's tree records (HY_LET_CELL): count[k] records of which
- *  hcount[k] are items; the statistics count the items. */
+ *  hard-LET items for rank[k]; every other rank gets none. */
 void hy_let_set_selected(struct hy_let *L, const int *rank, size_t nb, const float *items, const size_t *count,
-                         const uint64_t *hcount, int tree);
+                         const uint64_t *hcount);
 
 /** Exchange the selected items: remote is resized to the items received and
  *  gets their positions (this rank's frame of the last hy_let_boxes plus the
@@ -136,17 +134,7 @@ struct hy_let_floats {
    *  can move them on while the next are converted; returns 0, or -1 with
    *  err set (the exchange then fails) */
   int (*ready)(const struct hy_let_floats *fl, size_t first, size_t count, struct hy_err *err);
-  /** out: the runs of records received, one per sending rank in rank
-   *  order: run k holds records run_first[k] .. run_first[k + 1] - 1 (n_runs
-   *  runs); run_tree[k] nonzero when they are a hard selection's tree
-   *  records (hy_let_set_selected with tree: its items and opened cells in
-   *  its tree's pre-order, HY_LET_CELL), any_tree when one run is; valid
-   *  until the next exchange */
-  size_t n_runs;
-  const size_t *run_first;
-  const int *run_tree;
-  int any_tree;
-  size_t n;       /**< out: the records received (items, and the opened cells of tree runs) */
+  size_t n;       /**< out: the items received */
   size_t n_sample; /**< out: the positions in sample */
   float *pos4;    /**< out: where alloc put them */
   float *grp;

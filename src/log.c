@@ -121,13 +121,3 @@ int hy_err_set(struct hy_err *err, const char *fmt, ...) {
   va_end(ap);
   return -1;
 }
-
-int hy_env_switch(const char *name, int dflt, atomic_int *cache) {
-  int w = atomic_load(cache);
-  if (w < 0) {
-    const char *e = getenv(name);
-    w = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "1") == 0 ? 1 : dflt;
-    atomic_store(cache, w);
-  }
-  return w;
-}

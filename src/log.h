@@ -6,7 +6,6 @@
 #define HY_LOG_H
 
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stddef.h>
 
 /** Error buffer filled by library functions that return -1 on failure. */
@@ -30,9 +29,6 @@ void hy_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hy_msg_all(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /** Warning to stderr (every rank that calls it). */
 void hy_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/** A switch of the environment (HYTREE_*), read once into *cache (a static
- *  atomic_int starting at -1): 0 when set to 0, 1 when set to 1, else dflt. */
-int hy_env_switch(const char *name, int dflt, atomic_int *cache);
 /** Fatal error: print "hytree: error: ..." to stderr and end all ranks. */
 void hy_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /** A function hy_die calls (once) after its message and before it ends the

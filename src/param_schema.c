@@ -59,6 +59,10 @@ static const struct hy_param_def schema[] = {
    "Several MPI ranks: a soft-step (full) LET opens a local cell whose distance to the receiving box is below "
    "this factor times its MAC radius r_b (1 = Watanabe & Nakasato eq 14; larger sends finer items, which the "
    "merged tree groups again, for a slightly more accurate soft force); hard LETs use 1"},
+  {"NodeSharedMemory", HY_PT_CHOICE, "yes", NOMIN, NOMAX, 0, 0, "yes,no", "",
+   "Several MPI ranks on one node: pass the LET items and the decomposition's particles through an MPI "
+   "shared-memory window (yes) or in MPI messages, as between nodes (no; e.g. where /dev/shm is too small for "
+   "the window); the same results either way"},
   {"GravityConstant", HY_PT_NUMBER, "1", 0.0, NOMAX, 1, 0, NULL, "code units",
    "Gravitational constant G in code units, > 0; 43007.1 for kpc, 1e10 Msun, km/s"},
   {"SnapshotInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "code time",

@@ -13,27 +13,19 @@
 
 void hy_part_init(struct hy_part *p) { memset(p, 0, sizeof *p); }
 
-/* An array grown to n elements, with huge pages asked for before the new
- * part's first touch (hy_advise_huge). */
-static void *grow(const char *label, void *a, size_t n, size_t size) {
-  a = hy_realloc(label, a, n, size);
-  hy_advise_huge(a, hy_size_mul_or_die(n, size, label));
-  return a;
-}
-
 void hy_part_reserve(struct hy_part *p, size_t n) {
   if (n <= p->n_alloc) return;
   size_t old = p->n_alloc;
   const size_t n3 = hy_size_mul_or_die(n, 3, "particles");
-  p->pos = grow("particle positions", p->pos, n3, sizeof(double));
-  p->vel = grow("particle velocities", p->vel, n3, sizeof(double));
-  p->acc = grow("particle accelerations", p->acc, n3, sizeof(double));
-  p->acc_w = grow("particle kick accelerations", p->acc_w, n3, sizeof(double));
-  p->mass = grow("particle masses", p->mass, n, sizeof(double));
-  p->pot = grow("particle potentials", p->pot, n, sizeof(double));
-  p->id = grow("particle IDs", p->id, n, sizeof(uint64_t));
-  p->type = grow("particle types", p->type, n, sizeof(uint8_t));
-  if (p->grp) p->grp = grow("pseudo-particle moments", p->grp, hy_size_mul_or_die(n, 2, "particles"), sizeof(double));
+  p->pos = hy_realloc("particle positions", p->pos, n3, sizeof(double));
+  p->vel = hy_realloc("particle velocities", p->vel, n3, sizeof(double));
+  p->acc = hy_realloc("particle accelerations", p->acc, n3, sizeof(double));
+  p->acc_w = hy_realloc("particle kick accelerations", p->acc_w, n3, sizeof(double));
+  p->mass = hy_realloc("particle masses", p->mass, n, sizeof(double));
+  p->pot = hy_realloc("particle potentials", p->pot, n, sizeof(double));
+  p->id = hy_realloc("particle IDs", p->id, n, sizeof(uint64_t));
+  p->type = hy_realloc("particle types", p->type, n, sizeof(uint8_t));
+  if (p->grp) p->grp = hy_realloc("pseudo-particle moments", p->grp, hy_size_mul_or_die(n, 2, "particles"), sizeof(double));
   size_t k = n - old;
   if (p->grp) memset(p->grp + 2 * old, 0, 2 * k * sizeof(double));
   memset(p->pos + 3 * old, 0, 3 * k * sizeof(double));

@@ -44,6 +44,7 @@
 #include "params.h"
 #include "part.h"
 #include "restart.h"
+#include "shm.h"
 #include "sim.h"
 #include "threads.h"
 #include "trace.h"
@@ -487,16 +488,6 @@ static int dd_pre_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev *d
   struct run *r = ctx;
   if (step == 0) {
     hy_decomp_pre_draw(r->dd, p->n, (double)hy_force_last_hard_items(r->force));
-    return 0;
-  }
-  if (step == 3) { /* the cut's end, its boundaries to the force for lists queued ahead (dev) */
-    const double *b = NULL;
-    size_t nb = 0;
-    const int have = hy_decomp_pre_bounds(r->dd, p->n, &b, &nb, err);
-    if (have < 0) return -1;
-    int grid[3];
-    hy_decomp_grid(r->dd, grid);
-    hy_force_lists_ahead(r->force, dev && have ? b : NULL, nb, grid);
     return 0;
   }
   /* the cut on a thread of rank 0's: the exchange at the soft step waits for it */
@@ -1188,6 +1179,7 @@ int hy_cmd_run(int argc, char **argv) {
       goto out;
     }
   }
+  hy_shm_set_use(strcmp(hy_params_get_str(r.par, "NodeSharedMemory"), "yes") == 0);
   int grid[3];
   if (hy_decomp_parse_grid(hy_params_get_str(r.par, "DomainGrid"), r.size, grid, &err) != 0) {
     char msg[sizeof err.msg];

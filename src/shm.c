@@ -33,10 +33,9 @@ static int check(const struct hy_shm *S, int rc, const char *call, struct hy_err
   return hy_mpi_check(rc, m, err);
 }
 
-int hy_shm_env(void) {
-  const char *e = getenv("HYTREE_LET_SHM");
-  return !(e && strcmp(e, "0") == 0);
-}
+static int shm_use = 1;
+void hy_shm_set_use(int use) { shm_use = use != 0; }
+int hy_shm_env(void) { return shm_use; }
 
 struct hy_shm *hy_shm_create(MPI_Comm comm, int want, const char *what, const char *phase) {
   struct hy_shm *S = hy_calloc("shared-memory exchange", 1, sizeof *S);
@@ -134,7 +133,7 @@ int hy_shm_reserve(struct hy_shm *S, uint64_t need, uint64_t want, struct hy_err
   unsigned char *base = NULL;
   if (rc == MPI_SUCCESS) rc = MPI_Win_allocate_shared((MPI_Aint)(2 * cap), 1, info, S->node, &base, &S->win);
   if (check(S, rc,
-            "MPI_Win_allocate_shared of the node's window (HYTREE_LET_SHM=0 sends everything in MPI messages "
+            "MPI_Win_allocate_shared of the node's window (NodeSharedMemory no sends everything in MPI messages "
             "instead; a container may need a larger /dev/shm)",
             err))
     return -1;

@@ -17,8 +17,9 @@
 
 struct hy_shm;
 
-/** Whether this rank's environment allows the windows: not
- *  HYTREE_LET_SHM=0 (the switch for the LET and the decomposition alike). */
+/** Whether this process uses the windows (NodeSharedMemory; default yes),
+ *  for the LET and the decomposition alike: set before they are created. */
+void hy_shm_set_use(int use);
 int hy_shm_env(void);
 
 /** Collective on comm: the ranks of this node (none when alone on it, or

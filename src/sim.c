@@ -461,10 +461,6 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
    * kick accelerations are not needed (the soft step makes them anew) */
   const int was_dev = dev;
   s->dev_acc = s->dev_pot = 0;
-  /* the cut made ahead joined and broadcast (collective), its boundaries
-   * for the device's owners and lists queued before a presort of every key */
-  if (pre_on(s) && s->cfg.dd_pre(s->cfg.decompose_ctx, p, was_dev ? hy_force_decomp_source(f) : NULL, 3, err) != 0)
-    return -1;
   /* the key cube first, so that the device sorts the kept particles' keys
    * while the host exchanges the others (hy_force_cube_ahead) */
   if (hy_force_cube_ahead(f, p, was_dev, err) != 0) return -1;

@@ -73,11 +73,8 @@ typedef int (*hy_decompose_fn)(void *ctx, struct hy_part *p, const struct hy_dec
  *  samples, 1 takes their positions (dev as for hy_decompose_fn, NULL: p's
  *  are current), 2 cuts the domains (collective). The integrator makes the
  *  steps in the hard step's waits for the device (hy_force_set_overlap),
- *  or after its force where that walk has none. With the state on the
- *  device, step 3 (collective, after the soft step's drift, before
- *  hy_force_cube_ahead; dev non-NULL where this rank's state is there) ends
- *  the cut and hands its boundaries to the force (hy_force_lists_ahead).
- *  Returns 0 or -1 with err set. */
+ *  or after its force where that walk has none. Returns 0 or -1 with err
+ *  set. */
 typedef int (*hy_dd_pre_fn)(void *ctx, struct hy_part *p, const struct hy_decomp_dev *dev, int step,
                             struct hy_err *err);
 

@@ -4,8 +4,8 @@
  * process's cores (the LET's shared-memory window) or a device's DMA (the
  * pinned buffers of uploads). A plain store leaves the line dirty in this
  * core's cache, costs a read of the line first, and makes the other core
- * fetch it from this one. Plain stores where there are no such stores, or
- * with HYTREE_STREAM_STORES=0 (hy_stream_stores). After a run of them,
+ * fetch it from this one. Plain stores where there are no such stores.
+ * After a run of them,
  * hy_stream_fence, before anyone else may read the memory. */
 #ifndef HY_STREAM_H
 #define HY_STREAM_H

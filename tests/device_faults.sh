@@ -7,7 +7,7 @@
 #    the compiler's error, then exactly one "hytree: error:" line naming
 #    walk.cl; the status is non-zero and no output directory is created (the
 #    kernels are built before anything is written).
-#  - Device memory too small (HYTREE_DEVICE_MEM_LIMIT = 100000 bytes for
+#  - Device memory too small (HYTREE_TEST_DEVICE_MEM_LIMIT = 100000 bytes for
 #    2048 particles): one line giving the buffer, the bytes it needs and the
 #    bytes free of the budget; non-zero status, no snapshot.
 set -u
@@ -46,7 +46,7 @@ one_error "$tmp/k.err" "building walk\\.cl .*failed: CL_BUILD_PROGRAM_FAILURE"
 echo "--- broken kernel:"; cat "$tmp/k.err"
 
 # too little device memory
-if HYTREE_DEVICE_MEM_LIMIT=100000 "$HYTREE" run "$tmp/p.txt" --quiet >"$tmp/m.out" 2>"$tmp/m.err"; then
+if HYTREE_TEST_DEVICE_MEM_LIMIT=100000 "$HYTREE" run "$tmp/p.txt" --quiet >"$tmp/m.out" 2>"$tmp/m.err"; then
   echo "FAIL: a run with a 100000-byte device budget succeeded"; fail=1
 fi
 [ "$(wc -l <"$tmp/m.err")" -eq 1 ] || { echo "FAIL: more than one line on stderr:"; cat "$tmp/m.err"; fail=1; }

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # let_mpi.sh: the LET exchange test (tests/test_let) under the MPI launcher
 # at 1, 2, 3 and 4 ranks: through the node's shared-memory window, with MPI
-# messages only (HYTREE_LET_SHM=0), and with the window no larger than each
+# messages only (--messages, as NodeSharedMemory no), and with the window no larger than each
 # exchange's items (HYTREE_TEST_LET_SMALL=1, so that it grows again and again).
 set -u
 : "${top_builddir:=.}"
@@ -13,13 +13,13 @@ prog="$top_builddir/tests/test_let"
 fail=0
 for k in 1 2 3 4; do
   for mode in window messages small; do
+    env= arg=
     case $mode in
-      window) set -- ;;
-      messages) set -- HYTREE_LET_SHM=0 ;;
-      small) set -- HYTREE_TEST_LET_SMALL=1 ;;
+      messages) arg=--messages ;;
+      small) env=HYTREE_TEST_LET_SMALL=1 ;;
     esac
     # shellcheck disable=SC2086
-    if ! env "$@" $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n "$k" "$prog"; then
+    if ! env $env $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n "$k" "$prog" $arg; then
       echo "FAIL: test_let at $k rank(s), $mode"
       fail=1
     fi

@@ -20,8 +20,7 @@
 #    the host at soft steps): the
 #    run says so, and its energy.csv and final snapshot equal, bit for bit,
 #    those of the 3-rank TreeBuild device run with the state on the host;
-#    the same on 2 ranks (the device run with HYTREE_PRESORT=2). The
-#    device selects the LET
+#    the same on 2 ranks. The device selects the LET
 #    items there (the host selects them for the host state); the 3-rank run
 #    does it one destination at a time from a room of one item
 #    (HYTREE_TEST_LET_SMALL), so the passes and the regrowth are compared
@@ -29,8 +28,8 @@
 #    its timeline, which tools/trace_report.py reads. Its LET items go
 #    through the node's shared-memory window, which grows on the way
 #    (HYTREE_TEST_LET_SMALL leaves it no room to spare); the same run with
-#    them in MPI messages (HYTREE_LET_SHM=0) gives the same energy.csv and
-#    snapshot.
+#    them in MPI messages (NodeSharedMemory no) gives the same energy.csv
+#    and snapshot.
 #  - 1 and 4 ranks, a 32k Plummer sphere: on 4 ranks with the state on the
 #    device each soft step's merged walk, whose sinks are the local
 #    particles alone, makes at most 1.15 times one rank's interactions and
@@ -40,7 +39,7 @@
 #  - 2 ranks with an OpenCL device that does not exist: every rank stops with
 #    a one-line error and a non-zero status, and no output is written.
 #  - 2 ranks where only rank 1 runs out of device memory (a device memory
-#    budget of 100 kB on that rank, HYTREE_DEVICE_MEM_LIMIT): the whole run
+#    budget of 100 kB on that rank, HYTREE_TEST_DEVICE_MEM_LIMIT): the whole run
 #    ends, non-zero, with rank 1's message, and no snapshot is left.
 #  - 2 ranks where only rank 1 has an MPI call fail (HYTREE_TEST_MPI_FAIL: its
 #    3rd LET exchange posts a send to a rank that does not exist): the whole
@@ -172,21 +171,17 @@ if mpirun_ 3 run "$tmp/p.txt" -P "OutputDir=$tmp/mpi3d" -P TreeBuild=device -P P
     { echo "FAIL: 3 ranks, ParticleState device: merged trees grafted: '${g}'"; fail=1; }
   grep -q "summary: rank 0 grafted 0 of its" "$tmp/mpi3d.log" ||
     { echo "FAIL: 3 ranks, ParticleState host: a merged tree was grafted"; fail=1; }
-  # the same items by MPI messages (HYTREE_LET_SHM=0), the merged trees
-  # built beside the local ones (HYTREE_GRAFT=0) and the soft steps' local
-  # keys sorted after the decomposition, not inside it (HYTREE_PRESORT=0):
-  # the same run, bit for bit
+  # the same items by MPI messages (NodeSharedMemory no): the same run, bit
+  # for bit
   # shellcheck disable=SC2086
-  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_LET_SHM=0 HYTREE_GRAFT=0 HYTREE_PRESORT=0 HYTREE_TEST_LET_SMALL=1 "$HYTREE" run "$tmp/p.txt" \
+  if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 3 env HYTREE_TEST_LET_SMALL=1 "$HYTREE" run "$tmp/p.txt" \
        -P "OutputDir=$tmp/mpi3m" -P TreeBuild=device -P SnapshotFields=Acceleration -P ParticleState=device \
-       >"$tmp/mpi3m.log" 2>&1; then
+       -P NodeSharedMemory=no >"$tmp/mpi3m.log" 2>&1; then
     grep -q "LET items through MPI messages" "$tmp/mpi3m.log" ||
-      { echo "FAIL: HYTREE_LET_SHM=0 run does not say that its LET goes through MPI messages"; fail=1; }
-    grep -q "summary: rank 0 grafted 0 of its" "$tmp/mpi3m.log" ||
-      { echo "FAIL: HYTREE_GRAFT=0 run grafted a merged tree"; fail=1; }
-    same_run "$tmp/mpi3s" "$tmp/mpi3m" "3 ranks, shared memory and grafted trees against messages and plain ones"
+      { echo "FAIL: NodeSharedMemory no run does not say that its LET goes through MPI messages"; fail=1; }
+    same_run "$tmp/mpi3s" "$tmp/mpi3m" "3 ranks, shared memory against MPI messages"
   else
-    echo "FAIL: 3-rank run with HYTREE_LET_SHM=0:"; cat "$tmp/mpi3m.log"; fail=1
+    echo "FAIL: 3-rank run with NodeSharedMemory no:"; cat "$tmp/mpi3m.log"; fail=1
   fi
   same_run "$tmp/mpi3d" "$tmp/mpi3s" "3 ranks, the state on the host against the state on the device"
   # its timelines (HYTREE_TRACE): one file per rank with the sub-steps and
@@ -221,27 +216,12 @@ else
   echo "FAIL: 3-rank TreeBuild / ParticleState device runs:"; cat "$tmp/mpi3d.log" "$tmp/mpi3s.log"; fail=1
 fi
 
-# 2 ranks, the state on the host and on the device (the device run with every soft step's keys sorted before the
-# decomposition's lists are known and the leavers dropped after,
-# HYTREE_PRESORT=2, the owners and lists queued before that sort from the
-# boundaries cut ahead: the same trees; with plain stores for the LET
-# items, HYTREE_STREAM_STORES=0)
-# shellcheck disable=SC2086
+# 2 ranks, the state on the host and on the device: the same trees
 if mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/lw-h" -P TreeBuild=device -P ParticleState=host --quiet &&
-   $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 env HYTREE_PRESORT=2 HYTREE_STREAM_STORES=0 \
-     HYTREE_TRACE="$tmp/tr" "$HYTREE" run "$tmp/p.txt" \
-     -P "OutputDir=$tmp/lw-d" -P TreeBuild=device -P ParticleState=device \
+   mpirun_ 2 run "$tmp/p.txt" -P "OutputDir=$tmp/lw-d" -P TreeBuild=device -P ParticleState=device \
      >"$tmp/lw-d.log" 2>&1; then
   cmp "$tmp/lw-h/energy.csv" "$tmp/lw-d/energy.csv" ||
     { echo "FAIL: 2 ranks: energy.csv differs with the state on the device"; fail=1; }
-  for r in 0 1; do
-    grep -q "^0,dd_presort_all," "$tmp/tr.$r.csv" 2>/dev/null ||
-      { echo "FAIL: 2 ranks, HYTREE_PRESORT=2: rank $r sorted no keys before its decomposition"; fail=1; }
-    # the owners and lists queued ahead of that sort, and taken by the decomposition
-    grep -q "^0,dd_lists_ahead," "$tmp/tr.$r.csv" 2>/dev/null &&
-      grep -q "^0,dd_own_ahead," "$tmp/tr.$r.csv" 2>/dev/null ||
-      { echo "FAIL: 2 ranks, HYTREE_PRESORT=2: rank $r took no owners and lists queued ahead"; fail=1; }
-  done
 else
   echo "FAIL: 2-rank runs with the state on the host and on the device"; cat "$tmp/lw-d.log" 2>/dev/null; fail=1
 fi
@@ -292,7 +272,7 @@ grep -q "hytree: error: \[rank [01]\] .*9" "$tmp/bad.err" || { echo "FAIL: no cl
 # 2 ranks, rank 1 alone runs out of device memory (MPMD launch: one rank per program)
 # shellcheck disable=SC2086
 if timeout 300 $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 1 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/oom" : \
-     -n 1 env HYTREE_DEVICE_MEM_LIMIT=100000 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/oom" \
+     -n 1 env HYTREE_TEST_DEVICE_MEM_LIMIT=100000 "$HYTREE" run "$tmp/p.txt" -P "OutputDir=$tmp/oom" \
      >"$tmp/oom.out" 2>"$tmp/oom.err"; then
   echo "FAIL: a run whose rank 1 ran out of device memory succeeded"; fail=1
 fi

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-3.0-or-later
-# plummer_energy.sh: a 16k Plummer sphere (Henon units, P4's auto parameters)
+# plummer_energy.sh: a 16k Plummer sphere (Henon units, Watanabe & Nakasato's auto parameters)
 # run for 10 crossing times (t_cr = 2 sqrt(2)) with Scheme hybrid and with
 # Scheme tree at the same dt_h, and the hybrid run again on 4 MPI ranks
 # (oversubscribed) when a launcher is there. Checks, from energy.csv:
@@ -11,8 +11,8 @@
 #    (tests/mpi_forces.sh compares them with a direct sum), and the two runs
 #    follow the same trajectory only for a while: the system is chaotic.
 #    The largest |dE/E| over 10 t_cr of one run is one draw from a broad
-#    distribution: over IC seeds 5-12 (tools/energy_seeds.sh, pocl, 2
-#    cores, 2026-11-25) 2.9e-4 to 1.02e-3 on 1 rank, mean 6.69e-4, and
+#    distribution: over IC seeds 5-12 (pocl, 2 cores) 2.9e-4 to 1.02e-3 on
+#    1 rank, mean 6.69e-4, and
 #    4.8e-4 to 1.08e-3 on 4 ranks, mean 7.55e-4 (ratio of the means 1.13;
 #    of single seeds 0.80 to 2.56, so a single ratio is no bound). Hence:
 #    (a) while the runs share their trajectory (every output up to t_w with

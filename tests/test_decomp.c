@@ -388,7 +388,7 @@ static void scenario_all_on_root(void) {
   double x0[3] = {0, 0, 0};
   HY_CHECK(hy_decomp_owner(d, x0) == -1);
   /* the test's ranks run on one machine: they share a window, unless
-   * there is one rank or HYTREE_LET_SHM=0 */
+   * there is one rank */
   const int nw = hy_decomp_node_ranks(d);
   if (rank == 0) printf("%-46s %d\n", "ranks sharing a window", nw);
   HY_CHECK_INT(nw, nranks > 1 && hy_shm_env() ? nranks : 0);

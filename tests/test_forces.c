@@ -154,7 +154,7 @@ static void test_tree_accuracy(void) {
   hy_part_init(&p);
   const size_t n = 32768;
   plummer(n, 11, &p);
-  /* P4 defaults in Henon units (r_v = 1 for the Plummer model) */
+  /* Watanabe & Nakasato's defaults in Henon units (r_v = 1 for the Plummer model) */
   const double eps = 0.1 * pow((double)n, -0.26), r1 = 1.03 * pow((double)n, -1.0 / 3.0), r2 = 2 * r1;
   const int n_ratio = 4;
   struct hy_err err;
@@ -816,8 +816,8 @@ static void test_presort_build(void) {
   }
   for (size_t h = 0; h < m; h++) mv[m + h] = (uint32_t)(n_keep + 2 * h);
   memcpy(pos + 3 * mv[m], pos + 3 * 11, 3 * sizeof(double));           /* a filler on a kept particle */
-  { /* and one beside a kept particle in the same key cell: equal keys, other positions, whose order (by the
-     * index after the move: the filler's hole 10 before 18) a two-halves presort must restore */
+  { /* and one beside a kept particle in the same key cell: equal keys, other positions, in the order of the
+     * indices after the move (the filler's hole 10 before 18) */
     const double c = floor(pos[3 * 18] * 2097152.0);
     pos[3 * 18] = (c + 0.3) / 2097152.0;
     memcpy(pos + 3 * mv[m + 1], pos + 3 * 18, 3 * sizeof(double));
@@ -828,30 +828,25 @@ static void test_presort_build(void) {
   const double centre[3] = {0.5, 0.5, 0.5}, half = 0.5, lo[3] = {0.0, 0.0, 0.0};
   const double scale = (double)(1u << HY_KEY_BITS) / (2.0 * half);
   struct hy_err err;
-  struct dl_tree t[4] = {{0}};
-  struct hy_cl_build_result r[4];
+  struct dl_tree t[3] = {{0}};
+  struct hy_cl_build_result r[3];
   double red[11], tk = 0.0;
   struct hy_cl_build_args a = {.n = n_new, .lo = {-0.5, -0.5, -0.5}, .side = 1.0, .n_crit = 8, .a_err = 1e-3,
                                .slot = 0, .key_lo = {0.0, 0.0, 0.0}, .key_scale = scale};
-  /* builds 0 and 3 take keys sorted ahead, 0 once the moves are known, 3 in
-   * two halves (HYTREE_PRESORT=2: every key sorted before the moves are
-   * known, the leavers dropped and the sources renumbered after; the
-   * filler beside a kept particle makes a tie whose order changes); 1 sorts
-   * the state's keys after the patch, 2 takes the host's keys of it */
-  for (int k = 0; k < 4; k++) {
-    if ((k == 0 || k == 3) &&
+  /* build 0 takes keys sorted once the moves are known; 1 sorts the
+   * state's keys after the patch, 2 takes the host's keys of it */
+  for (int k = 0; k < 3; k++) {
+    if (k == 0 &&
         (hy_cl_state_upload(cl, pos, vel, mass, NULL, n_old, &err) != 0 ||
-         (k == 0 ? hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err)
-                 : hy_cl_state_presort_all(cl, lo, scale, &err) ||
-                       hy_cl_state_presort_finish(cl, n_keep, mv, mv + m, m, &err)) != 0 ||
+         hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err) != 0 ||
          hy_cl_state_patch(cl, n_new, n_keep, pos + 3 * n_old, vel + 3 * n_old, mass + n_old, mv, mv + m, m,
                            &err) != 0 ||
          hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0)) {
-      HY_CHECK_MSG(0, "presort %d: the state: %s", k, err.msg);
+      HY_CHECK_MSG(0, "presort: the state: %s", err.msg);
       goto out;
     }
     a.tree_id = 9301 + (uint64_t)k;
-    a.presorted = k == 0 || k == 3 ? n_keep : 0;
+    a.presorted = k == 0 ? n_keep : 0;
     a.state_keys = k != 2;
     a.keys = NULL;
     if (k == 2) { /* keys from the host, of the state as the patch left it */
@@ -868,33 +863,27 @@ static void test_presort_build(void) {
       goto out;
     }
   }
-  /* the presorts were taken (their device time, from profiling events) */
-  HY_CHECK(r[0].presort > 0.0 && r[3].presort > 0.0);
+  /* the presort was taken (its device time, from profiling events) */
+  HY_CHECK(r[0].presort > 0.0);
   HY_CHECK(r[1].presort == 0.0 && r[2].presort == 0.0);
   dl_tree_same(&t[0], &t[1]);
   dl_tree_same(&t[1], &t[2]);
-  dl_tree_same(&t[3], &t[1]);
-  /* a new state: the keys sorted for the old one (either way; the second
-   * never finished, as by a decomposition that stopped) are not taken */
-  for (int two = 0; two < 2; two++) {
-    const int begun = two ? hy_cl_state_presort_all(cl, lo, scale, &err)
-                          : hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err);
-    if (begun != 0 ||
-        hy_cl_state_upload(cl, pos, vel, mass, NULL, n_new, &err) != 0 ||
-        hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0) {
-      HY_CHECK_MSG(0, "presort: the second state: %s", err.msg);
-      goto out;
-    }
-    a.state_keys = 1;
-    a.keys = NULL;
-    a.presorted = n_keep;
-    a.tree_id = 9305 + (uint64_t)two;
-    HY_CHECK_MSG(hy_cl_tree_build(cl, &a, &r[0], &err) != 0, "a build took keys sorted for another state (%d)", two);
+  /* a new state: the keys sorted for the old one are not taken */
+  if (hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err) != 0 ||
+      hy_cl_state_upload(cl, pos, vel, mass, NULL, n_new, &err) != 0 ||
+      hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0) {
+    HY_CHECK_MSG(0, "presort: the second state: %s", err.msg);
+    goto out;
   }
+  a.state_keys = 1;
+  a.keys = NULL;
+  a.presorted = n_keep;
+  a.tree_id = 9305;
+  HY_CHECK_MSG(hy_cl_tree_build(cl, &a, &r[0], &err) != 0, "a build took keys sorted for another state");
   printf("presorted device build: %zu kept (%zu moved) + %zu arrivals, the tree of a full sort of the host's keys "
          "(%zu cells)\n", n_keep, m, n_in, r[1].n_cell);
 out:
-  for (int k = 0; k < 4; k++) dl_tree_free(&t[k]);
+  for (int k = 0; k < 3; k++) dl_tree_free(&t[k]);
   hy_free(pos);
   hy_free(vel);
   hy_free(mass);

@@ -244,7 +244,7 @@ int main(int argc, char **argv) {
     mix.id[k] = orig.id[i];
     mix.type[k] = orig.type[i];
   }
-  setenv("HY_IO_MPI_CHUNK", "7", 1);
+  setenv("HYTREE_TEST_IO_MPI_CHUNK", "7", 1);
   rc = hy_io_read_ic(ic_g1, HY_FMT_AUTO, &ref, &t, &err);
   HY_CHECK_MSG(rc == 0, "%s", err.msg);
   if (rank == 0) same_set(&orig, &ref, "serial Gadget-1 IC");
@@ -256,11 +256,11 @@ int main(int argc, char **argv) {
 
   /* 2. One file gathered on rank 0 (default rounds), then 2 and P files
    * (rounds of 7). */
-  unsetenv("HY_IO_MPI_CHUNK");
+  unsetenv("HYTREE_TEST_IO_MPI_CHUNK");
   rc = hy_io_write_snapshot_mpi(MPI_COMM_WORLD, hy_tmpdir, 0, &mix, &info, 1, &err);
   HY_CHECK_MSG(rc == 0, "%s", err.msg);
   if (rank == 0) check_reread(0, 1, &orig);
-  setenv("HY_IO_MPI_CHUNK", "7", 1);
+  setenv("HYTREE_TEST_IO_MPI_CHUNK", "7", 1);
   int nf_list[2] = {2, size};
   for (int k = 0; k < 2; k++) {
     int nf = nf_list[k];

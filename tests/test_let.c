@@ -28,6 +28,7 @@
 #include "hy_test.h"
 #include "hy_test_mpi.h"
 #include "let.h"
+#include "shm.h"
 #include "part.h"
 #include "threads.h"
 #include "tree.h"
@@ -164,6 +165,8 @@ static void check_exchange(struct hy_let *L, struct hy_tree *t, struct hy_part *
 
 int main(int argc, char **argv) {
   hy_test_mpi_begin(&argc, &argv, "test_let", &rank, &nranks);
+  /* --messages: the node's ranks exchange in MPI messages, as between nodes */
+  if (argc > 1 && strcmp(argv[1], "--messages") == 0) hy_shm_set_use(0);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
   gsl_rng_set(rng, 4242u + (unsigned long)rank);

@@ -32,6 +32,7 @@ static const char *all_keys_text =
     "NCrit             32\n"
     "NVec              2\n"
     "LETOpenFactor     1.5\n"
+    "NodeSharedMemory  no\n"
     "GravityConstant   43007.1\n"
     "SnapshotInterval  0.5\n"
     "SnapshotFields    Potential,Acceleration\n"
@@ -84,7 +85,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 31);
+  HY_CHECK_INT(n, 32);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);
@@ -112,6 +113,7 @@ static void test_all_keys(void) {
   HY_CHECK_INT(hy_params_get_int(p, "NumFilesPerSnapshot"), 4);
   HY_CHECK_INT(hy_params_get_int(p, "NVec"), 2);
   HY_CHECK_ABS(hy_params_get_number(p, "LETOpenFactor"), 1.5, 0);
+  HY_CHECK(strcmp(hy_params_get_str(p, "NodeSharedMemory"), "no") == 0);
   HY_CHECK_ABS(hy_params_get_number(p, "GravityConstant"), 43007.1, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "SnapshotInterval"), 0.5, 0);
   HY_CHECK(hy_params_list_has(p, "SnapshotFields", "Acceleration"));

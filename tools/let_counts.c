@@ -6,12 +6,12 @@
  * distributes them (a second decomposition uses the hard-LET sizes of the
  * first as the extra weight of eq 13), every rank builds its local tree (in
  * the key cube of the whole set, hy_let_key_cube, as hytree does) with
- * P4's defaults in Henon units (a_err = 2^-8, R2 = 2.06 N^-1/3, n_crit 16),
+ * Watanabe & Nakasato's defaults in Henon units (a_err = 2^-8, R2 = 2.06 N^-1/3, n_crit 16),
  * selects the full LET for every other rank and counts the hard LET, and
  * the items are exchanged. Rank 0 prints one line:
  *   P N mean(N_local) mean(N_hard) mean(N_soft) N_hard/N_soft
  *   (N_local+N_hard)/(N_local+N_soft) max/mean(N_local+N_hard) t_select t_exchange
- * with the ratios of the rank means, as P4 reports them.
+ * with the ratios of the rank means, as Watanabe & Nakasato report them.
  *
  * usage: mpiexec -n P let_counts [-N N] [-s SEED] [-t THREADS] */
 #include "config.h"
