@@ -7,6 +7,7 @@ dist_doc_DATA += doc/algorithm.md
 dist_doc_DATA += doc/performance.md
 dist_doc_DATA += doc/sweeps.md
 dist_doc_DATA += doc/testing.md
+dist_doc_DATA += doc/developing.md
 docfiguresdir = $(docdir)/figures
 dist_docfigures_DATA = doc/figures/sweep-65536.png
 

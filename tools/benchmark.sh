@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # benchmark.sh: time hytree's hybrid and tree schemes on a Plummer sphere
-# with P4's default parameters (all `auto`), and summarise timings.csv per
+# with Watanabe & Nakasato's default parameters (all `auto`), and summarise timings.csv per
 # dt_s = SoftStepRatio * dt_h (1 soft + n-1 hard steps for hybrid, n steps
 # for tree). The first step of each run is a warm-up and the last one, which
 # also writes the final snapshot (with device-resident state, a download of
