@@ -2,7 +2,7 @@
  * force.c: see force.h. */
 #include "config.h"
 
-#include "force.h"
+#include "force_internal.h"
 
 #include <float.h>
 #include <limits.h>
@@ -18,102 +18,11 @@
 #include "trace.h"
 #include "worker.h"
 
-/* One device walk, run on the device thread. */
-struct walk_job {
-  struct hy_cl *cl;
-  struct hy_cl_walk_args a;
-  struct hy_walk_cfg wc;
-  uint64_t counts[2];
-  struct hy_cl_times tm;
-  struct hy_err err;
-  int fetch; /* no walk: read the results an unsort walk left on the device into a.out0 / a.out1 */
-  const char *what; /* its name in the trace (trace.h) */
-};
-
-struct hy_force {
-  hy_force_overlap_fn ov; /* hy_force_set_overlap */
-  void *ov_ctx;
-  struct hy_cl *cl;
-  struct hy_pool *pool;
-  struct hy_force_cfg cfg;
-  struct hy_tree tree;
-  uint64_t tree_id;   /* increases with every build: lets the engine skip re-uploads */
-  int have_tree;
-  float *node;        /* 8 floats per node */
-  size_t node_cap;    /* in nodes */
-  float *sink;        /* 4 floats per particle */
-  float *out0, *out1; /* 4 floats per particle: local walk */
-  float *rout0, *rout1; /* 4 floats per particle: remote walk */
-  size_t sink_cap;    /* in particles */
-  struct hy_worker *worker; /* the device thread */
-  struct walk_job job[2];   /* local and remote walk */
-  /* distributed */
-  MPI_Comm comm;
-  int nranks;
-  struct hy_let *let;
-  struct hy_part remote;    /* LET items received (positions, masses), but not a hard walk's (n_items) */
-  size_t n_items;           /* the items of the last exchange (hard ones only in floats: hard_items_room) */
-  struct hy_tree rtree;     /* remote tree */
-  float *rnode;             /* its node records, in the local tree's frame */
-  size_t rnode_cap;
-  int rdev;                 /* the remote tree of the last exchange on the device: 0 no, 1 packed (rbuild), 2 built
-                               there (rbres) */
-  float *pnode;             /* or its records as a tree of points (hard walks), in pinned memory */
-  size_t p_cells;           /* its cells */
-  struct hy_cl_build_args rbuild; /* its build: the items packed in the local tree's frame, slot 1 */
-  struct hy_cl_build_result rbres; /* and its result */
-  float rbox[6];                  /* the box of its items' packed positions (lo, hi), if rbox_ok */
-  int rbox_ok;
-  int merged;               /* HY_LET_*: when to walk one tree of local particles + LET items */
-  int sinks_packed;         /* f->sink holds the positions of the last build */
-  uint64_t first_bad;       /* lowest ID with a non-finite position at the first build that saw one */
-  struct hy_part comb;      /* merged: local particles and LET items */
-  int32_t *self_node;       /* merged: node of local particle i in the merged tree */
-  size_t self_cap;
-  uint64_t last_hard;
-  struct hy_force_stats st;
-  double walk_total[2]; /* kernel seconds of every walk job, hard walks and the others (hy_force_walk_seconds) */
-  /* device build (one rank): positions packed in p's order, results back in it */
-  int dev_build;            /* the last build ran on the device */
-  uint64_t m_tree_id;       /* distributed: the merged tree of the last soft walk (device slot 1) */
-  size_t m_n, m_n_cell;
-  size_t m_n_local; /* the merged tree's local particles (the first m_n_local of its m_n) */
-  int32_t m_root;
-  int m_whole;      /* it was grafted onto the local tree (hy_cl_build_args.graft): m_root is a node of the
-                       local tree's buffer, which holds m_root + m_n_cell nodes */
-  int m_local_sinks; /* its walks take only its local particles as sinks (hy_cl_build_result.local_sinks) */
-  double origin[3];         /* device build: this build's centre of mass (its records' frame) */
-  size_t packed_n;          /* distributed: the staging buffer holds the last local build's n particles,
-                               packed relative to origin (0: not known to) */
-  double packed_red[6];     /* their lo[3], hi[3] relative to origin */
-  struct hy_box box;        /* distributed: the tight box of the last local device build's particles */
-  int box_ok;               /* box is set (from that build's pack reductions) */
-  double frame[3];          /* positions in the device records are relative to this point */
-  double cube_c[3], cube_h; /* distributed: the key cube of the whole set at the last local build */
-  int cube_shrunk;          /* (keep_cube), and whether escapers shrank it */
-  float *dout0, *dout1;     /* walk results (engine's host staging memory) */
-  uint32_t *u32;            /* 32-bit indices for the device (u32_scratch) */
-  size_t u32_cap;
-  size_t *dd_leave, *dd_beyond; /* decomposition: the device's lists, as size_t */
-  int *dd_rank;
-  size_t dd_list_cap[2];
-  struct hy_decomp_dev dd_src; /* hy_force_decomp_source */
-  /* distributed, state on the device: the soft step's local build begun in
-   * the decomposition (hy_force_cube_ahead, dd_kept): the key cube of the
-   * whole set before it, and the kept particles whose keys are sorted */
-  double pre_c[3], pre_h;
-  int pre_cube;             /* pre_c, pre_h hold this decomposition's cube */
-  size_t pre_n;             /* the kept particles whose keys are sorted (0: none) */
-  uint64_t *hkeys;          /* distributed, state on the host: keys and indices (hy_cl_build_args.keys) */
-  size_t hkeys_cap;
-  double *red;              /* pack: per-thread reductions (PACK_RED doubles) */
-  uint64_t *red_bad;        /* pack: per-thread lowest ID with a non-finite position */
-  int red_n;
-};
-
 /* Tree ids are unique across all force objects of the process: the engine
  * skips the upload of a tree whose id is already resident. */
 static atomic_uint_fast64_t tree_serial = 1;
+
+uint64_t hy_force_next_tree_id(void) { return atomic_fetch_add(&tree_serial, 1); }
 
 struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const struct hy_force_cfg *cfg) {
   struct hy_force *f = hy_calloc("force engine", 1, sizeof *f);
@@ -185,7 +94,9 @@ void hy_force_free(struct hy_force *f) {
 }
 
 const struct hy_force_cfg *hy_force_config(const struct hy_force *f) { return &f->cfg; }
-struct hy_cl *hy_force_cl(const struct hy_force *f) { return f->cl; }
+struct hy_cl *hy_force_cl(const struct hy_force *f) {
+  return f->cl;
+}
 const struct hy_tree *hy_force_tree(const struct hy_force *f) { return &f->tree; }
 int hy_force_device_built(const struct hy_force *f) { return f->dev_build; }
 
@@ -221,15 +132,7 @@ static void sink_body(void *arg, size_t b, size_t e, int tid) {
   }
 }
 
-static int walk_job_run(void *arg);
-static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err);
-static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err);
-static int remote_build_side(struct hy_force *f, struct hy_err *err);
-static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n_sink,
-                            uint64_t sink_id, long self_base, float *out0, float *out1);
-static int tree_to_host(struct hy_force *f, size_t n, struct hy_err *err);
 
-static int pot_invalid(int mode, int want_pot) { return want_pot && mode == HY_WALK_HARD; }
 
 /* ------------------------------------------------------ device build */
 
@@ -287,8 +190,8 @@ static void pack_body(void *arg, size_t b, size_t e, int tid) {
  * into grp when not NULL) on the pool's threads; red receives lo[3], hi[3]
  * (relative to the origin), sum m and sum m x[3] of the finite positions,
  * *bad the lowest ID with a non-finite one (if lower than before). */
-static void pack_run(struct hy_force *f, const struct hy_part *p, const double origin[3], float *out, float *grp,
-                     double red[10], uint64_t *bad) {
+void hy_force_pack_run(struct hy_force *f, const struct hy_part *p, const double origin[3], float *out, float *grp,
+                       double red[10], uint64_t *bad) {
   const int nt = hy_pool_size(f->pool);
   if (f->red_n < nt) {
     hy_free(f->red);
@@ -338,8 +241,8 @@ static void pack_run(struct hy_force *f, const struct hy_part *p, const double o
  * lo[3], hi[3], ...) and a sample of the positions (hy_tree_sample): the
  * bounding cube, shrunk to the bulk when escapers make it far wider
  * (hy_tree_robust_cube). Returns 1 if it was shrunk. */
-static int key_cube(size_t n, const double red[6], const double origin[3], const double *sample, size_t s,
-                    double centre[3], double *half) {
+int hy_force_key_cube(size_t n, const double red[6], const double origin[3], const double *sample, size_t s,
+                      double centre[3], double *half) {
   double lo[3], hi[3];
   size_t n_finite = red[0] <= red[3] ? n : 0; /* no finite position: a cube at the origin */
   for (int d = 0; d < 3; d++) { /* the ranges were taken relative to the origin */
@@ -359,7 +262,7 @@ static int keep_cube(struct hy_force *f, int shrunk, const double centre[3], con
   return shrunk;
 }
 
-/* The key cube of a local build. One rank: key_cube. Several: one
+/* The key cube of a local build. One rank: hy_force_key_cube. Several: one
  * cube for every rank's trees, the one that one rank would take for the
  * whole set (the union of the ranks' ranges, shrunk to the union of their
  * bulk boxes when escapers make it far wider), kept in f->cube_* for the
@@ -375,9 +278,9 @@ static int keep_cube(struct hy_force *f, int shrunk, const double centre[3], con
  * Collective: every rank calls it once per local build, also
  * without particles (n = 0). red: the ranges relative to origin. Returns 1
  * if the cube was shrunk, 0 if not, -1 on an MPI error. */
-static int cube_for(struct hy_force *f, size_t n, const double red[6], const double origin[3], const double *sample,
-                    size_t s, double centre[3], double *half, struct hy_err *err) {
-  if (!f->let) return key_cube(n, red, origin, sample, s, centre, half);
+int hy_force_cube_for(struct hy_force *f, size_t n, const double red[6], const double origin[3], const double *sample,
+                      size_t s, double centre[3], double *half, struct hy_err *err) {
+  if (!f->let) return hy_force_key_cube(n, red, origin, sample, s, centre, half);
   double lo[3], hi[3];
   for (int d = 0; d < 3; d++) {
     lo[d] = red[d] + origin[d];
@@ -387,23 +290,23 @@ static int cube_for(struct hy_force *f, size_t n, const double red[6], const dou
   return keep_cube(f, shrunk, centre, half);
 }
 
-/* cube_for of p's positions on the host (host builds, ranks without a build) */
-static int host_cube(struct hy_force *f, const struct hy_part *p, double centre[3], double *half,
-                     struct hy_err *err) {
+/* hy_force_cube_for of p's positions on the host (host builds, ranks without a build) */
+int hy_force_host_cube(struct hy_force *f, const struct hy_part *p, double centre[3], double *half,
+                       struct hy_err *err) {
   const int shrunk = hy_let_key_cube_of(f->let, &f->tree, p, f->pool, centre, half, err);
   return keep_cube(f, shrunk, centre, half);
 }
 
 int hy_force_join_cube(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
   double centre[3], half;
-  return f->let && host_cube(f, p, centre, &half, err) < 0 ? -1 : 0;
+  return f->let && hy_force_host_cube(f, p, centre, &half, err) < 0 ? -1 : 0;
 }
 
 /* Distributed runs: the tight box of the local particles from a pack's
  * reductions (red = lo[3], hi[3] relative to f->origin), which spares the
  * host a pass over the positions; widened by a few rounding units of x - o + o
  * so that it holds every particle. */
-static void box_from_pack(struct hy_force *f, const double red[6]) {
+void hy_force_box_from_pack(struct hy_force *f, const double red[6]) {
   for (int d = 0; d < 3; d++) {
     const double o = f->origin[d], lo = red[d] + o, hi = red[3 + d] + o;
     f->box.lo[d] = lo - 4.0 * DBL_EPSILON * (fabs(lo) + fabs(o));
@@ -414,9 +317,9 @@ static void box_from_pack(struct hy_force *f, const double red[6]) {
 
 /* A device build of n positions (pos4, grp as hy_cl_build_args) packed
  * relative to `frame`, in the key cube (centre, half). */
-static struct hy_cl_build_args build_args(const struct hy_force *f, const double frame[3], const float *pos4,
-                                          const float *grp, size_t n, const double centre[3], double half,
-                                          uint64_t id, int slot) {
+struct hy_cl_build_args hy_force_build_args(const struct hy_force *f, const double frame[3], const float *pos4,
+                                            const float *grp, size_t n, const double centre[3], double half,
+                                            uint64_t id, int slot) {
   return (struct hy_cl_build_args){.pos = pos4,
                                    .grp = grp,
                                    .n = n,
@@ -443,8 +346,8 @@ static void trace_parts(int lane, const char *const *names, const double *d, int
 /* A device build's own times (res) into the costs, and its four parts
  * (names: upload, sort, cells, moments) into the trace on `lane`, ending
  * at t_end. */
-static void take_build(struct hy_force *f, const struct hy_cl_build_result *res, int lane,
-                       const char *const names[4], double t_end) {
+void hy_force_take_build(struct hy_force *f, const struct hy_cl_build_result *res, int lane, const char *const names[4],
+                         double t_end) {
   f->st.upload += res->upload;
   f->st.dev_sort += res->sort;
   f->st.dev_cells += res->cells;
@@ -460,7 +363,7 @@ static void take_build(struct hy_force *f, const struct hy_cl_build_result *res,
 
 /* Distributed runs: the key cube as hy_tree_key takes it, for the keys made
  * from double positions (hy_cl_build_args.key_lo, key_scale). */
-static void key_cube_args(const double centre[3], double half, double lo[3], double *scale) {
+void hy_force_key_cube_args(const double centre[3], double half, double lo[3], double *scale) {
   for (int d = 0; d < 3; d++) lo[d] = centre[d] - half;
   *scale = (double)(1u << HY_KEY_BITS) / (2.0 * half);
 }
@@ -472,23 +375,23 @@ static void key_cube_args(const double centre[3], double half, double lo[3], dou
  * which leaves the local tree on the device beside it; its
  * first n_local positions are the local build's, whose key order it reuses
  * (hy_cl_build_args.merge_local: the local build keeps its keys on several
- * ranks, all of whose trees share one key cube, cube_for). */
-static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, const float *pos4, const float *grp,
-                        const double centre[3], double half, double t_host, const uint64_t *keys,
-                        size_t presorted, struct hy_err *err) {
+ * ranks, all of whose trees share one key cube, hy_force_cube_for). */
+int hy_force_build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, const float *pos4, const float *grp,
+                          const double centre[3], double half, double t_host, const uint64_t *keys, size_t presorted,
+                          struct hy_err *err) {
   double t1 = hy_wtime();
-  const uint64_t id = atomic_fetch_add(&tree_serial, 1);
+  const uint64_t id = hy_force_next_tree_id();
   if (slot == 0)
     f->tree_id = id;
   else
     f->m_tree_id = id;
-  struct hy_cl_build_args a = build_args(f, f->origin, pos4, grp, n, centre, half, id, slot);
+  struct hy_cl_build_args a = hy_force_build_args(f, f->origin, pos4, grp, n, centre, half, id, slot);
   a.keep_keys = slot == 0 && f->let != NULL;
   /* distributed: the local tree's keys from the double positions, in the
    * whole set's cube, whatever the frame (the state's, or the host's keys) */
   if (slot == 0 && f->let) {
     if (pos4 && !keys) return hy_err_set(err, "internal error: a distributed local build without its keys");
-    key_cube_args(centre, half, a.key_lo, &a.key_scale);
+    hy_force_key_cube_args(centre, half, a.key_lo, &a.key_scale);
     a.state_keys = pos4 == NULL;
     a.keys = keys;
     a.presorted = presorted;
@@ -505,7 +408,7 @@ static int build_packed(struct hy_force *f, int slot, size_t n, size_t n_local, 
   /* its parts on the device lane (the main thread waited for them) */
   static const char *const b0[] = {"b_upload", "b_sort", "b_cells", "b_moments"};
   static const char *const b1[] = {"bm_upload", "bm_sort", "bm_cells", "bm_moments"};
-  take_build(f, &res, HY_TRACE_DEVICE, slot ? b1 : b0, t2);
+  hy_force_take_build(f, &res, HY_TRACE_DEVICE, slot ? b1 : b0, t2);
   f->st.sort += t_host; /* packing, bounds */
   f->st.build += t2 - t1 - res.upload; /* device: keys, sort, cells, moments (wall) */
   if (slot == 1) {
@@ -590,7 +493,8 @@ static const uint64_t *host_keys(struct hy_force *f, const struct hy_part *p, co
     f->hkeys_cap = words + words / 4;
     f->hkeys = hy_malloc("keys", f->hkeys_cap, sizeof(uint64_t));
   }
-  struct hkey_job j = {.pos = p->pos, .centre = centre, .half = half, .key = f->hkeys, .idx = (uint32_t *)(f->hkeys + n)};
+  struct hkey_job j = {
+      .pos = p->pos, .centre = centre, .half = half, .key = f->hkeys, .idx = (uint32_t *)(f->hkeys + n)};
   hy_pool_for(f->pool, n, 65536, hkey_body, &j);
   return f->hkeys;
 }
@@ -614,10 +518,10 @@ static int device_build(struct hy_force *f, const struct hy_part *p, struct hy_e
   uint64_t bad = UINT64_MAX;
   double red[10];
   for (int pass = 0; pass < 2; pass++) {
-    pack_run(f, p, f->origin, pos4, NULL, red, &bad);
+    hy_force_pack_run(f, p, f->origin, pos4, NULL, red, &bad);
     if (pass == 1) break;
     /* escapers shrank the key cube: pack again relative to the bulk's centre */
-    const int shrunk = cube_for(f, n, red, f->origin, sample, s, centre, &half, err);
+    const int shrunk = hy_force_cube_for(f, n, red, f->origin, sample, s, centre, &half, err);
     if (shrunk < 0) return -1;
     if (!shrunk) break;
     memcpy(f->origin, centre, sizeof f->origin);
@@ -625,20 +529,20 @@ static int device_build(struct hy_force *f, const struct hy_part *p, struct hy_e
   f->packed_n = n;
   memcpy(f->packed_red, red, sizeof f->packed_red);
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
-  box_from_pack(f, red);
+  hy_force_box_from_pack(f, red);
   const uint64_t *keys = f->let ? host_keys(f, p, centre, half) : NULL;
-  if (build_packed(f, 0, n, 0, pos4, NULL, centre, half, hy_wtime() - t0, keys, 0, err) != 0) return -1;
+  if (hy_force_build_packed(f, 0, n, 0, pos4, NULL, centre, half, hy_wtime() - t0, keys, 0, err) != 0) return -1;
   return f->let ? tree_to_host(f, n, err) : 0;
 }
 
 /* Distributed walks that take the merged tree of local particles and LET
  * items (all but the hard walks; hy_force_set_comm). */
-static int walk_merged(const struct hy_force *f, int mode) {
+int hy_force_walk_merged(const struct hy_force *f, int mode) {
   return f->let && (f->merged == HY_LET_MERGED || (f->merged == HY_LET_AUTO && mode != HY_WALK_HARD));
 }
 
 /* The walk parameters of the force's configuration. */
-static struct hy_walk_cfg walk_cfg(const struct hy_force *f, int mode, int want_pot) {
+struct hy_walk_cfg hy_force_walk_cfg(const struct hy_force *f, int mode, int want_pot) {
   return (struct hy_walk_cfg){.mode = mode,
                               .want_pot = want_pot,
                               .nvec = f->cfg.nvec,
@@ -652,11 +556,11 @@ static struct hy_walk_cfg walk_cfg(const struct hy_force *f, int mode, int want_
  * local tree; slot 1: the merged one) with its particles as sinks, the
  * results unsorted into the order of the set it was built from and left on
  * the device (a.out0 NULL). */
-static void resident_walk_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, int slot) {
+void hy_force_resident_walk_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, int slot) {
   j->cl = f->cl;
   j->wc = *wc;
   j->fetch = 0;
-  j->what = slot ? "walk_merged" : "walk_local";
+  j->what = slot ? "hy_force_walk_merged" : "walk_local";
   if (slot && f->m_local_sinks) /* the local particles as sinks, in the local build's key order */
     j->a = (struct hy_cl_walk_args){.n_nodes = f->m_whole ? (size_t)f->m_root + f->m_n_cell : f->m_n + f->m_n_cell,
                                     .n_part = f->m_whole ? f->m_n_local : f->m_n,
@@ -695,236 +599,9 @@ static void resident_walk_job(struct hy_force *f, struct walk_job *j, const stru
 
 /* After a merged walk: the local tree's frame again (a merged build that
  * escapers made repack moved it). */
-static void restore_frame(struct hy_force *f, const double frame[3]) {
+void hy_force_restore_frame(struct hy_force *f, const double frame[3]) {
   memcpy(f->frame, frame, 3 * sizeof(double));
   memcpy(f->origin, frame, 3 * sizeof(double));
-}
-
-/* ------------------------------------------------- device-resident state */
-
-int hy_force_state_possible(struct hy_force *f, const struct hy_part *p) {
-  /* distributed: decided for every rank alike; a rank holding fewer than
-   * two particles at a step takes the host path for it (hy_sim) */
-  return f->cfg.tree_build != HY_TREE_BUILD_HOST && (f->let || p->n >= 2) && hy_cl_has_fp64(f->cl);
-}
-
-/* Copies between the particle arrays and the engine's page-locked staging
- * memory, on the pool's threads (transfers from and to pageable memory are
- * several times slower). */
-struct stage_job {
-  int n;
-  struct {
-    double *dst;
-    const double *src;
-    size_t w; /* doubles per particle */
-  } a[5];
-};
-
-static void stage_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
-  const struct stage_job *j = arg;
-  for (int k = 0; k < j->n; k++) {
-    const size_t w = j->a[k].w;
-    memcpy(j->a[k].dst + w * b, j->a[k].src + w * b, w * (e - b) * sizeof(double));
-  }
-}
-
-/* One more array to copy: src to dst, w doubles per particle. */
-static void stage_add(struct stage_job *j, double *dst, const double *src, size_t w) {
-  j->a[j->n].dst = dst;
-  j->a[j->n].src = src;
-  j->a[j->n].w = w;
-  j->n++;
-}
-
-int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_accw, struct hy_err *err) {
-  double t0 = hy_wtime();
-  const size_t n = p->n;
-  double *st = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(n, 10 * sizeof(double), "particle state"),
-                                 err);
-  if (!st) return -1;
-  double *pos = st, *vel = st + 3 * n, *mass = st + 6 * n, *accw = st + 7 * n;
-  struct stage_job j = {0};
-  stage_add(&j, pos, p->pos, 3);
-  stage_add(&j, vel, p->vel, 3);
-  stage_add(&j, mass, p->mass, 1);
-  if (with_accw) stage_add(&j, accw, p->acc_w, 3);
-  hy_pool_for(f->pool, n, 65536, stage_body, &j);
-  int rc = hy_cl_state_upload(f->cl, pos, vel, mass, with_accw ? accw : NULL, n, err);
-  f->st.upload += hy_wtime() - t0;
-  return rc;
-}
-
-/* Room for n 32-bit indices (the device's index type). */
-static uint32_t *u32_scratch(struct hy_force *f, size_t n) {
-  if (n > f->u32_cap) {
-    hy_free(f->u32);
-    f->u32_cap = n + n / 4 + 64;
-    f->u32 = hy_malloc("device indices", f->u32_cap, sizeof(uint32_t));
-  }
-  return f->u32;
-}
-
-int hy_force_state_patch(struct hy_force *f, const struct hy_part *p, const size_t *holes, const size_t *srcs,
-                         size_t n_holes, size_t n_keep, struct hy_err *err) {
-  double t0 = hy_wtime();
-  const size_t n = p->n, nt = n - n_keep;
-  double *st = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(nt + 1, 7 * sizeof(double), "particle state"),
-                                 err);
-  if (!st) return -1;
-  double *pos = st, *vel = st + 3 * nt, *mass = st + 6 * nt;
-  struct stage_job j = {0};
-  stage_add(&j, pos, p->pos + 3 * n_keep, 3);
-  stage_add(&j, vel, p->vel + 3 * n_keep, 3);
-  stage_add(&j, mass, p->mass + n_keep, 1);
-  hy_pool_for(f->pool, nt, 65536, stage_body, &j);
-  uint32_t *u = u32_scratch(f, hy_size_mul_or_die(n_holes, 2, "moved particles"));
-  for (size_t h = 0; h < n_holes; h++) {
-    u[h] = (uint32_t)holes[h];
-    u[n_holes + h] = (uint32_t)srcs[h];
-  }
-  /* the patch follows the soft step's presort on the device: the host's
-   * wait for it, apart (the critical path when the decomposition is short) */
-  const double tw = hy_trace_t();
-  if (hy_cl_presort_wait(f->cl)) hy_trace(HY_TRACE_MAIN, "presort_wait", tw);
-  int rc = hy_cl_state_patch(f->cl, n, n_keep, pos, vel, mass, u, u + n_holes, n_holes, err);
-  f->st.upload += hy_wtime() - t0;
-  hy_trace(HY_TRACE_MAIN, "state_patch", t0);
-  return rc;
-}
-
-/* The state's arrays that are not NULL into p's (through staging memory). */
-static int state_get(struct hy_force *f, size_t n, double *pos, double *vel, double *acc_w, double *acc, double *pot,
-                     struct hy_err *err) {
-  double t0 = hy_wtime();
-  double *st = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(n, 13 * sizeof(double), "particle state"),
-                                 err);
-  if (!st) return -1;
-  struct stage_job j = {0};
-  double *dev[5] = {NULL, NULL, NULL, NULL, NULL}, *host[5] = {pos, vel, acc_w, acc, pot}, *at = st;
-  for (int k = 0; k < 5; k++)
-    if (host[k]) {
-      const size_t w = k == 4 ? 1 : 3;
-      dev[k] = at;
-      stage_add(&j, host[k], at, w);
-      at += w * n;
-    }
-  double tx = 0.0;
-  if (hy_cl_state_download(f->cl, dev[0], dev[1], dev[2], dev[3], dev[4], n, &tx, err) != 0) return -1;
-  hy_pool_for(f->pool, n, 65536, stage_body, &j);
-  f->st.download += hy_wtime() - t0;
-  return 0;
-}
-
-int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err) {
-  return state_get(f, p->n, p->pos, p->vel, p->acc_w, with_acc ? p->acc : NULL, with_pot ? p->pot : NULL, err);
-}
-
-/* ------------------------------------- decomposition with the device state */
-
-static int dd_check(void *ctx, struct hy_part *p, size_t *n_bad, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  long first;
-  if (hy_cl_state_finite(f->cl, 1, n_bad, &first, err) != 0) return -1;
-  if (*n_bad == 0) return 0;
-  /* some position is not finite: every one to the host, to find the lowest ID */
-  double tx = 0.0;
-  return hy_cl_state_download(f->cl, p->pos, NULL, NULL, NULL, NULL, p->n, &tx, err);
-}
-
-/* The m indices as the device takes them (32 bits; the state holds fewer
- * than 2^32 particles). */
-static const uint32_t *dev_indices(struct hy_force *f, const size_t *idx, size_t m) {
-  uint32_t *u = u32_scratch(f, m);
-  for (size_t j = 0; j < m; j++) u[j] = (uint32_t)idx[j];
-  return u;
-}
-
-static int dd_gather(void *ctx, const size_t *idx, size_t m, double *pos, double *vel, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  /* beside a presort (dd_kept), on the second queue: it reads positions
-   * that nothing on the first writes before the patch */
-  return hy_cl_state_gather_on(f->cl, f->pre_n > 0, dev_indices(f, idx, m), m, pos, vel, err);
-}
-
-static int dd_gather_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  return hy_cl_state_gather_begin(f->cl, 0, dev_indices(f, idx, m), m, 0, err);
-}
-
-static int dd_gather_end(void *ctx, size_t m, double *pos, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  const double *data;
-  if (hy_cl_state_gather_end(f->cl, m, &data, err) != 0) return -1;
-  if (m) memcpy(pos, data, m * 3 * sizeof(double));
-  return 0;
-}
-
-/* The leavers' positions and velocities, read while the host packs their
- * other fields: beside a presort (dd_kept) on the second queue, as
- * dd_gather. */
-static int dd_leave_begin(void *ctx, const size_t *idx, size_t m, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  return hy_cl_state_gather_begin(f->cl, f->pre_n > 0, dev_indices(f, idx, m), m, 1, err);
-}
-
-static int dd_leave_end(void *ctx, size_t m, const double **pv, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  return hy_cl_state_gather_end(f->cl, m, pv, err);
-}
-
-static int dd_owners(void *ctx, const struct hy_decomp *d, uint64_t *count, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  size_t nb = 0;
-  const double *b = hy_decomp_bounds(d, &nb);
-  int grid[3];
-  hy_decomp_grid(d, grid);
-  if (!b) return hy_err_set(err, "internal error: device owners without decomposition boundaries");
-  const double t0 = hy_trace_t();
-  const int rc = hy_cl_state_owners(f->cl, b, nb, grid, count, err);
-  hy_trace(HY_TRACE_MAIN, "dd_own_kernel", t0);
-  return rc;
-}
-
-static int dd_lists(void *ctx, int me, size_t n_keep, const size_t **leave, const int **leave_rank, size_t *n_out,
-                    const size_t **beyond, size_t *n_beyond, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  uint32_t *idx, *rank;
-  size_t m;
-  for (int mode = 0; mode < 2; mode++) {
-    const double t0 = hy_trace_t();
-    if (hy_cl_state_list(f->cl, mode, (unsigned)me, n_keep, &idx, &rank, &m, err) != 0) return -1;
-    hy_trace(HY_TRACE_MAIN, mode == 0 ? "dd_list_leave" : "dd_list_beyond", t0);
-    if (m + 1 > f->dd_list_cap[mode]) {
-      const size_t cap = m + m / 4 + 64;
-      if (mode == 0) {
-        hy_free(f->dd_leave);
-        hy_free(f->dd_rank);
-        f->dd_leave = hy_malloc("decomposition leavers", cap, sizeof(size_t));
-        f->dd_rank = hy_malloc("decomposition leavers", cap, sizeof(int));
-      } else {
-        hy_free(f->dd_beyond);
-        f->dd_beyond = hy_malloc("decomposition stayers", cap, sizeof(size_t));
-      }
-      f->dd_list_cap[mode] = cap;
-    }
-    for (size_t k = 0; k < m; k++) {
-      if (mode == 0) {
-        f->dd_leave[k] = idx[k];
-        f->dd_rank[k] = (int)rank[k];
-      } else {
-        f->dd_beyond[k] = idx[k];
-      }
-    }
-    if (mode == 0)
-      *n_out = m;
-    else
-      *n_beyond = m;
-  }
-  *leave = f->dd_leave;
-  *leave_rank = f->dd_rank;
-  *beyond = f->dd_beyond;
-  return 0;
 }
 
 void hy_force_set_overlap(struct hy_force *f, hy_force_overlap_fn fn, void *ctx) {
@@ -936,278 +613,6 @@ void hy_force_set_let_open(struct hy_force *f, double factor) {
   if (f->let) hy_let_set_full_open(f->let, factor);
 }
 
-/* The soft step's local build begun inside the decomposition, as soon as
- * the device's lists say which particles stay (hy_decomp_dev.kept): the
- * kept particles' keys as they will be after the stayers' moves into the
- * holes, in the cube of hy_force_cube_ahead, queued with their sort, which
- * runs while the host gathers (on the second queue), packs, exchanges and
- * unpacks the leavers; the patch then moves them, and the build merges the
- * received particles' keys in. */
-static int dd_kept(void *ctx, const size_t *holes, const size_t *srcs, size_t m, size_t n_keep, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  f->pre_n = 0;
-  if (!f->pre_cube || n_keep < 2) return 0;
-  f->pre_cube = 0;
-  const double t0 = hy_trace_t();
-  uint32_t *u = u32_scratch(f, hy_size_mul_or_die(m, 2, "moved particles"));
-  for (size_t h = 0; h < m; h++) {
-    u[h] = (uint32_t)holes[h];
-    u[m + h] = (uint32_t)srcs[h];
-  }
-  double lo[3], scale;
-  key_cube_args(f->pre_c, f->pre_h, lo, &scale);
-  if (hy_cl_state_presort(f->cl, n_keep, u, u + m, m, lo, scale, err) != 0) return -1;
-  f->pre_n = n_keep;
-  hy_trace(HY_TRACE_MAIN, "dd_presort", t0);
-  return 0;
-}
-
-int hy_force_cube_ahead(struct hy_force *f, const struct hy_part *p, int dev, struct hy_err *err) {
-  f->pre_cube = 0;
-  f->pre_n = 0;
-  if (!f->let) return 0;
-  const double t0 = hy_trace_t();
-  double centre[3], half;
-  int shrunk;
-  if (dev) {
-    const double zero[3] = {0.0, 0.0, 0.0};
-    double red[11], sample[3 * HY_TREE_SAMPLE], tk = 0.0;
-    const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
-    if (hy_cl_state_ranges(f->cl, red, s, sample, &tk, err) != 0) return -1;
-    f->st.kernel += tk;
-    shrunk = cube_for(f, p->n, red, zero, sample, s, centre, &half, err);
-  } else {
-    shrunk = host_cube(f, p, centre, &half, err);
-  }
-  if (shrunk < 0) return -1;
-  memcpy(f->pre_c, centre, sizeof f->pre_c);
-  f->pre_h = half;
-  f->pre_cube = dev;
-  hy_trace(HY_TRACE_MAIN, "dd_cube", t0);
-  return 0;
-}
-
-const struct hy_decomp_dev *hy_force_decomp_source(struct hy_force *f) {
-  f->dd_src = (struct hy_decomp_dev){.ctx = f,
-                                     .check = dd_check,
-                                     .gather = dd_gather,
-                                     .gather_begin = dd_gather_begin,
-                                     .gather_end = dd_gather_end,
-                                     .leave_begin = dd_leave_begin,
-                                     .leave_end = dd_leave_end,
-                                     .owners = dd_owners,
-                                     .lists = dd_lists,
-                                     .kept = dd_kept};
-  return &f->dd_src;
-}
-
-int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *err) {
-  const double t0 = hy_trace_t();
-  int rc = hy_cl_state_step(f->cl, kick, dt, err);
-  hy_trace(HY_TRACE_MAIN, kick ? "kick" : "drift", t0);
-  return rc;
-}
-
-int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err) {
-  long first;
-  return hy_cl_state_finite(f->cl, 0, n_bad, &first, err);
-}
-
-/* Distributed runs, the device state's tree just built: this
- * walk's tight boxes exchanged (the pack's reductions give this rank's) and
- * its LET items selected on the device (hy_cl_let_select: the items, in the
- * order, of the host's selection walks), for exchange_let. */
-static int state_select(struct hy_force *f, int mode, int async, struct hy_err *err) {
-  struct hy_let_stats ls = {0};
-  int rc = hy_let_boxes(f->let, NULL, &f->box, f->frame, &ls, err);
-  f->st.let_boxes += ls.t_boxes;
-  if (rc != 0) return -1;
-  const double t0 = hy_wtime();
-  const int P = f->nranks, hard = mode == HY_WALK_HARD;
-  int me = 0;
-  if (hy_mpi_check(MPI_Comm_rank(f->comm, &me), "MPI_Comm_rank", err)) return -1;
-  double *boxes = hy_malloc("LET boxes", (size_t)P, 6 * sizeof(double));
-  double *frames = hy_malloc("LET frames", (size_t)P, 3 * sizeof(double));
-  int *rank = hy_malloc("LET destinations", (size_t)P, sizeof(int));
-  size_t *count = hy_malloc("LET counts", (size_t)P, sizeof(size_t));
-  uint64_t *hcount = hy_malloc("LET counts", (size_t)P, sizeof(uint64_t));
-  size_t nb = 0;
-  for (int r = 0; r < P; r++) {
-    const struct hy_box *B = hy_let_box(f->let, r);
-    if (r == me || !(B->lo[0] <= B->hi[0])) continue; /* nothing to send to an empty rank */
-    memcpy(boxes + 6 * nb, B->lo, 3 * sizeof(double));
-    memcpy(boxes + 6 * nb + 3, B->hi, 3 * sizeof(double));
-    memcpy(frames + 3 * nb, hy_let_frame(f->let, r), 3 * sizeof(double));
-    rank[nb++] = r;
-  }
-  float *items = NULL;
-  rc = hy_cl_let_select(f->cl, boxes, frames, nb, f->frame, f->cfg.r2, hy_let_full_open(f->let), hard, !hard, async,
-                        &items, count, hcount, NULL, err);
-  if (rc == 0) hy_let_set_selected(f->let, rank, nb, items, count, hcount);
-  hy_free(boxes);
-  hy_free(frames);
-  hy_free(rank);
-  hy_free(count);
-  hy_free(hcount);
-  f->st.let_select += hy_wtime() - t0;
-  hy_trace(HY_TRACE_MAIN, hard ? "let_select_hard" : "let_select_full", t0);
-  return rc;
-}
-
-static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_let_floats *fl,
-                        struct hy_err *err);
-
-/* The merged tree's frame and key cube, alike for both particle-state
- * paths (their merged trees must be the same): the m LET items packed
- * relative to f->origin, the local build's frame, into items (and their
- * B2, b_max into grp), in the key cube of the whole set that the local
- * build took (cube_for; when escapers shrank it, the frame is its centre
- * already). */
-static void merged_cube(struct hy_force *f, float *items, float *grp, double centre[3], double *half) {
-  double mred[10];
-  uint64_t bad = UINT64_MAX; /* the items were checked where they came from */
-  if (f->remote.n) pack_run(f, &f->remote, f->origin, items, grp, mred, &bad);
-  memcpy(centre, f->cube_c, sizeof f->cube_c);
-  *half = f->cube_h;
-}
-
-/* Room for the m LET items of a merged walk of the device state, in the
- * host buffers the device takes them from (hy_let_floats.alloc). */
-static float *items_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  const size_t k = m ? m : 1;
-  float *items = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, hy_size_mul_or_die(k, 16, "LET items"), err);
-  *grp = items ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(k, 8, "LET items"), err) : NULL;
-  return *grp && hy_cl_state_append_begin(f->cl, m, err) == 0 ? items : NULL;
-}
-
-/* A source rank's items in items_room's buffers: their upload queued
- * (hy_cl_state_append_part) while the exchange converts the next. */
-static int items_ready(const struct hy_let_floats *fl, size_t first, size_t count, struct hy_err *err) {
-  const struct hy_force *f = fl->ctx;
-  return hy_cl_state_append_part(f->cl, fl->pos4, fl->grp, first, count, err);
-}
-
-/* The merged walk of the device state (soft steps on several ranks, hard
- * ones with HY_LET_MERGED; p's positions are the device's): the LET
- * exchanged after the local build,
- * the items packed in its frame (with their B2, b_max) behind the state's
- * packed positions on the device, the merged tree built and walked there,
- * each particle and item a sink skipping its own node, and the particles'
- * results turned into the state's accelerations on the device; as
- * merged_walk_device with the host's copy. */
-static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err) {
-  /* the items received straight into floats relative to the local build's
-   * frame, as merged_cube packs them on the host's path */
-  struct hy_let_floats fl = {.origin = f->origin, .alloc = items_room, .ready = items_ready, .ctx = f};
-  if (exchange_let(f, p, mode, 1, &fl, err) != 0) return -1;
-  double t0 = hy_wtime();
-  const size_t n = p->n, m = fl.n, nm = n + m;
-  double frame[3];
-  memcpy(frame, f->frame, sizeof frame);
-  const double *centre = f->cube_c, half = f->cube_h; /* merged_cube's */
-  double tu = 0.0;
-  const double ta = hy_trace_t();
-  if (hy_cl_state_append_end(f->cl, m, &tu, err) != 0) return -1; /* uploads queued run by run (items_ready) */
-  hy_trace(HY_TRACE_MAIN, "append_items", ta);
-  f->st.upload += tu;
-  int rc = build_packed(f, 1, nm, n, NULL, NULL, centre, half, hy_wtime() - t0 - tu, NULL, 0, err);
-  struct walk_job *j = &f->job[0];
-  if (rc == 0) {
-    const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
-    resident_walk_job(f, j, &wc, 1);
-    hy_worker_submit(f->worker, walk_job_run, j);
-    rc = wait_job(f, j, err);
-    f->st.device_busy += hy_worker_take_busy(f->worker);
-  }
-  restore_frame(f, frame);
-  if (rc != 0) return -1;
-  double tk2 = 0.0;
-  if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot, &tk2, err) != 0)
-    return -1;
-  f->st.kernel += tk2;
-  return 0;
-}
-
-int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err) {
-  if (pot_invalid(mode, want_pot)) return hy_err_set(err, "internal error: potential requested from a hard walk");
-  const int merged = walk_merged(f, mode);
-  double t0 = hy_wtime(), red[11], tk = 0.0;
-  /* the frame: this build's centre of mass, from a first pass in the
-   * absolute frame (so it depends on the positions only), or the bulk's
-   * centre when escapers shrink the key cube (a sample of the positions) */
-  const double zero[3] = {0.0, 0.0, 0.0};
-  double sample[3 * HY_TREE_SAMPLE], centre[3], half;
-  const size_t s = p->n < HY_TREE_SAMPLE ? p->n : HY_TREE_SAMPLE;
-  const double tp = hy_trace_t();
-  if (hy_cl_state_ranges(f->cl, red, s, sample, &tk, err) != 0) return -1;
-  for (int d = 0; d < 3; d++) f->origin[d] = red[6] > 0.0 ? red[7 + d] / red[6] : 0.0;
-  const int shrunk = cube_for(f, p->n, red, zero, sample, s, centre, &half, err);
-  if (shrunk < 0) return -1;
-  if (shrunk) memcpy(f->origin, centre, sizeof f->origin);
-  if (hy_cl_state_pack(f->cl, f->origin, red, 0, NULL, &tk, err) != 0) return -1;
-  hy_trace(HY_TRACE_MAIN, "pack", tp);
-  if (red[10] >= 0.0 && f->first_bad == UINT64_MAX) f->first_bad = p->id[(size_t)red[10]];
-  box_from_pack(f, red);
-  /* the kept particles' keys sorted in the decomposition (dd_kept), when
-   * they were made in this cube: the set's range is the same before and
-   * after it, but the bulk's box that may shrink the cube is not */
-  size_t pre = 0;
-  if (f->pre_n > 0 && f->pre_n <= p->n && f->pre_h == half && memcmp(f->pre_c, centre, sizeof centre) == 0)
-    pre = f->pre_n;
-  f->pre_n = 0;
-  if (build_packed(f, 0, p->n, 0, NULL, NULL, centre, half, hy_wtime() - t0, NULL, pre, err) != 0) return -1;
-  f->packed_n = 0; /* nothing of this build is in the host's staging buffer */
-  if (mode < 0) return 0; /* the tree only */
-  double t1 = hy_wtime();
-  if (merged) {
-    if (state_select(f, mode, 0, err) != 0 || state_merged_walk(f, p, mode, want_pot, err) != 0) return -1;
-    f->st.n_walks++;
-    f->st.walk_wall += hy_wtime() - t1;
-    return 0;
-  }
-  /* the items' read beside the local walk (hy_cl_let_wait in exchange_let) */
-  if (f->let && state_select(f, mode, 1, err) != 0) return -1;
-  /* distributed: the caller's work in the waits (hy_force_set_overlap),
-   * first what the device must do ahead of the walk */
-  const hy_force_overlap_fn ov = f->let ? f->ov : NULL;
-  if (ov && ov(f->ov_ctx, 0, err) != 0) return -1;
-  struct walk_job *lj = &f->job[0];
-  const struct hy_walk_cfg wc = walk_cfg(f, mode, want_pot);
-  resident_walk_job(f, lj, &wc, 0);
-  hy_worker_submit(f->worker, walk_job_run, lj);
-  /* the LET exchange and the remote items packed while the device walks */
-  int rc = f->let ? remote_tree(f, p, mode, 1, err) : 0;
-  if (rc == 0 && ov) rc = ov(f->ov_ctx, 1, err);
-  /* after the caller's host work: the build holds this thread until its
-   * last kernel, which may wait for the local walk's end */
-  if (rc == 0) rc = remote_build_side(f, err);
-  if (wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
-  if (rc == 0 && ov) rc = ov(f->ov_ctx, 2, err);
-  if (rc == 0 && f->let && f->n_items > 0) { /* its results added to the local walk's, on the device */
-    struct walk_job *rj = &f->job[1];
-    second_tree_job(f, rj, &lj->wc, p->n, 0, -1, NULL, NULL);
-    rj->a.sinks_resident = 1;
-    rj->a.add_unsorted = 1;
-    hy_worker_submit(f->worker, walk_job_run, rj);
-    if (ov) rc = ov(f->ov_ctx, 3, err);
-    if (wait_job(f, rj, rc == 0 ? err : &rj->err) != 0) rc = -1;
-  } else if (rc == 0 && ov) {
-    rc = ov(f->ov_ctx, 3, err);
-  }
-  f->st.device_busy += hy_worker_take_busy(f->worker);
-  if (rc != 0) return -1;
-  double tu = 0.0;
-  const double tq = hy_trace_t();
-  if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot, &tu, err) != 0)
-    return -1;
-  hy_trace(HY_TRACE_MAIN, "unpack", tq);
-  f->st.kernel += tu;
-  f->st.n_walks++;
-  f->st.walk_wall += hy_wtime() - t1;
-  return 0;
-}
-
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   f->dev_build = 0;
   f->box_ok = 0;
@@ -1217,12 +622,13 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   if (p->n == 0) { /* a rank without particles (distributed runs): nothing to build */
     if (hy_force_join_cube(f, p, err) != 0) return -1; /* the other ranks' builds' collective */
     f->tree.n_part = f->tree.n_cell = 0;
-    f->tree_id = atomic_fetch_add(&tree_serial, 1);
+    f->tree_id = hy_force_next_tree_id();
     f->have_tree = 1;
     return 0;
   }
   double t0 = hy_wtime();
-  if (f->let && (shrunk = host_cube(f, p, centre, &half, err)) < 0) return -1; /* the whole set's (cube_for) */
+  if (f->let && (shrunk = hy_force_host_cube(f, p, centre, &half, err)) < 0)
+    return -1; /* the whole set's (hy_force_cube_for) */
   hy_tree_sort_in(&f->tree, p, f->pool, f->let ? centre : NULL, half, shrunk);
   if (f->first_bad == UINT64_MAX) f->first_bad = f->tree.nonfinite_id; /* the key pass checks positions */
   double t1 = hy_wtime();
@@ -1245,7 +651,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   ensure_sinks(f, p->n);
   f->sinks_packed = 0; /* packed on demand: the local walk reads them from the node records */
   double t3 = hy_wtime();
-  f->tree_id = atomic_fetch_add(&tree_serial, 1);
+  f->tree_id = hy_force_next_tree_id();
   f->have_tree = 1;
   f->st.sort += t1 - t0;
   f->st.build += t2 - t1;
@@ -1275,8 +681,8 @@ static void unpack_body(void *arg, size_t b, size_t e, int tid) {
 
 /* Walk results (float, G = 1) of n sinks into acc0 (acc1 when split) and
  * pot, with the remote walk's r0 / r1 added when not NULL. */
-static void unpack_results(struct hy_force *f, size_t n, int split, const float *o0, const float *o1, const float *r0,
-                           const float *r1, double *acc0, double *acc1, double *pot) {
+void hy_force_unpack_results(struct hy_force *f, size_t n, int split, const float *o0, const float *o1, const float *r0,
+                             const float *r1, double *acc0, double *acc1, double *pot) {
   struct unpack_job uj = {.o0 = o0,
                           .o1 = split ? o1 : NULL,
                           .r0 = r0,
@@ -1296,14 +702,14 @@ static void add_times(struct hy_force *f, const struct hy_cl_times *tm) {
 
 /* The sink positions (relative to the local records' frame) for walks of
  * other trees; the local walk reads them from the node records. */
-static void pack_sinks(struct hy_force *f, const struct hy_part *p) {
+void hy_force_pack_sinks(struct hy_force *f, const struct hy_part *p) {
   if (f->sinks_packed) return;
   struct sink_job sj = {.pos = p->pos, .centre = f->frame, .sink = f->sink};
   hy_pool_for(f->pool, p->n, 4096, sink_body, &sj);
   f->sinks_packed = 1;
 }
 
-static int walk_job_run(void *arg) {
+int hy_force_walk_job_run(void *arg) {
   struct walk_job *j = arg;
   double t0 = hy_trace_t();
   int rc;
@@ -1342,7 +748,7 @@ static int walk_job_run(void *arg) {
 }
 
 /* Wait for the device thread; on failure copy its message. */
-static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) {
+int hy_force_wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) {
   double t0 = hy_wtime();
   int rc = hy_worker_wait(f->worker);
   f->st.wait_device += hy_wtime() - t0;
@@ -1358,389 +764,6 @@ static int wait_job(struct hy_force *f, struct walk_job *j, struct hy_err *err) 
   return 0;
 }
 
-/* Exchange the LET for this walk into f->remote; selected: the items were
- * selected already (state_select), else the tight boxes are exchanged and
- * the host walks the local tree for them. Returns 0 or -1. */
-static int exchange_let(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_let_floats *fl,
-                        struct hy_err *err) {
-  struct hy_let_stats ls = {0};
-  f->rdev = 0; /* until remote_tree has the remote tree built on the device */
-  f->pnode = NULL;
-  f->n_items = 0;
-  const int hard = mode == HY_WALK_HARD;
-  if (selected && hy_cl_let_wait(f->cl, err) != 0) return -1; /* the device selection's items are read */
-  int rc = selected ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, f->frame, &ls, err);
-  if (rc == 0) {
-    if (!selected) hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
-    if (fl) {
-      rc = hy_let_exchange_floats(f->let, fl, &ls, err);
-      hy_part_resize(&f->remote, 0); /* the items are in fl's floats only */
-    } else {
-      rc = hy_let_exchange(f->let, &f->remote, &ls, err);
-    }
-  }
-  f->st.let_boxes += ls.t_boxes;
-  f->st.let_select += ls.t_select;
-  f->st.let_comm += ls.t_comm;
-  f->st.let_recv += ls.n_recv;
-  f->st.let_recv_hard += ls.n_recv_hard;
-  f->st.let_sent += ls.n_sent;
-  f->st.let_bytes_sent += ls.bytes_sent;
-  f->st.let_bytes_recv += ls.bytes_recv;
-  if (rc != 0) return -1;
-  f->n_items = fl ? fl->n : f->remote.n;
-  f->last_hard = hard ? ls.n_recv : ls.n_recv_hard;
-  return 0;
-}
-
-/* Build the tree of set q (the LET items, or local particles + items) as
- * f->rtree with its records in the local tree's frame; whole: in the key
- * cube of the whole set (cube_for), as the merged tree is built. */
-static int build_second_tree(struct hy_force *f, struct hy_part *q, int whole, struct hy_err *err) {
-  double t0 = hy_wtime();
-  hy_tree_sort_in(&f->rtree, q, f->pool, whole ? f->cube_c : NULL, f->cube_h, f->cube_shrunk);
-  if (hy_tree_build(&f->rtree, q, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
-  size_t nn = hy_tree_n_nodes(&f->rtree);
-  if (nn > f->rnode_cap) {
-    size_t cap = nn + nn / 8 + 16;
-    hy_free(f->rnode);
-    f->rnode = hy_malloc("remote tree records", hy_size_mul_or_die(cap, 8, "remote tree records"), sizeof(float));
-    f->rnode_cap = cap;
-  }
-  hy_tree_export_at(&f->rtree, q, f->frame, f->rnode, f->pool);
-  f->st.remote_build += hy_wtime() - t0;
-  hy_trace(HY_TRACE_MAIN, "remote_build", t0);
-  return 0;
-}
-
-/* The box of the received items' packed positions (red: lo[3], hi[3] of a
- * pack_run): rounding to float is monotonic, so (float)lo is at most every
- * item's packed coordinate and (float)hi at least. */
-static void set_rbox(struct hy_force *f, const double red[6]) {
-  f->rbox_ok = red[0] <= red[3] && red[1] <= red[4] && red[2] <= red[5];
-  for (int k = 0; k < 6; k++) f->rbox[k] = (float)red[k];
-}
-
-/* With a device-built local tree the remote tree is built on the device as
- * well: here the key cube of its m items (packed in the local records' frame
- * with their B2 and b_max: pos4, grp in the pinned HY_CL_HOST_ITEMS buffer;
- * red: lo[3], hi[3] of their positions relative to that frame; sample:
- * hy_tree_sample of the items' positions) is chosen as for a local build;
- * then remote_build_side builds it on the engine's second queue while the
- * device thread's local walk runs on the first (hy_cl_tree_build_side: slot
- * 1 and the build's buffers, none of the walk's), so that the remote walk
- * can start right after the local one (before, the device thread built it
- * then: 2.2-2.7 ms per hard step at 2^26 on two or four GPUs, in the
- * critical path). */
-static void remote_device_args(struct hy_force *f, int mode, const float *pos4, const float *grp, size_t m,
-                               const double red[6], const double *sample, size_t s) {
-  double centre[3], half;
-  key_cube(m, red, f->frame, sample, s, centre, &half);
-  /* a hard walk takes every item as a point (its cut-off is R2 from the
-   * item's position) and opens every cell: the cells' b_max need bound only
-   * the items' positions, as remote_points' do, not the extents of the
-   * cells among the items, which made them wider (and cost an upload) */
-  const int hard = mode == HY_WALK_HARD;
-  f->rbuild = build_args(f, f->frame, pos4, hard ? NULL : grp, m, centre, half, atomic_fetch_add(&tree_serial, 1), 1);
-  f->rbuild.open_all = hard; /* every cell opened, as in remote_points */
-  set_rbox(f, red);
-  f->rdev = 1; /* to be built by remote_build_side */
-}
-
-/* remote_device_args of the items in f->remote (soft walks with HY_LET_SEPARATE),
- * packed here. */
-static int remote_device_pack(struct hy_force *f, int mode, struct hy_err *err) {
-  double t0 = hy_wtime();
-  const size_t m = f->remote.n;
-  float *buf = hy_cl_host_buffer(f->cl, HY_CL_HOST_ITEMS, hy_size_mul_or_die(m, 24, "LET items"), err);
-  if (!buf) return -1;
-  float *pos4 = buf, *grp = buf + 4 * m;
-  double red[10], sample[3 * HY_TREE_SAMPLE];
-  uint64_t bad = UINT64_MAX; /* items are checked where they are sent from */
-  pack_run(f, &f->remote, f->frame, pos4, grp, red, &bad);
-  const size_t s = hy_tree_sample(f->remote.pos, m, sample);
-  remote_device_args(f, mode, pos4, grp, m, red, sample, s);
-  f->st.remote_build += hy_wtime() - t0;
-  hy_trace(HY_TRACE_MAIN, "remote_pack", t0);
-  return 0;
-}
-
-/* The remote tree that remote_device_args packed (if any, and not built
- * yet), built on the engine's second queue (hy_cl_tree_build_side) beside
- * the device thread's local walk. */
-static int remote_build_side(struct hy_force *f, struct hy_err *err) {
-  if (f->rdev != 1) return 0;
-  const double tb = hy_wtime();
-  if (hy_cl_tree_build_side(f->cl, &f->rbuild, &f->rbres, err) != 0) return -1;
-  f->rdev = 2;
-  const double te = hy_wtime();
-  f->st.remote_build += te - tb;
-  hy_trace(HY_TRACE_MAIN, "remote_build_side", tb);
-  /* its parts on the main lane: the device lane holds the local walk */
-  static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments"};
-  take_build(f, &f->rbres, HY_TRACE_MAIN, nm, te);
-  return 0;
-}
-
-/* A hard walk's remote tree: every cell of it is opened, since its leaves,
- * the hard-LET items, were accepted by the sender's MAC against this rank's
- * whole box, so each is already as coarse as any of its sinks may take it,
- * and accepting groups of them as well would approximate a second time (the
- * 99th percentile of the galaxy's hard force on 4 ranks rose above 1.2
- * times that of one rank). The cut-off at R2 + b_max still skips every cell
- * out of reach, so a sink meets only the items within R2 of it. Such a tree
- * needs no moments beyond centres, masses and b_max: the host's threads
- * build it (hy_tree_point_records) while the device walks the local tree,
- * in the pinned buffer that the remote walk uploads, where a device build
- * of its ~100 small kernels would follow the local walk. */
-static int remote_points(struct hy_force *f, const float *pos4, size_t m, const double red[6], struct hy_err *err) {
-  double t0 = hy_wtime();
-  float *node = hy_cl_host_buffer(f->cl, HY_CL_HOST_RTREE, hy_size_mul_or_die(m, 64, "remote tree records"), err);
-  if (!node) return -1;
-  set_rbox(f, red);
-  f->p_cells = hy_tree_point_records(&f->rtree, pos4, m, f->rbox, f->cfg.n_crit, node, f->pool);
-  f->pnode = node;
-  f->st.remote_build += hy_wtime() - t0;
-  hy_trace(HY_TRACE_MAIN, "remote_build", t0);
-  return 0;
-}
-
-/* Room for the m items of a hard walk's exchange (hy_let_floats.alloc): in
- * the pinned buffer that the remote build or walk uploads, positions and
- * masses (4 floats each), then their B2 and b_max (2 each). */
-static float *hard_items_room(void *ctx, size_t m, float **grp, struct hy_err *err) {
-  struct hy_force *f = ctx;
-  const size_t k = m ? m : 1;
-  float *buf = hy_cl_host_buffer(f->cl, HY_CL_HOST_ITEMS, hy_size_mul_or_die(k, 24, "LET items"), err);
-  *grp = buf ? buf + 4 * k : NULL;
-  return buf;
-}
-
-static float int_bits(int32_t v) {
-  float x;
-  memcpy(&x, &v, sizeof x);
-  return x;
-}
-
-/* A hard walk's exchange, its items straight into the floats of the remote
- * tree (relative to the local records' frame, as packing the received
- * particles would make them, with their range and sample from the same
- * pass), and its remote tree: of points (remote_points), or on the device
- * (remote_device_args). */
-static int remote_hard(struct hy_force *f, const struct hy_part *p, int selected, struct hy_err *err) {
-  double range[6], sample[3 * HY_TREE_SAMPLE];
-  struct hy_let_floats fl = {.origin = f->frame, .alloc = hard_items_room, .ctx = f, .range = range, .sample = sample};
-  if (exchange_let(f, p, HY_WALK_HARD, selected, &fl, err) != 0) return -1;
-  const size_t m = fl.n;
-  if (m == 0 || p->n == 0) return 0;
-  if (f->dev_build && m >= 2 && f->cfg.hard_remote == HY_TREE_BUILD_DEVICE) {
-    remote_device_args(f, HY_WALK_HARD, fl.pos4, fl.grp, m, range, sample, fl.n_sample);
-    return 0;
-  }
-  return remote_points(f, fl.pos4, m, range, err);
-}
-
-/* Exchange the LET and build the remote tree of the received items: for a
- * hard walk a tree of points (remote_points), else an octree with the
- * moments of the MAC; with a device-built local tree, on the device (a
- * hard walk's too where the local tree is built on the device: every
- * cell opened). */
-static int remote_tree(struct hy_force *f, const struct hy_part *p, int mode, int selected, struct hy_err *err) {
-  if (mode == HY_WALK_HARD) return remote_hard(f, p, selected, err);
-  if (exchange_let(f, p, mode, selected, NULL, err) != 0) return -1;
-  if (f->remote.n == 0 || p->n == 0) return 0;
-  if (f->dev_build && f->remote.n >= 2) return remote_device_pack(f, mode, err);
-  return build_second_tree(f, &f->remote, 0, err);
-}
-
-/* Walk job for the tree in f->rnode (remote items, or local particles and
- * items when merged) with the local sinks. */
-static void second_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, size_t n_sink,
-                            uint64_t sink_id, long self_base, float *out0, float *out1) {
-  j->cl = f->cl;
-  j->wc = *wc;
-  j->fetch = 0;
-  j->what = "walk_remote";
-  j->a = (struct hy_cl_walk_args){.slot = 1,
-                                  .sink = f->sink,
-                                  .n_sink = n_sink,
-                                  .sink_id = sink_id,
-                                  .self_base = self_base,
-                                  .out0 = out0,
-                                  .out1 = out1,
-                                  /* hard walks: the remote tree's cells are all opened (remote_points) */
-                                  .skip_far = wc->mode == HY_WALK_HARD && self_base == HY_NONE};
-  if (f->rdev || f->pnode) {
-    j->a.has_box = f->rbox_ok;
-    memcpy(j->a.box, f->rbox, sizeof j->a.box);
-  }
-  if (f->rdev == 2) { /* built on the device (remote_build_side), resident in slot 1 */
-    j->a.tree_id = f->rbuild.tree_id;
-    j->a.n_part = f->rbuild.n;
-    j->a.n_nodes = f->rbuild.n + f->rbres.n_cell;
-    j->a.root = f->rbres.root;
-  } else if (f->pnode) { /* a tree of points, uploaded with the walk */
-    j->a.node = f->pnode;
-    j->a.n_nodes = f->n_items + f->p_cells;
-    j->a.n_part = f->n_items;
-    j->a.root = (int32_t)f->n_items;
-  } else {
-    j->a.node = f->rnode;
-    j->a.n_nodes = hy_tree_n_nodes(&f->rtree);
-    j->a.n_part = f->rtree.n_part;
-    j->a.root = f->rtree.root;
-  }
-}
-
-/* Merged walk: exchange the LET, build one tree of the local particles and
- * the received items (as Watanabe & Nakasato describe: "concatenates the
- * arrays of own particles and the cells received"), walk it with the local
- * sinks, each skipping its own node. Far regions are then summarised by
- * cells that hold both local and remote mass, as on one rank; the price is
- * that the walk cannot start before the exchange is done. */
-/* The local particles followed by the received LET items, with the items'
- * group moments, IDs = indices (merged walks). */
-struct merged_job {
-  const struct hy_part *p;     /* local particles: nodes [0, n) */
-  const struct hy_part *items; /* LET items: nodes [n, n + m) */
-  struct hy_part *q;
-};
-
-static void merged_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
-  const struct merged_job *j = arg;
-  struct hy_part *q = j->q;
-  const size_t n = j->p->n;
-  for (size_t i = b; i < e; i++) {
-    const struct hy_part *src = i < n ? j->p : j->items;
-    const size_t k = i < n ? i : i - n;
-    memcpy(q->pos + 3 * i, src->pos + 3 * k, 3 * sizeof(double));
-    q->mass[i] = src->mass[k];
-    q->grp[2 * i] = i < n ? 0.0 : src->grp[2 * k];
-    q->grp[2 * i + 1] = i < n ? 0.0 : src->grp[2 * k + 1];
-    q->id[i] = i;
-  }
-}
-
-/* The soft step's merged set: the local particles, then the LET items (with
- * their B2 and b_max), copied on the pool's threads; room for 1/16 more, so
- * that the item count's changes do not reallocate at every soft step. */
-static struct hy_part *merged_set(struct hy_force *f, const struct hy_part *p) {
-  const size_t n = p->n, m = f->remote.n, nm = n + m;
-  struct hy_part *q = &f->comb;
-  hy_part_use_groups(q);
-  if (nm > q->n_alloc) hy_part_reserve(q, nm + nm / 16);
-  q->n = nm;
-  struct merged_job j = {.p = p, .items = &f->remote, .q = q};
-  hy_pool_for(f->pool, nm, 16384, merged_body, &j);
-  return q;
-}
-
-static void zero_floats_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
-  float *x = arg;
-  memset(x + b, 0, (e - b) * sizeof(float));
-}
-
-/* The soft step's merged tree (local particles, then the LET items) on the
- * device, in the second tree slot, packed in the local build's frame as
- * the device state's merged walk packs it (state_merged_walk): the same
- * floats and the same key cube, so the same tree. The local build of this
- * step left the local particles packed in the staging buffer, which is
- * reused where it has room for the items too; else they are packed again
- * (the same values). The key cube is the whole set's, that of the local
- * build (cube_for). */
-static int merged_build(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
-  const size_t n = p->n, m = f->remote.n, nm = n + m;
-  double t0 = hy_wtime();
-  const size_t need = hy_size_mul_or_die(nm, 16, "packed positions");
-  const int have_local = f->packed_n == n && hy_cl_host_buffer_size(f->cl, HY_CL_HOST_POS) >= need;
-  float *pos4 = hy_cl_host_buffer(f->cl, HY_CL_HOST_POS, need, err);
-  float *grp = pos4 ? hy_cl_host_buffer(f->cl, HY_CL_HOST_GRP, hy_size_mul_or_die(nm, 8, "item moments"), err) : NULL;
-  if (!grp) return -1;
-  f->packed_n = 0; /* the staging buffer holds the merged set from here on */
-  hy_pool_for(f->pool, 2 * n, 65536, zero_floats_body, grp); /* local particles: no B2, no b_max */
-  if (!have_local) { /* the local particles packed again (the same values) */
-    double lred[11];
-    uint64_t bad = UINT64_MAX; /* checked at the local build */
-    pack_run(f, p, f->origin, pos4, NULL, lred, &bad);
-  }
-  double centre[3], half;
-  merged_cube(f, pos4 + 4 * n, grp + 2 * n, centre, &half);
-  return build_packed(f, 1, nm, n, pos4, grp, centre, half, hy_wtime() - t0, NULL, 0, err);
-}
-
-/* Walk job for the tree a device build left in `slot`, its n particles as
- * sinks, the results back in the order of the particle set it was built
- * from (in the engine's staging memory: *out0, *out1). */
-static int device_tree_job(struct hy_force *f, struct walk_job *j, const struct hy_walk_cfg *wc, int slot, size_t n,
-                           float **out0, float **out1, struct hy_err *err) {
-  size_t bytes = hy_size_mul_or_die(n, 16, "walk results");
-  *out0 = f->dout0 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT0, bytes, err);
-  if (!*out0) return -1;
-  if (wc->mode == HY_WALK_SPLIT) {
-    *out1 = f->dout1 = hy_cl_host_buffer(f->cl, HY_CL_HOST_OUT1, bytes, err);
-    if (!*out1) return -1;
-  }
-  resident_walk_job(f, j, wc, slot);
-  j->a.out0 = *out0;
-  j->a.out1 = *out1;
-  return 0;
-}
-
-/* Merged walk with the local tree built on the device: the tree of local
- * particles and LET items is built on the device as well, in the second
- * tree slot (the items' B2 and b_max enter the cell moments), its local
- * particles are the sinks (hy_cl_build_result.local_sinks; else all its
- * particles, the items' results dropped), each skipping its own node. The
- * local tree stays on the device for the hard steps. */
-static int merged_walk_device(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc,
-                              double *acc0, double *acc1, double *pot, struct hy_err *err) {
-  const size_t n = p->n;
-  double frame[3];
-  memcpy(frame, f->frame, sizeof frame);
-  int rc = merged_build(f, p, err);
-  float *out0 = NULL, *out1 = NULL;
-  struct walk_job *j = &f->job[0];
-  if (rc == 0) rc = device_tree_job(f, j, wc, 1, f->m_local_sinks ? n : n + f->remote.n, &out0, &out1, err);
-  if (rc == 0) {
-    hy_worker_submit(f->worker, walk_job_run, j);
-    rc = wait_job(f, j, err);
-    f->st.device_busy += hy_worker_take_busy(f->worker);
-  }
-  restore_frame(f, frame);
-  if (rc != 0) return -1;
-  unpack_results(f, n, wc->mode == HY_WALK_SPLIT, out0, out1, NULL, NULL, acc0, acc1, pot);
-  return 0;
-}
-
-static int merged_walk(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc, double *acc0,
-                       double *acc1, double *pot, struct hy_err *err) {
-  if (exchange_let(f, p, wc->mode, 0, NULL, err) != 0) return -1;
-  const size_t n = p->n, m = f->remote.n;
-  if (n == 0) return 0;
-  if (f->dev_build) return merged_walk_device(f, p, wc, acc0, acc1, pot, err);
-  struct hy_part *q = merged_set(f, p);
-  if (build_second_tree(f, q, 1, err) != 0) return -1;
-  if (f->self_cap < n) {
-    hy_free(f->self_node);
-    f->self_node = hy_malloc("merged-tree self nodes", n, sizeof(int32_t));
-    f->self_cap = n;
-  }
-  for (size_t j = 0; j < n + m; j++)
-    if (q->id[j] < n) f->self_node[q->id[j]] = (int32_t)j;
-  pack_sinks(f, p);
-  f->sinks_packed = 0; /* the 4th words are self nodes now; repacked before other use */
-  for (size_t i = 0; i < n; i++) f->sink[4 * i + 3] = int_bits(f->self_node[i]);
-  struct walk_job *j = &f->job[1];
-  second_tree_job(f, j, wc, n, 0, HY_SELF_IN_SINK, f->out0, f->out1);
-  hy_worker_submit(f->worker, walk_job_run, j);
-  if (wait_job(f, j, err) != 0) return -1;
-  f->st.device_busy += hy_worker_take_busy(f->worker);
-  unpack_results(f, n, wc->mode == HY_WALK_SPLIT, f->out0, f->out1, NULL, NULL, acc0, acc1, pot);
-  return 0;
-}
-
 int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double *acc0, double *acc1, double *pot,
                   struct hy_err *err) {
   if (!f->have_tree || f->tree.n_part != p->n)
@@ -1748,9 +771,9 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   if (pot && mode == HY_WALK_HARD) return hy_err_set(err, "internal error: potential requested from a hard walk");
   if (mode == HY_WALK_SPLIT && !acc1) return hy_err_set(err, "internal error: split walk without a soft output");
   double t0 = hy_wtime();
-  const struct hy_walk_cfg wc = walk_cfg(f, mode, pot != NULL);
-  if (walk_merged(f, mode)) {
-    if (merged_walk(f, p, &wc, acc0, acc1, pot, err) != 0) return -1;
+  const struct hy_walk_cfg wc = hy_force_walk_cfg(f, mode, pot != NULL);
+  if (hy_force_walk_merged(f, mode)) {
+    if (hy_force_merged_walk(f, p, &wc, acc0, acc1, pot, err) != 0) return -1;
     f->st.n_walks++;
     f->st.walk_wall += hy_wtime() - t0;
     return 0;
@@ -1759,7 +782,7 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
   struct walk_job *lj = &f->job[0], *rj = &f->job[1];
   float *out0 = f->out0, *out1 = f->out1;
   if (f->dev_build) { /* results in p's order */
-    if (device_tree_job(f, lj, &wc, 0, p->n, &out0, &out1, err) != 0) return -1;
+    if (hy_force_device_tree_job(f, lj, &wc, 0, p->n, &out0, &out1, err) != 0) return -1;
     /* distributed: they stay on the device, where the remote walk's are added */
     if (f->let) lj->a.out0 = lj->a.out1 = NULL;
   } else {
@@ -1780,39 +803,39 @@ int hy_force_walk(struct hy_force *f, const struct hy_part *p, int mode, double 
                                      .out0 = out0,
                                      .out1 = out1};
   }
-  if (p->n) hy_worker_submit(f->worker, walk_job_run, lj);
+  if (p->n) hy_worker_submit(f->worker, hy_force_walk_job_run, lj);
   /* 2. meanwhile this thread exchanges the LET and builds the remote tree */
-  int rc = f->let ? remote_tree(f, p, mode, 0, err) : 0;
-  if (rc == 0) rc = remote_build_side(f, err);
+  int rc = f->let ? hy_force_remote_tree(f, p, mode, 0, err) : 0;
+  if (rc == 0) rc = hy_force_remote_build_side(f, err);
   /* 3. join, then the device walks the remote tree with the same sinks */
-  if (p->n && wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
+  if (p->n && hy_force_wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
   if (rc != 0) return -1;
   int have_remote = f->let && f->n_items > 0 && p->n > 0;
   if (have_remote && f->dev_build) {
     /* the sinks are the device build's particles, already there; the sums
      * of both walks come back in one transfer */
-    second_tree_job(f, rj, &wc, p->n, 0, -1, out0, out1);
+    hy_force_second_tree_job(f, rj, &wc, p->n, 0, -1, out0, out1);
     rj->a.sinks_resident = 1;
     rj->a.add_unsorted = 1;
-    hy_worker_submit(f->worker, walk_job_run, rj);
-    if (wait_job(f, rj, err) != 0) return -1;
+    hy_worker_submit(f->worker, hy_force_walk_job_run, rj);
+    if (hy_force_wait_job(f, rj, err) != 0) return -1;
     have_remote = 0; /* nothing left to add on the host */
   } else if (have_remote) {
-    pack_sinks(f, p);
-    second_tree_job(f, rj, &wc, p->n, f->tree_id, -1, f->rout0, f->rout1);
-    hy_worker_submit(f->worker, walk_job_run, rj);
-    if (wait_job(f, rj, err) != 0) return -1;
+    hy_force_pack_sinks(f, p);
+    hy_force_second_tree_job(f, rj, &wc, p->n, f->tree_id, -1, f->rout0, f->rout1);
+    hy_worker_submit(f->worker, hy_force_walk_job_run, rj);
+    if (hy_force_wait_job(f, rj, err) != 0) return -1;
   } else if (f->dev_build && f->let && p->n) {
     *rj = *lj;
     rj->fetch = 1;
     rj->a.out0 = out0;
     rj->a.out1 = out1;
-    hy_worker_submit(f->worker, walk_job_run, rj);
-    if (wait_job(f, rj, err) != 0) return -1;
+    hy_worker_submit(f->worker, hy_force_walk_job_run, rj);
+    if (hy_force_wait_job(f, rj, err) != 0) return -1;
   }
   f->st.device_busy += hy_worker_take_busy(f->worker);
-  unpack_results(f, p->n, mode == HY_WALK_SPLIT, out0, out1, have_remote ? f->rout0 : NULL,
-                 have_remote ? f->rout1 : NULL, acc0, acc1, pot);
+  hy_force_unpack_results(f, p->n, mode == HY_WALK_SPLIT, out0, out1, have_remote ? f->rout0 : NULL,
+                          have_remote ? f->rout1 : NULL, acc0, acc1, pot);
   f->st.n_walks++;
   f->st.walk_wall += hy_wtime() - t0;
   return 0;
@@ -1950,7 +973,7 @@ int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, do
     *err = dj.err;
     return -1;
   }
-  unpack_results(f, n, 0, f->out0, NULL, NULL, NULL, acc, NULL, pot);
+  hy_force_unpack_results(f, n, 0, f->out0, NULL, NULL, NULL, acc, NULL, pot);
   add_times(f, &dj.tm);
   f->walk_total[1] += dj.tm.kernel;
   f->st.n_pp += (uint64_t)n * (dj.n_src ? dj.n_src - 1 : 0);
