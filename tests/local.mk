@@ -10,7 +10,7 @@ AM_TESTS_ENVIRONMENT = \
 	POCL_CPU_MAX_CU_COUNT=2; POCL_MAX_PTHREAD_COUNT=2; \
 	OMPI_MCA_rmaps_base_oversubscribe=1; \
 	HYTREE_SWEEP='$(abs_top_builddir)/scripts/hytree-sweep'; \
-	HYTREE_SCRIPTS_DIR='$(abs_top_srcdir)/scripts'; PYTHON='$(PYTHON3)'; \
+	HYTREE_SCRIPTS_DIR='$(abs_top_builddir)/scripts'; PYTHON='$(PYTHON3)'; \
 	MAKE='$(MAKE)'; HY_BINDIR='$(bindir)'; HY_PKGDATADIR='$(pkgdatadir)'; \
 	HY_MANDIR='$(mandir)'; HY_DOCDIR='$(docdir)'; \
 	export top_builddir top_srcdir HYTREE MPIEXEC MPIEXEC_PREFLAGS POCL_CACHE_DIR \

@@ -25,6 +25,14 @@ mkdir "$tmp" || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 S=$HYTREE_SCRIPTS_DIR
+# each script's first line names the Python configure found (PYTHON), not
+# whichever python3 comes first on PATH
+if [ -n "${PYTHON:-}" ]; then
+  for f in "$S"/hytree-plot-energy "$S"/hytree-plot-timings "$S"/hytree-plot-sweep "$S"/hytree-plot-density \
+           "$S"/hytree-plot-lagrangian "$S"/hytree-sweep; do
+    [ "$(head -n 1 "$f")" = "#!$PYTHON" ] || { echo "FAIL: $f starts with $(head -n 1 "$f"), not #!$PYTHON"; fail=1; }
+  done
+fi
 run=$tmp/run
 if ! "$HYTREE" run /dev/null -P InitCondFile=plummer:2048:3 -P "OutputDir=$run" -P TimeEnd=0.2 \
      -P SnapshotInterval=0.1 -P OpenCLDevice=cpu >"$tmp/run.log" 2>&1; then

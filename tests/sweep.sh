@@ -131,6 +131,17 @@ fi
 cmp -s "$tmp/stdout.before" "$tmp/s/$pt/stdout.log" ||
   { echo "FAIL: a skipped point's stdout.log changed"; fail=1; }
 
+# ---- without --hytree, run from the build tree with hytree not on PATH:
+# the sweep finds the build tree's hytree (beside the scripts directory)
+if [ "$(cd "$(dirname "$HYTREE_SWEEP")/.." && pwd)/hytree" = "$(cd "$(dirname "$HYTREE")" && pwd)/hytree" ]; then
+  if env PATH=/usr/bin:/bin "$PY" "$HYTREE_SWEEP" run "$tmp/base.txt" --grid SoftStepRatio=2 --out "$tmp/b" \
+       >"$tmp/runb.log" 2>&1 && grep -q "1 points: 1 run, 0 skipped, 0 failed" "$tmp/runb.log"; then
+    echo "ok: the build tree's hytree found without --hytree"
+  else
+    echo "FAIL: hytree-sweep from the build tree without --hytree:"; cat "$tmp/runb.log"; fail=1
+  fi
+fi
+
 # ---- a failing point
 if sweep run "$tmp/base.txt" --grid R1=-1,1x --out "$tmp/f" --hytree "$HYTREE" >"$tmp/runf.log" 2>&1; then
   echo "FAIL: a sweep with a failing point exited 0:"; cat "$tmp/runf.log"; fail=1
