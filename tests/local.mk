@@ -16,7 +16,7 @@ AM_TESTS_ENVIRONMENT = \
 	export top_builddir top_srcdir HYTREE MPIEXEC MPIEXEC_PREFLAGS POCL_CACHE_DIR \
 	  POCL_CPU_MAX_CU_COUNT POCL_MAX_PTHREAD_COUNT OMPI_MCA_rmaps_base_oversubscribe \
 	  HYTREE_SWEEP HYTREE_SCRIPTS_DIR PYTHON MAKE HY_BINDIR HY_PKGDATADIR HY_MANDIR HY_DOCDIR;
-EXTRA_DIST += tests/hy_test.h tests/hy_test_mpi.h
+EXTRA_DIST += tests/hy_test.h tests/hy_test_mpi.h tests/readme_command.sh
 # --enable-sanitizer (CI: address,undefined in build-asan/): every test runs
 # with leak detection (before MPI_Finalize, src/lsan.h) and the LeakSanitizer
 # suppressions of tests/lsan.supp (the MPI library stack only), and with
