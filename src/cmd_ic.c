@@ -164,7 +164,7 @@ int hy_cmd_ic(int argc, char **argv) {
   char extra[64] = "";
   if (gen.model == HY_IC_KING) snprintf(extra, sizeof extra, ", W0 = %g", gen.param);
   if (gen.model == HY_IC_UNIFORM) snprintf(extra, sizeof extra, ", Q = %g", gen.param);
-  printf("hytree ic: %s N = %zu, seed = %llu%s, total mass = %.17g, wrote %s (%s)\n", hy_ic_model_name(gen.model), n,
+  printf("hytree ic: %s N = %zu, seed = %llu%s, total mass = %.12g, wrote %s (%s)\n", hy_ic_model_name(gen.model), n,
          (unsigned long long)gen.seed, extra, mtot, out, hy_io_format_name(fmt));
   return 0;
 }

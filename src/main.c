@@ -20,7 +20,8 @@
 static void usage(FILE *out) {
   fputs("usage: hytree COMMAND [ARGS]\n"
         "  hytree run PARAMFILE [-P Key=Value ...]   run a simulation (hytree run --help)\n"
-        "  hytree ic plummer -N N [--seed S] -o FILE  write initial conditions (hytree ic --help)\n"
+        "  hytree ic MODEL -N N [--seed S] -o FILE    write initial conditions of a plummer, hernquist,\n"
+        "                                             king or uniform model (hytree ic --help)\n"
         "  hytree devices                             list the OpenCL platforms and devices\n"
         "  hytree bench [--N N,...] [--device gpu]    time the schemes on Plummer spheres (hytree bench --help)\n"
         "  hytree --version                           print the version\n"

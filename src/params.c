@@ -278,13 +278,20 @@ static char *choices_text(const char *choices) {
  *  (malloc'd; an empty string when unbounded). */
 static char *range_text(const struct hy_param_def *d) {
   int has_min = isfinite(d->min), has_max = isfinite(d->max);
-  if (has_min && has_max && !d->min_open && !d->max_open)
-    return str_printf("allowed: %g to %g", d->min, d->max);
-  if (has_min && has_max)
-    return str_printf("must be %s %g and %s %g", d->min_open ? ">" : ">=", d->min,
-                      d->max_open ? "<" : "<=", d->max);
-  if (has_min) return str_printf("must be %s %g", d->min_open ? ">" : ">=", d->min);
-  if (has_max) return str_printf("must be %s %g", d->max_open ? "<" : "<=", d->max);
+  /* integer keys' bounds in full (%g would give 1e+09) */
+  const char *const v = d->type == HY_PT_INT ? "%.0f" : "%g";
+  char fmt[64];
+  if (has_min && has_max && !d->min_open && !d->max_open) {
+    snprintf(fmt, sizeof fmt, "allowed: %s to %s", v, v);
+    return str_printf(fmt, d->min, d->max);
+  }
+  if (has_min && has_max) {
+    snprintf(fmt, sizeof fmt, "must be %%s %s and %%s %s", v, v);
+    return str_printf(fmt, d->min_open ? ">" : ">=", d->min, d->max_open ? "<" : "<=", d->max);
+  }
+  snprintf(fmt, sizeof fmt, "must be %%s %s", v);
+  if (has_min) return str_printf(fmt, d->min_open ? ">" : ">=", d->min);
+  if (has_max) return str_printf(fmt, d->max_open ? "<" : "<=", d->max);
   return hy_strdup("params text", "");
 }
 

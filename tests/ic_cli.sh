@@ -23,6 +23,12 @@ if ! "$HYTREE" ic plummer -N 1000 --seed 3 -o "$tmp/p.hdf5" >"$tmp/out" 2>"$tmp/
 fi
 cat "$tmp/out"
 grep -q 'N = 1000' "$tmp/out" || { echo "FAIL: summary lacks N = 1000"; fail=1; }
+# the total mass to 12 digits: the sum of 1000 masses 1/1000 is 1 to rounding
+grep -q 'total mass = 1,' "$tmp/out" || { echo "FAIL: summary's total mass is not 1:"; cat "$tmp/out"; fail=1; }
+# hytree --help names every model
+for m in plummer hernquist king uniform; do
+  "$HYTREE" --help | grep -q "$m" || { echo "FAIL: hytree --help does not name the model $m"; fail=1; }
+done
 
 if command -v python3 >/dev/null 2>&1 && python3 -c 'import h5py' 2>/dev/null; then
   rows=$(python3 -c 'import sys, h5py; print(h5py.File(sys.argv[1], "r")["/PartType1/Coordinates"].shape[0])' "$tmp/p.hdf5")

@@ -576,6 +576,8 @@ static void test_help(void) {
   }
   HY_CHECK_CONTAINS(buf, "(required)");
   HY_CHECK_CONTAINS(buf, "allowed: 1 to 1024");
+  HY_CHECK_CONTAINS(buf, "allowed: 0 to 1000000000"); /* integer bounds in full, not 1e+09 */
+  HY_CHECK(strstr(buf, "e+0") == NULL);
   HY_CHECK_CONTAINS(buf, "must be > 0, or auto");
   HY_CHECK_CONTAINS(buf, "one of hybrid, tree, direct");
   HY_CHECK_INT(count_lines(buf), 2 * (int)n + 1);
