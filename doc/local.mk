@@ -9,7 +9,7 @@ dist_doc_DATA += doc/sweeps.md
 dist_doc_DATA += doc/testing.md
 dist_doc_DATA += doc/developing.md
 docfiguresdir = $(docdir)/figures
-dist_docfigures_DATA = doc/figures/sweep-65536.png
+dist_docfigures_DATA = doc/figures/sweep-65536.png doc/figures/time-vs-n-h100.png
 
 # The man page, written by hand (tests/man_page.sh checks it).
 dist_man_MANS = doc/hytree.1

@@ -33,6 +33,17 @@ for f in "$bin" "$stage$HY_MANDIR/man1/hytree.1" \
 done
 [ -x "$bin" ] || { echo "FAIL: $bin is not executable"; exit 1; }
 
+# The installed docs stand on their own: every image they show is
+# installed beside them, and they point at nothing outside the package.
+for d in "$stage$HY_DOCDIR"/*.md; do
+  for img in $(sed -n 's/.*](\(figures\/[^)]*\)).*/\1/p' "$d"); do
+    [ -f "$stage$HY_DOCDIR/$img" ] || { echo "FAIL: $(basename "$d") shows $img, which is not installed"; fail=1; }
+  done
+  if grep -n -e 'peers\.md' -e 'shared/design' "$d"; then
+    echo "FAIL: $(basename "$d") points at a file outside the package"; fail=1
+  fi
+done
+
 # Run from a directory that holds nothing of the build.
 cd "$tmp/elsewhere" || exit 99
 if ! "$bin" run "$stage$HY_PKGDATADIR/plummer.txt" -P OutputDir="$tmp/out" -P InitCondFile=plummer:1024 \
