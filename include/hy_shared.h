@@ -34,6 +34,37 @@
  * multiple of the walk's sinks per work-item. */
 #define HY_SINK_BLOCK 64
 
+/* The rules that the host and the kernels apply alike, one definition each
+ * (integer constants, so that each side computes in its own precision, float
+ * or double, with the same operations). */
+
+/* The opening criterion's radius (Watanabe & Nakasato eq 5-6, after Warren
+ * & Salmon 1993): a cell of extent b_max and B2 = sum m |x - x_cm|^2 is
+ * opened for a sink closer to its centre of mass than
+ * r_b = b_max/2 + sqrt(b_max^2/4 + sqrt(3 B2 / a_err)). */
+#define HY_MAC_RADIUS(bmax, b2, a_err) ((bmax) / 2 + sqrt((bmax) * (bmax) / 4 + sqrt(3 * (b2) / (a_err))))
+
+/* The hard force's reach: nothing of a node of extent b_max (0 for a
+ * particle) is within R2 of a point at least this far from its centre. */
+#define HY_HARD_REACH(r2, bmax) ((r2) + (bmax))
+
+/* The DLL switching kernel K (Oshino, Funato & Makino 2011; Watanabe &
+ * Nakasato eq 8) between R1 and R2, in yy = y^2, y = (R2 - r) / (R2 - R1):
+ * K = 10 y^6 - 15 y^8 + 6 y^10. */
+#define HY_DLL_POLY(yy) ((yy) * (yy) * (yy) * (10 + (yy) * (-15 + 6 * (yy))))
+
+/* Bits per axis of a Morton key (63-bit keys). */
+#define HY_KEY_BITS 21
+
+/* out = the key grid's cell of coordinate x along an axis of the key cube
+ * (lo its lower corner, scale = 2^HY_KEY_BITS / side): (x - lo) scale in
+ * type T, clamped to [0, 2^HY_KEY_BITS - 1], NaN to 0. */
+#define HY_KEY_GRID(out, T, x, lo, scale)                                        \
+  do {                                                                           \
+    const T u_ = ((x) - (lo)) * (scale), max_ = (T)((1u << HY_KEY_BITS) - 1u);   \
+    (out) = !(u_ >= 0) ? 0 : u_ >= max_ ? max_ : u_;                             \
+  } while (0)
+
 /* Morton keys (src/tree.c on the host, build.cl and state.cl on the
  * device): the statements that spread the low 21 bits of the 64-bit unsigned
  * variable v so that bit i moves to bit 3i; one definition for both

@@ -72,7 +72,6 @@
 
 #define HY_RADIX_BITS 4
 #define HY_RADIX (1 << HY_RADIX_BITS)
-#define HY_KEY_AXIS_BITS 21
 
 /* ------------------------------------------------------------- keys */
 
@@ -82,11 +81,9 @@ inline ulong hy_spread3(ulong v) {
 }
 
 inline ulong hy_grid(float x, float lo, float scale) {
-  const float maxv = (float)((1u << HY_KEY_AXIS_BITS) - 1u);
-  const float u = (x - lo) * scale;
-  if (!(u >= 0.0f)) return 0UL; /* also NaN */
-  if (u >= maxv) return (ulong)maxv;
-  return (ulong)u;
+  ulong g;
+  HY_KEY_GRID(g, float, x, lo, scale);
+  return g;
 }
 
 /* The keys of particles first .. first + n - 1: key[i], idx[i] = first + i. */
@@ -581,7 +578,7 @@ inline float hy_extent(__global const float4 *node, const uint lo, const uint hi
 
 /* r_b^2 of the absolute MAC: r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)) */
 inline float hy_mac_rb2(float bmax, float b2, float a_err) {
-  const float rb = 0.5f * bmax + sqrt(0.25f * bmax * bmax + sqrt(3.0f * b2 / a_err));
+  const float rb = HY_MAC_RADIUS(bmax, b2, a_err);
   return rb * rb;
 }
 

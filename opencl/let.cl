@@ -78,7 +78,7 @@ __kernel void hy_let_vis(const uint gen0, const uint n_gen, const int n_part, __
   uint2 cv = (uint2)(0u, 0u);
   {
     const double cx = (double)p.x + fx, cy = (double)p.y + fy, cz = (double)p.z + fz;
-    const double rb = sqrt((double)q.x), lim = r2 + (double)q.y;
+    const double rb = sqrt((double)q.x), lim = HY_HARD_REACH(r2, (double)q.y);
     for (uint j = 0; j < nb; j++) {
       const uint bit = 1u << j;
       if (!((v.x | v.y) & bit)) continue;
@@ -133,7 +133,7 @@ __kernel void hy_let_emit(const uint n_nodes, const int n_part, __global const f
       py = (double)p.y + fy;
       pz = (double)p.z + fz;
     }
-    const double rb = is_part ? 0.0 : sqrt((double)q.x), lim = r2 + (is_part ? 0.0 : (double)q.y);
+    const double rb = is_part ? 0.0 : sqrt((double)q.x), lim = HY_HARD_REACH(r2, is_part ? 0.0 : (double)q.y);
     for (uint j = 0; j < nb; j++) {
       const uint bit = 1u << j;
       if (!((v.x | v.y) & bit)) continue;

@@ -253,11 +253,9 @@ __kernel void hy_st_move(__global const uint *hole, __global const uint *src, co
  * do not depend on the frame of the packed floats. lo: the key cube's lower
  * corner, scale = 2^21 / side. */
 inline ulong hy_st_grid(double x, double lo, double scale) {
-  const double maxv = (double)((1u << 21) - 1u);
-  const double u = (x - lo) * scale;
-  if (!(u >= 0.0)) return 0UL; /* also NaN */
-  if (u >= maxv) return (ulong)maxv;
-  return (ulong)u;
+  ulong g;
+  HY_KEY_GRID(g, double, x, lo, scale);
+  return g;
 }
 
 /* The key of the position at j. */

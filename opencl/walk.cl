@@ -43,7 +43,7 @@ inline float hy_dll_k(float d2, float r1, float r2, float inv_dr) {
   if (d2 >= r2 * r2) return 0.0f;
   float y = (r2 - sqrt(d2)) * inv_dr;
   y = y * y;
-  return y * y * y * (10.0f + y * (-15.0f + 6.0f * y));
+  return HY_DLL_POLY(y);
 }
 
 __kernel void hy_walk(__global const float4 *node, const int n_part, const int root,
@@ -117,7 +117,7 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
     const int is_part = cur < n_part || q.x < 0.0f; /* r_b^2 < 0: a LET item's record in a grafted merged tree */
 #if HY_WALK_MODE == HY_WALK_HARD
     {
-      const float lim = r2 + q.y; /* b_max is 0 for particles */
+      const float lim = HY_HARD_REACH(r2, q.y); /* b_max is 0 for particles */
       if (d2min >= (is_part ? r2sq : lim * lim)) {
         cur = as_int(q.z);
         continue;

@@ -71,7 +71,7 @@ static void walk_body(void *arg, size_t gb, size_t ge, int tid) {
         if (d2[k] < d2min) d2min = d2[k];
       }
       if (cfg->mode == HY_WALK_HARD) {
-        double lim = cfg->r2 + bmax;
+        double lim = HY_HARD_REACH(cfg->r2, bmax);
         if (d2min >= (is_part ? r2sq : lim * lim)) {
           cur = t->next[cur];
           continue;
