@@ -39,4 +39,4 @@ scripts/common-stamp: $(srcdir)/scripts/hytree_plot_common.py
 # tests of hytree-sweep and the plot scripts (tests/local.mk sets the
 # environment: HYTREE, HYTREE_SWEEP, HYTREE_SCRIPTS_DIR, PYTHON)
 TESTS += tests/plot_scripts.sh tests/sweep.sh
-EXTRA_DIST += tests/plot_scripts.sh tests/sweep.sh
+EXTRA_DIST += tests/plot_scripts.sh tests/sweep.sh tests/check_plot_figures.py
