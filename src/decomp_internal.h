@@ -40,7 +40,9 @@ struct hy_decomp {
   double sample_rate;   /**< R_samp */
   double cost;          /**< this rank's sample weight (hy_decomp_cost_update), 1 = off */
   double cost_lo, cost_hi; /**< the smallest and largest of every rank's cost */
-  double *cost_avg, *cost_all; /**< per rank: its measured factor averaged, and the factor held (hy_decomp_cost_update; in use over the mean) */
+  /** per rank: its measured factor averaged, and the factor held
+   *  (hy_decomp_cost_update; in use over the mean) */
+  double *cost_avg, *cost_all;
   double coef;          /**< boundary smoothing, 1 = off */
   int have_bounds;      /**< nonzero after the first exchange */
   size_t n_bounds;      /**< (Px+1) + Px (Py+1) + Px Py (Pz+1) */
