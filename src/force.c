@@ -560,7 +560,7 @@ void hy_force_resident_walk_job(struct hy_force *f, struct walk_job *j, const st
   j->cl = f->cl;
   j->wc = *wc;
   j->fetch = 0;
-  j->what = slot ? "hy_force_walk_merged" : "walk_local";
+  j->what = slot ? "walk_merged" : "walk_local";
   if (slot && f->m_local_sinks) /* the local particles as sinks, in the local build's key order */
     j->a = (struct hy_cl_walk_args){.n_nodes = f->m_whole ? (size_t)f->m_root + f->m_n_cell : f->m_n + f->m_n_cell,
                                     .n_part = f->m_whole ? f->m_n_local : f->m_n,

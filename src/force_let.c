@@ -135,7 +135,7 @@ int hy_force_remote_build_side(struct hy_force *f, struct hy_err *err) {
   f->rdev = 2;
   const double te = hy_wtime();
   f->st.remote_build += te - tb;
-  hy_trace(HY_TRACE_MAIN, "hy_force_remote_build_side", tb);
+  hy_trace(HY_TRACE_MAIN, "remote_build_side", tb);
   /* its parts on the main lane: the device lane holds the local walk */
   static const char *const nm[] = {"rb_upload", "rb_sort", "rb_cells", "rb_moments"};
   hy_force_take_build(f, &f->rbres, HY_TRACE_MAIN, nm, te);
