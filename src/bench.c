@@ -216,147 +216,195 @@ static int run_one(struct hy_cl *cl, struct hy_pool *pool, const struct hy_part 
   return rc;
 }
 
-int hy_cmd_bench(int argc, char **argv) {
+/* The options of `hytree bench`. */
+struct opts {
   char *ns[MAX_LIST], *schemes[MAX_LIST];
-  int n_ns = 0, n_sch = 0, soft_steps = 3, status = 1;
-  long sinks = 10000;
-  unsigned long seed = 1;
-  const char *csv = NULL, *device = "any";
-  int tree_build = HY_TREE_BUILD_AUTO;
+  int n_ns, n_sch, soft_steps;
+  long sinks;
+  unsigned long seed;
+  const char *csv, *device;
+  int tree_build;
+};
+
+/* An option with its value v (NULL: none left). Returns -1 to go on, else
+ * the exit status. */
+static int parse_option(const char *a, const char *v, struct opts *o) {
+  if (!v) {
+    fprintf(stderr, "hytree: error: bench: %s needs a value (see hytree bench --help)\n", a);
+    return 2;
+  } else if (strcmp(a, "--N") == 0) {
+    if (parse_list(v, o->ns, &o->n_ns, MAX_LIST) <= 0) {
+      fprintf(stderr, "hytree: error: bench: --N '%s': a comma list of up to %d particle counts\n", v, MAX_LIST);
+      return 2;
+    }
+  } else if (strcmp(a, "--schemes") == 0) {
+    if (parse_list(v, o->schemes, &o->n_sch, MAX_LIST) <= 0) {
+      fprintf(stderr, "hytree: error: bench: --schemes '%s': a comma list of hybrid, tree\n", v);
+      return 2;
+    }
+  } else if (strcmp(a, "--device") == 0) {
+    o->device = v;
+  } else if (strcmp(a, "--soft-steps") == 0) {
+    o->soft_steps = atoi(v);
+  } else if (strcmp(a, "--sinks") == 0) {
+    o->sinks = atol(v);
+  } else if (strcmp(a, "--seed") == 0) {
+    o->seed = strtoul(v, NULL, 10);
+  } else if (strcmp(a, "--tree-build") == 0) {
+    if (strcmp(v, "auto") == 0)
+      o->tree_build = HY_TREE_BUILD_AUTO;
+    else if (strcmp(v, "host") == 0)
+      o->tree_build = HY_TREE_BUILD_HOST;
+    else if (strcmp(v, "device") == 0)
+      o->tree_build = HY_TREE_BUILD_DEVICE;
+    else {
+      fprintf(stderr, "hytree: error: bench: --tree-build '%s': auto, host or device\n", v);
+      return 2;
+    }
+  } else if (strcmp(a, "--csv") == 0) {
+    o->csv = v;
+  } else {
+    fprintf(stderr, "hytree: error: bench: unknown option '%s' (see hytree bench --help)\n", a);
+    return 2;
+  }
+  return -1;
+}
+
+/* The command line, with the defaults for what it leaves out. Returns -1 to
+ * go on, else the exit status (0 after --help, 2 on a usage error). */
+static int parse_args(int argc, char **argv, struct opts *o) {
+  memset(o, 0, sizeof *o);
+  o->soft_steps = 3;
+  o->sinks = 10000;
+  o->seed = 1;
+  o->device = "any";
+  o->tree_build = HY_TREE_BUILD_AUTO;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int takes = 1;
+    const char *a = argv[i];
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
-      status = 0;
-      goto out_lists;
+      return 0;
     } else if (strcmp(a, "--quiet") == 0) {
       hy_log_set_quiet(1);
-      takes = 0;
-    } else if (!v) {
-      fprintf(stderr, "hytree: error: bench: %s needs a value (see hytree bench --help)\n", a);
-      status = 2;
-      goto out_lists;
-    } else if (strcmp(a, "--N") == 0) {
-      if (parse_list(v, ns, &n_ns, MAX_LIST) <= 0) {
-        fprintf(stderr, "hytree: error: bench: --N '%s': a comma list of up to %d particle counts\n", v, MAX_LIST);
-        status = 2;
-        goto out_lists;
-      }
-    } else if (strcmp(a, "--schemes") == 0) {
-      if (parse_list(v, schemes, &n_sch, MAX_LIST) <= 0) {
-        fprintf(stderr, "hytree: error: bench: --schemes '%s': a comma list of hybrid, tree\n", v);
-        status = 2;
-        goto out_lists;
-      }
-    } else if (strcmp(a, "--device") == 0) {
-      device = v;
-    } else if (strcmp(a, "--soft-steps") == 0) {
-      soft_steps = atoi(v);
-    } else if (strcmp(a, "--sinks") == 0) {
-      sinks = atol(v);
-    } else if (strcmp(a, "--seed") == 0) {
-      seed = strtoul(v, NULL, 10);
-    } else if (strcmp(a, "--tree-build") == 0) {
-      if (strcmp(v, "auto") == 0)
-        tree_build = HY_TREE_BUILD_AUTO;
-      else if (strcmp(v, "host") == 0)
-        tree_build = HY_TREE_BUILD_HOST;
-      else if (strcmp(v, "device") == 0)
-        tree_build = HY_TREE_BUILD_DEVICE;
-      else {
-        fprintf(stderr, "hytree: error: bench: --tree-build '%s': auto, host or device\n", v);
-        return 2;
-      }
-    } else if (strcmp(a, "--csv") == 0) {
-      csv = v;
-    } else {
-      fprintf(stderr, "hytree: error: bench: unknown option '%s' (see hytree bench --help)\n", a);
-      status = 2;
-      goto out_lists;
+      continue;
     }
-    i += takes;
+    const int status = parse_option(a, i + 1 < argc ? argv[i + 1] : NULL, o);
+    if (status >= 0) return status;
+    i++;
   }
-  if (soft_steps < 1 || sinks < 1) {
+  if (o->soft_steps < 1 || o->sinks < 1) {
     fputs("hytree: error: bench: --soft-steps and --sinks must be positive\n", stderr);
-    status = 2;
-    goto out_lists;
+    return 2;
   }
-  if (n_ns == 0) ns[n_ns++] = hy_strdup("bench list", "1048576");
-  if (n_sch == 0) {
-    schemes[n_sch++] = hy_strdup("bench list", "hybrid");
-    schemes[n_sch++] = hy_strdup("bench list", "tree");
+  if (o->n_ns == 0) o->ns[o->n_ns++] = hy_strdup("bench list", "1048576");
+  if (o->n_sch == 0) {
+    o->schemes[o->n_sch++] = hy_strdup("bench list", "hybrid");
+    o->schemes[o->n_sch++] = hy_strdup("bench list", "tree");
   }
-  struct hy_cl_opts o = {.kind = HY_CL_ANY, .platform = -1, .device = -1, .local_rank = 0, .nvec = 4};
-  if (strcmp(device, "gpu") == 0) o.kind = HY_CL_GPU;
-  else if (strcmp(device, "cpu") == 0) o.kind = HY_CL_CPU;
+  return -1;
+}
+
+/* --device: gpu, cpu, any or P:D. */
+static int device_opts(const char *device, struct hy_cl_opts *o) {
+  *o = (struct hy_cl_opts){.kind = HY_CL_ANY, .platform = -1, .device = -1, .local_rank = 0, .nvec = 4};
+  if (strcmp(device, "gpu") == 0) o->kind = HY_CL_GPU;
+  else if (strcmp(device, "cpu") == 0) o->kind = HY_CL_CPU;
   else if (strcmp(device, "any") != 0) {
-    o.kind = HY_CL_EXPLICIT;
-    if (sscanf(device, "%d:%d", &o.platform, &o.device) != 2) {
+    o->kind = HY_CL_EXPLICIT;
+    if (sscanf(device, "%d:%d", &o->platform, &o->device) != 2) {
       fprintf(stderr, "hytree: error: bench: --device '%s': gpu, cpu, any or P:D\n", device);
-      goto out_lists;
+      return -1;
     }
   }
+  return 0;
+}
+
+/* Every scheme on the Plummer sphere of N particles (the a-th --N value),
+ * one row each appended to rows; R_hybrid in the hybrid row when the tree
+ * ran too. */
+static int bench_n(struct hy_cl *cl, struct hy_pool *pool, const struct opts *o, int a, struct row *rows,
+                   int *n_rows) {
   struct hy_err err;
-  struct hy_cl *cl = NULL;
-  struct hy_pool *pool = hy_pool_create(hy_pool_default_threads());
-  struct row *rows = hy_calloc("bench rows", (size_t)(n_ns * n_sch), sizeof(struct row));
-  int n_rows = 0;
-  size_t text_cap = 4096, text_len = 0;
-  char *text = hy_malloc("bench CSV", text_cap, 1);
-  if (hy_cl_create(&cl, &o, &err) != 0 || hy_cl_build_all(cl, &err) != 0) {
+  char *end;
+  unsigned long long nv = strtoull(o->ns[a], &end, 10);
+  if (*end != '\0' || nv < 2) {
+    fprintf(stderr, "hytree: error: bench: --N value '%s' is not a particle count >= 2\n", o->ns[a]);
+    return -1;
+  }
+  struct hy_part ics;
+  hy_part_init(&ics);
+  if (hy_ic_plummer((size_t)nv, o->seed, &ics, &err) != 0) {
     fprintf(stderr, "hytree: error: %s\n", err.msg);
-    goto out;
+    return -1;
   }
-  hy_msg("bench: device %s", hy_cl_description(cl));
-  for (int a = 0; a < n_ns; a++) {
-    char *end;
-    unsigned long long nv = strtoull(ns[a], &end, 10);
-    if (*end != '\0' || nv < 2) {
-      fprintf(stderr, "hytree: error: bench: --N value '%s' is not a particle count >= 2\n", ns[a]);
-      goto out;
-    }
-    struct hy_part ics;
-    hy_part_init(&ics);
-    if (hy_ic_plummer((size_t)nv, seed, &ics, &err) != 0) {
+  int first_row = *n_rows;
+  for (int b = 0; b < o->n_sch; b++) {
+    hy_msg("bench: N = %llu, %s, %d measured dt_s", nv, o->schemes[b], o->soft_steps);
+    if (run_one(cl, pool, &ics, o->schemes[b], o->soft_steps, (size_t)o->sinks, o->tree_build, &rows[*n_rows],
+                &err) != 0) {
       fprintf(stderr, "hytree: error: %s\n", err.msg);
-      goto out;
+      hy_part_free(&ics);
+      return -1;
     }
-    int first_row = n_rows;
-    for (int b = 0; b < n_sch; b++) {
-      hy_msg("bench: N = %llu, %s, %d measured dt_s", nv, schemes[b], soft_steps);
-      if (run_one(cl, pool, &ics, schemes[b], soft_steps, (size_t)sinks, tree_build, &rows[n_rows], &err) != 0) {
-        fprintf(stderr, "hytree: error: %s\n", err.msg);
-        hy_part_free(&ics);
-        goto out;
-      }
-      n_rows++;
-    }
-    hy_part_free(&ics);
-    /* R_hybrid in the hybrid row when the tree ran for the same N */
-    for (int i = first_row; i < n_rows; i++)
-      for (int j = first_row; j < n_rows; j++)
-        if (strcmp(rows[i].scheme, "hybrid") == 0 && strcmp(rows[j].scheme, "tree") == 0 && rows[j].per > 0)
-          rows[i].r_hybrid = rows[i].per / rows[j].per;
+    (*n_rows)++;
   }
+  hy_part_free(&ics);
+  for (int i = first_row; i < *n_rows; i++)
+    for (int j = first_row; j < *n_rows; j++)
+      if (strcmp(rows[i].scheme, "hybrid") == 0 && strcmp(rows[j].scheme, "tree") == 0 && rows[j].per > 0)
+        rows[i].r_hybrid = rows[i].per / rows[j].per;
+  return 0;
+}
+
+/* The ratios of a row as text: T_hard/T_soft and R_hybrid, "-" when not measured. */
+static void ratio_text(const struct row *w, char ra[32], char rh[32]) {
+  snprintf(ra, 32, "-");
+  snprintf(rh, 32, "-");
+  if (w->r_hybrid > 0) snprintf(rh, 32, "%.3f", w->r_hybrid);
+  if (w->ratio > 0) snprintf(ra, 32, "%.3f", w->ratio);
+}
+
+static void print_main_table(const struct row *rows, int n_rows, const char *device) {
   printf("| N | scheme | device | T per dt_s [s] | T_soft [s] | T_hard [s] | T_DD [s] | tree build [s] | transfers [s] "
          "| walks [s] | pp/s | pc/s | median err | p99 err | T_hard/T_soft | R_hybrid |\n"
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < n_rows; i++) {
+    const struct row *w = &rows[i];
+    char rh[32], ra[32];
+    ratio_text(w, ra, rh);
+    printf("| %zu | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.3e | %.3e | %.2e | %.2e | %s | %s |\n",
+           w->n, w->scheme, device, w->per, w->soft, w->hard, w->dd, w->tree, w->transfer, w->kernel, w->pp_rate,
+           w->pc_rate, w->med, w->p99, ra, rh);
+  }
+}
+
+static void print_build_table(const struct row *rows, int n_rows) {
+  printf("\nPer dt_s [s]: the tree build (host: packing and bounds, or the whole host build; device kernels) "
+         "and the copies\n\n| N | scheme | tree built on | host part | keys + sort | cells | moments | upload | "
+         "walk kernels | download | soft-step walk interactions/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < n_rows; i++) {
+    const struct row *w = &rows[i];
+    printf("| %zu | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.3e |\n", w->n, w->scheme,
+           w->device_built ? "device" : "host", w->host_tree, w->dev_sort, w->dev_cells, w->dev_moments, w->upload,
+           w->kernel, w->download, w->soft_rate);
+  }
+}
+
+/* The --csv text of the rows (allocated). */
+static char *csv_text(const struct row *rows, int n_rows, const char *device) {
+  size_t text_cap = 4096, text_len = 0;
+  char *text = hy_malloc("bench CSV", text_cap, 1);
   text_len = (size_t)snprintf(text, text_cap,
                               "N,scheme,ranks,device,t_per_dts,t_soft,t_hard,t_dd,t_tree,t_transfer,t_kernel,"
                               "pp_per_s,pc_per_s,err_median,err_p99,t_hard_over_t_soft,r_hybrid,n_hard_over_n_soft,"
                               "soft_walk_per_s\n");
   for (int i = 0; i < n_rows; i++) {
     const struct row *w = &rows[i];
-    char rh[32] = "-", ra[32] = "-";
-    if (w->r_hybrid > 0) snprintf(rh, sizeof rh, "%.3f", w->r_hybrid);
-    if (w->ratio > 0) snprintf(ra, sizeof ra, "%.3f", w->ratio);
-    printf("| %zu | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.3e | %.3e | %.2e | %.2e | %s | %s |\n",
-           w->n, w->scheme, hy_cl_device_name(cl), w->per, w->soft, w->hard, w->dd, w->tree, w->transfer,
-           w->kernel, w->pp_rate, w->pc_rate, w->med, w->p99, ra, rh);
+    char rh[32], ra[32];
+    ratio_text(w, ra, rh);
     char line[1024];
     int len = snprintf(line, sizeof line, "%zu,%s,1,\"%s\",%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%s,%s,,%.6e\n",
-                       w->n, w->scheme, hy_cl_device_name(cl), w->per, w->soft, w->hard, w->dd, w->tree,
+                       w->n, w->scheme, device, w->per, w->soft, w->hard, w->dd, w->tree,
                        w->transfer, w->kernel, w->pp_rate, w->pc_rate, w->med, w->p99,
                        w->ratio > 0 ? ra : "", w->r_hybrid > 0 ? rh : "", w->soft_rate);
     if (len < 0 || (size_t)len >= sizeof line) continue;
@@ -367,28 +415,51 @@ int hy_cmd_bench(int argc, char **argv) {
     memcpy(text + text_len, line, (size_t)len + 1);
     text_len += (size_t)len;
   }
-  printf("\nPer dt_s [s]: the tree build (host: packing and bounds, or the whole host build; device kernels) "
-         "and the copies\n\n| N | scheme | tree built on | host part | keys + sort | cells | moments | upload | "
-         "walk kernels | download | soft-step walk interactions/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-  for (int i = 0; i < n_rows; i++) {
-    const struct row *w = &rows[i];
-    printf("| %zu | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.4f | %.3e |\n", w->n, w->scheme,
-           w->device_built ? "device" : "host", w->host_tree, w->dev_sort, w->dev_cells, w->dev_moments, w->upload,
-           w->kernel, w->download, w->soft_rate);
-  }
+  return text;
+}
+
+/* The tables on stdout and, with --csv, the CSV file. */
+static int report_rows(const struct row *rows, int n_rows, const char *device, const char *csv) {
+  print_main_table(rows, n_rows, device);
+  print_build_table(rows, n_rows);
   fflush(stdout);
+  char *text = csv_text(rows, n_rows, device);
+  struct hy_err err;
+  int rc = 0;
   if (csv && hy_io_write_text_atomic(csv, text, &err) != 0) {
     fprintf(stderr, "hytree: error: %s\n", err.msg);
-    goto out;
+    rc = -1;
   }
-  status = 0;
-out:
   hy_free(text);
+  return rc;
+}
+
+/* Every (N, scheme) on the device, then the report. Returns the exit status. */
+static int bench(const struct opts *o, const struct hy_cl_opts *co) {
+  struct hy_err err;
+  struct hy_cl *cl = NULL;
+  struct hy_pool *pool = hy_pool_create(hy_pool_default_threads());
+  struct row *rows = hy_calloc("bench rows", (size_t)(o->n_ns * o->n_sch), sizeof(struct row));
+  int n_rows = 0, rc = 0;
+  if (hy_cl_create(&cl, co, &err) != 0 || hy_cl_build_all(cl, &err) != 0) {
+    fprintf(stderr, "hytree: error: %s\n", err.msg);
+    rc = -1;
+  }
+  if (rc == 0) hy_msg("bench: device %s", hy_cl_description(cl));
+  for (int a = 0; rc == 0 && a < o->n_ns; a++) rc = bench_n(cl, pool, o, a, rows, &n_rows);
+  if (rc == 0) rc = report_rows(rows, n_rows, hy_cl_device_name(cl), o->csv);
   hy_free(rows);
   hy_cl_free(cl);
   hy_pool_free(pool);
-out_lists:
-  free_list(ns, &n_ns);
-  free_list(schemes, &n_sch);
+  return rc == 0 ? 0 : 1;
+}
+
+int hy_cmd_bench(int argc, char **argv) {
+  struct opts o;
+  struct hy_cl_opts co;
+  int status = parse_args(argc, argv, &o);
+  if (status < 0) status = device_opts(o.device, &co) != 0 ? 1 : bench(&o, &co);
+  free_list(o.ns, &o.n_ns);
+  free_list(o.schemes, &o.n_sch);
   return status;
 }

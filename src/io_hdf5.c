@@ -208,19 +208,183 @@ static void write_run_params(struct wctx *w, hid_t file, const char *text) {
   group_close(w, g, "/RunParameters");
 }
 
+/* Several files per snapshot: NumPart_Total must cover this file's counts. */
+static int check_totals(const char *path, const struct hy_snap_info *info, const uint64_t *counts,
+                        struct hy_err *err) {
+  for (int t = 0; t < HY_NTYPES; t++) {
+    if (info->npart_total[t] < counts[t])
+      return hy_err_set(err, "%s: NumPart_Total[%d] = %llu is less than the %llu particles of this file",
+                        path, t, (unsigned long long)info->npart_total[t],
+                        (unsigned long long)counts[t]);
+  }
+  return 0;
+}
+
+/* The temporary file tmp, closed strongly (every object with it); -1 and w
+ * failed if it cannot be made. */
+static hid_t create_file(struct wctx *w, const char *tmp) {
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  hid_t file = -1;
+  if (fapl < 0 || H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0) {
+    wfail(w, "set up file access properties for", tmp);
+  } else {
+    errno = 0;
+    file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (file < 0) {
+      /* The sec2 driver leaves open()'s errno behind; report it when set. */
+      int e = errno;
+      hy_err_set(w->err, "%s: cannot create HDF5 file %s%s%s", w->path, tmp, e ? ": " : "",
+                 e ? strerror(e) : "");
+      w->failed = 1;
+    }
+  }
+  if (fapl >= 0) H5Pclose(fapl);
+  return file;
+}
+
+static void write_header(struct wctx *w, hid_t file, const uint64_t *counts, int nfiles,
+                         const struct hy_snap_info *info) {
+  hid_t g = group_create(w, file, "Header");
+  if (g < 0) return;
+  uint64_t this_file[HY_NTYPES], total[HY_NTYPES];
+  uint32_t high[HY_NTYPES];
+  double mtab[HY_NTYPES] = {0};
+  for (int t = 0; t < HY_NTYPES; t++) {
+    this_file[t] = counts[t];
+    uint64_t all = nfiles > 1 ? info->npart_total[t] : counts[t];
+    /* Gadget/SWIFT convention: the whole count is NumPart_Total + (HighWord << 32) */
+    total[t] = all & 0xffffffffu;
+    high[t] = (uint32_t)(all >> 32);
+  }
+  attr_write(w, g, "NumPart_ThisFile", H5T_STD_U64LE, H5T_NATIVE_UINT64, 6, this_file);
+  attr_write(w, g, "NumPart_Total", H5T_STD_U64LE, H5T_NATIVE_UINT64, 6, total);
+  attr_write(w, g, "NumPart_Total_HighWord", H5T_STD_U32LE, H5T_NATIVE_UINT32, 6, high);
+  attr_write(w, g, "MassTable", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 6, mtab);
+  attr_double(w, g, "Time", info->time);
+  attr_double(w, g, "Redshift", 0.0);
+  attr_double(w, g, "BoxSize", 0.0);
+  attr_int(w, g, "NumFilesPerSnapshot", nfiles);
+  attr_double(w, g, "Omega0", 0.0);
+  attr_double(w, g, "OmegaLambda", 0.0);
+  attr_double(w, g, "HubbleParam", 1.0);
+  attr_int(w, g, "Flag_Entropy_ICs", 0);
+  attr_int(w, g, "Dimension", 3);
+  attr_string(w, g, "Code", "hytree");
+  attr_string(w, g, "CodeVersion", PACKAGE_VERSION);
+  attr_double(w, g, "GravityConstant", info->gravity_constant);
+  attr_double(w, g, "Softening", info->softening);
+  group_close(w, g, "/Header");
+}
+
+static void write_units(struct wctx *w, hid_t file, const struct hy_units *u) {
+  hid_t g = group_create(w, file, "Units");
+  if (g < 0) return;
+  double t_s = u->velocity_cm_per_s != 0.0 ? u->length_cm / u->velocity_cm_per_s : 0.0;
+  attr_double(w, g, "UnitLength_in_cm", u->length_cm);
+  attr_double(w, g, "UnitMass_in_g", u->mass_g);
+  attr_double(w, g, "UnitVelocity_in_cm_per_s", u->velocity_cm_per_s);
+  attr_double(w, g, "UnitTime_in_s", t_s);
+  attr_double(w, g, "Unit length in cgs (U_L)", u->length_cm);
+  attr_double(w, g, "Unit mass in cgs (U_M)", u->mass_g);
+  attr_double(w, g, "Unit time in cgs (U_t)", t_s);
+  attr_double(w, g, "Unit current in cgs (U_I)", 1.0);
+  attr_double(w, g, "Unit temperature in cgs (U_T)", 1.0);
+  group_close(w, g, "/Units");
+}
+
+/* Room to gather one type's particles into contiguous arrays. */
+struct type_bufs {
+  double *buf3, *buf1;
+  uint64_t *bufid;
+};
+
+/* The n particles idx[0..n) of type t as /PartTypeT. */
+static void write_type(struct wctx *w, hid_t file, int t, const struct hy_part *p, const size_t *idx, size_t n,
+                       unsigned fields, const struct type_bufs *b) {
+  double *buf3 = b->buf3, *buf1 = b->buf1;
+  uint64_t *bufid = b->bufid;
+  char gname[32], obj[64];
+  snprintf(gname, sizeof gname, "PartType%d", t);
+  hid_t g = group_create(w, file, gname);
+  if (g < 0) return;
+#define OBJ(name) (snprintf(obj, sizeof obj, "/%s/%s", gname, name), obj)
+  for (size_t k = 0; k < n; k++)
+    for (int c = 0; c < 3; c++) buf3[3 * k + c] = p->pos[3 * idx[k] + c];
+  dset_write(w, g, OBJ("Coordinates"), "Coordinates", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, n, 3,
+             buf3);
+  for (size_t k = 0; k < n; k++)
+    for (int c = 0; c < 3; c++) buf3[3 * k + c] = p->vel[3 * idx[k] + c];
+  dset_write(w, g, OBJ("Velocities"), "Velocities", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, n, 3,
+             buf3);
+  for (size_t k = 0; k < n; k++) bufid[k] = p->id[idx[k]];
+  dset_write(w, g, OBJ("ParticleIDs"), "ParticleIDs", H5T_STD_U64LE, H5T_NATIVE_UINT64, n, 1,
+             bufid);
+  for (size_t k = 0; k < n; k++) buf1[k] = p->mass[idx[k]];
+  dset_write(w, g, OBJ("Masses"), "Masses", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, n, 1, buf1);
+  if (fields & HY_FIELD_ACC) {
+    for (size_t k = 0; k < n; k++)
+      for (int c = 0; c < 3; c++) buf3[3 * k + c] = p->acc[3 * idx[k] + c];
+    dset_write(w, g, OBJ("Acceleration"), "Acceleration", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, n,
+               3, buf3);
+  }
+  if (fields & HY_FIELD_POT) {
+    for (size_t k = 0; k < n; k++) buf1[k] = p->pot[idx[k]];
+    dset_write(w, g, OBJ("Potential"), "Potential", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, n, 1,
+               buf1);
+  }
+#undef OBJ
+  snprintf(obj, sizeof obj, "/%s", gname);
+  group_close(w, g, obj);
+}
+
+/* /PartTypeN for every type present, in the type order of `order`. */
+static void write_particles(struct wctx *w, hid_t file, const struct hy_part *p, const size_t *order,
+                            const uint64_t *counts, unsigned fields) {
+  size_t nmax = 0;
+  for (int t = 0; t < HY_NTYPES; t++)
+    if (counts[t] > nmax) nmax = (size_t)counts[t];
+  struct type_bufs b;
+  b.buf3 = hy_malloc("HDF5 vector buffer", hy_size_mul_or_die(nmax, 3, "HDF5 buffer"), sizeof(double));
+  b.buf1 = hy_malloc("HDF5 scalar buffer", nmax, sizeof(double));
+  b.bufid = hy_malloc("HDF5 ID buffer", nmax, sizeof(uint64_t));
+  size_t start = 0;
+  for (int t = 0; t < HY_NTYPES && !w->failed; t++) {
+    size_t n = (size_t)counts[t];
+    const size_t *idx = order + start;
+    start += n;
+    if (n == 0) continue;
+    write_type(w, file, t, p, idx, n, fields, &b);
+  }
+  hy_free(b.buf3);
+  hy_free(b.buf1);
+  hy_free(b.bufid);
+}
+
+/* Close the file and publish it under path, or discard it after a failure. */
+static int close_and_publish(struct wctx *w, hid_t file, const char *tmp) {
+  if (file >= 0) {
+    errno = 0;
+    if (H5Fclose(file) < 0) {
+      hdf5_poisoned = 1;
+      wfail_errno(w, "write and close", tmp, errno);
+    }
+  }
+  if (w->failed) {
+    hy_io_discard_tmp(tmp);
+    return -1;
+  }
+  return hy_io_publish(tmp, w->path, w->err);
+}
+
 int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_snap_info *info,
                      struct hy_err *err) {
   uint64_t counts[HY_NTYPES];
   size_t *order = hy_io_type_order(path, p, counts, err);
   if (!order) return -1;
   const int nfiles = info->num_files > 1 ? info->num_files : 1;
-  for (int t = 0; t < HY_NTYPES && nfiles > 1; t++) {
-    if (info->npart_total[t] < counts[t]) {
-      hy_free(order);
-      return hy_err_set(err, "%s: NumPart_Total[%d] = %llu is less than the %llu particles of this file",
-                        path, t, (unsigned long long)info->npart_total[t],
-                        (unsigned long long)counts[t]);
-    }
+  if (nfiles > 1 && check_totals(path, info, counts, err) != 0) {
+    hy_free(order);
+    return -1;
   }
   if (H5Eset_auto2(H5E_DEFAULT, NULL, NULL) < 0) {
     hy_free(order);
@@ -228,139 +392,13 @@ int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_
   }
   struct wctx w = {path, err, 0};
   char *tmp = hy_io_tmpname_alloc(path);
-  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-  hid_t file = -1;
-  if (fapl < 0 || H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0) {
-    wfail(&w, "set up file access properties for", tmp);
-  } else {
-    errno = 0;
-    file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    if (file < 0) {
-      /* The sec2 driver leaves open()'s errno behind; report it when set. */
-      int e = errno;
-      hy_err_set(err, "%s: cannot create HDF5 file %s%s%s", path, tmp, e ? ": " : "",
-                 e ? strerror(e) : "");
-      w.failed = 1;
-    }
-  }
-  if (fapl >= 0) H5Pclose(fapl);
-
-  /* /Header */
-  hid_t g = group_create(&w, file, "Header");
-  if (g >= 0) {
-    uint64_t this_file[HY_NTYPES], total[HY_NTYPES];
-    uint32_t high[HY_NTYPES];
-    double mtab[HY_NTYPES] = {0};
-    for (int t = 0; t < HY_NTYPES; t++) {
-      this_file[t] = counts[t];
-      uint64_t all = nfiles > 1 ? info->npart_total[t] : counts[t];
-      /* Gadget/SWIFT convention: the whole count is NumPart_Total + (HighWord << 32) */
-      total[t] = all & 0xffffffffu;
-      high[t] = (uint32_t)(all >> 32);
-    }
-    attr_write(&w, g, "NumPart_ThisFile", H5T_STD_U64LE, H5T_NATIVE_UINT64, 6, this_file);
-    attr_write(&w, g, "NumPart_Total", H5T_STD_U64LE, H5T_NATIVE_UINT64, 6, total);
-    attr_write(&w, g, "NumPart_Total_HighWord", H5T_STD_U32LE, H5T_NATIVE_UINT32, 6, high);
-    attr_write(&w, g, "MassTable", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 6, mtab);
-    attr_double(&w, g, "Time", info->time);
-    attr_double(&w, g, "Redshift", 0.0);
-    attr_double(&w, g, "BoxSize", 0.0);
-    attr_int(&w, g, "NumFilesPerSnapshot", nfiles);
-    attr_double(&w, g, "Omega0", 0.0);
-    attr_double(&w, g, "OmegaLambda", 0.0);
-    attr_double(&w, g, "HubbleParam", 1.0);
-    attr_int(&w, g, "Flag_Entropy_ICs", 0);
-    attr_int(&w, g, "Dimension", 3);
-    attr_string(&w, g, "Code", "hytree");
-    attr_string(&w, g, "CodeVersion", PACKAGE_VERSION);
-    attr_double(&w, g, "GravityConstant", info->gravity_constant);
-    attr_double(&w, g, "Softening", info->softening);
-    group_close(&w, g, "/Header");
-  }
-
-  /* /Units */
-  g = group_create(&w, file, "Units");
-  if (g >= 0) {
-    const struct hy_units *u = &info->units;
-    double t_s = u->velocity_cm_per_s != 0.0 ? u->length_cm / u->velocity_cm_per_s : 0.0;
-    attr_double(&w, g, "UnitLength_in_cm", u->length_cm);
-    attr_double(&w, g, "UnitMass_in_g", u->mass_g);
-    attr_double(&w, g, "UnitVelocity_in_cm_per_s", u->velocity_cm_per_s);
-    attr_double(&w, g, "UnitTime_in_s", t_s);
-    attr_double(&w, g, "Unit length in cgs (U_L)", u->length_cm);
-    attr_double(&w, g, "Unit mass in cgs (U_M)", u->mass_g);
-    attr_double(&w, g, "Unit time in cgs (U_t)", t_s);
-    attr_double(&w, g, "Unit current in cgs (U_I)", 1.0);
-    attr_double(&w, g, "Unit temperature in cgs (U_T)", 1.0);
-    group_close(&w, g, "/Units");
-  }
-
+  hid_t file = create_file(&w, tmp);
+  write_header(&w, file, counts, nfiles, info);
+  write_units(&w, file, &info->units);
   if (info->params_text && !w.failed) write_run_params(&w, file, info->params_text);
-
-  /* /PartTypeN: gather each type's particles into contiguous buffers. */
-  size_t nmax = 0;
-  for (int t = 0; t < HY_NTYPES; t++)
-    if (counts[t] > nmax) nmax = (size_t)counts[t];
-  double *buf3 = hy_malloc("HDF5 vector buffer", hy_size_mul_or_die(nmax, 3, "HDF5 buffer"),
-                           sizeof(double));
-  double *buf1 = hy_malloc("HDF5 scalar buffer", nmax, sizeof(double));
-  uint64_t *bufid = hy_malloc("HDF5 ID buffer", nmax, sizeof(uint64_t));
-  size_t start = 0;
-  for (int t = 0; t < HY_NTYPES && !w.failed; t++) {
-    size_t n = (size_t)counts[t];
-    const size_t *idx = order + start;
-    start += n;
-    if (n == 0) continue;
-    char gname[32], obj[64];
-    snprintf(gname, sizeof gname, "PartType%d", t);
-    g = group_create(&w, file, gname);
-    if (g < 0) break;
-#define OBJ(name) (snprintf(obj, sizeof obj, "/%s/%s", gname, name), obj)
-    for (size_t k = 0; k < n; k++)
-      for (int c = 0; c < 3; c++) buf3[3 * k + c] = p->pos[3 * idx[k] + c];
-    dset_write(&w, g, OBJ("Coordinates"), "Coordinates", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, n, 3,
-               buf3);
-    for (size_t k = 0; k < n; k++)
-      for (int c = 0; c < 3; c++) buf3[3 * k + c] = p->vel[3 * idx[k] + c];
-    dset_write(&w, g, OBJ("Velocities"), "Velocities", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, n, 3,
-               buf3);
-    for (size_t k = 0; k < n; k++) bufid[k] = p->id[idx[k]];
-    dset_write(&w, g, OBJ("ParticleIDs"), "ParticleIDs", H5T_STD_U64LE, H5T_NATIVE_UINT64, n, 1,
-               bufid);
-    for (size_t k = 0; k < n; k++) buf1[k] = p->mass[idx[k]];
-    dset_write(&w, g, OBJ("Masses"), "Masses", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, n, 1, buf1);
-    if (info->fields & HY_FIELD_ACC) {
-      for (size_t k = 0; k < n; k++)
-        for (int c = 0; c < 3; c++) buf3[3 * k + c] = p->acc[3 * idx[k] + c];
-      dset_write(&w, g, OBJ("Acceleration"), "Acceleration", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, n,
-                 3, buf3);
-    }
-    if (info->fields & HY_FIELD_POT) {
-      for (size_t k = 0; k < n; k++) buf1[k] = p->pot[idx[k]];
-      dset_write(&w, g, OBJ("Potential"), "Potential", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, n, 1,
-                 buf1);
-    }
-#undef OBJ
-    snprintf(obj, sizeof obj, "/%s", gname);
-    group_close(&w, g, obj);
-  }
-  hy_free(buf3);
-  hy_free(buf1);
-  hy_free(bufid);
+  write_particles(&w, file, p, order, counts, info->fields);
   hy_free(order);
-
-  if (file >= 0) {
-    errno = 0;
-    if (H5Fclose(file) < 0) {
-      hdf5_poisoned = 1;
-      wfail_errno(&w, "write and close", tmp, errno);
-    }
-  }
-  int rc = -1;
-  if (w.failed)
-    hy_io_discard_tmp(tmp);
-  else
-    rc = hy_io_publish(tmp, path, err);
+  int rc = close_and_publish(&w, file, tmp);
   hy_free(tmp);
   return rc;
 }

@@ -646,160 +646,221 @@ int hy_let_exchange_floats(struct hy_let *L, struct hy_let_floats *out, struct h
   return exchange(L, NULL, out, st, err);
 }
 
-static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floats *fl, struct hy_let_stats *st,
-                    struct hy_err *err) {
-  double t0 = hy_wtime();
-  const int P = L->size;
-  const int bad_dest = test_fail_now() ? P + 7 : -1;
-  /* per rank: items, counted hard items, and where they start in this
-   * rank's shared-memory half (node peers) */
-  uint64_t shm_n = 0;
-  for (int r = 0; r < P; r++) {
+/* One exchange's figures: items per direction and where they go. */
+struct xfer {
+  uint64_t shm_n;                      /* items this rank puts into its window half */
+  uint64_t total, sent, hard, by_msg;  /* received, sent, counted hard, received in messages */
+  int nreq;                            /* requests posted */
+  float *pos4, *grp4;                  /* hy_let_exchange_floats: the destination floats */
+};
+
+/* Per rank: items, counted hard items, and where they start in this rank's
+ * shared-memory half (node peers); exchanged with every rank. */
+static int exchange_counts(struct hy_let *L, struct xfer *x, struct hy_err *err) {
+  for (int r = 0; r < L->size; r++) {
     L->send_cnt[CNT * r] = L->dest[r].n;
     L->send_cnt[CNT * r + 1] = L->dest[r].n_hard;
-    L->send_cnt[CNT * r + 2] = via_shm(L, r) ? shm_n : 0;
-    if (via_shm(L, r)) shm_n += L->dest[r].n;
+    L->send_cnt[CNT * r + 2] = via_shm(L, r) ? x->shm_n : 0;
+    if (via_shm(L, r)) x->shm_n += L->dest[r].n;
   }
   int rc = MPI_Alltoall(L->send_cnt, CNT, MPI_UINT64_T, L->recv_cnt, CNT, MPI_UINT64_T, L->comm);
-  if (hy_mpi_check(rc, "LET: MPI_Alltoall of the item counts", err)) return -1;
-  hy_trace(HY_TRACE_MAIN, "let_counts", t0);
-  const double t1 = hy_trace_t();
-  uint64_t total = 0, sent = 0, hard = 0, by_msg = 0;
-  for (int r = 0; r < P; r++) {
+  return hy_mpi_check(rc, "LET: MPI_Alltoall of the item counts", err) ? -1 : 0;
+}
+
+/* The totals of the counts, each message's count checked. */
+static int tally(const struct hy_let *L, struct xfer *x, struct hy_err *err) {
+  for (int r = 0; r < L->size; r++) {
     if (check_msg(L->recv_cnt[CNT * r], r, "from", err) || check_msg(L->send_cnt[CNT * r], r, "to", err)) return -1;
-    total += L->recv_cnt[CNT * r];
-    hard += L->recv_cnt[CNT * r + 1];
-    sent += L->send_cnt[CNT * r];
-    if (!via_shm(L, r)) by_msg += L->recv_cnt[CNT * r];
+    x->total += L->recv_cnt[CNT * r];
+    x->hard += L->recv_cnt[CNT * r + 1];
+    x->sent += L->send_cnt[CNT * r];
+    if (!via_shm(L, r)) x->by_msg += L->recv_cnt[CNT * r];
   }
-  if (total > (uint64_t)SIZE_MAX / ITEM)
-    return hy_err_set(err, "LET: %llu items received", (unsigned long long)total);
-  float *pos4 = NULL, *grp4 = NULL;
+  if (x->total > (uint64_t)SIZE_MAX / ITEM)
+    return hy_err_set(err, "LET: %llu items received", (unsigned long long)x->total);
+  return 0;
+}
+
+/* Room for the items received: the remote particles or the caller's floats,
+ * and the receive buffer of the messages. */
+static int make_room(struct hy_let *L, struct hy_part *remote, struct hy_let_floats *fl, struct xfer *x,
+                     struct hy_err *err) {
   if (fl) {
-    pos4 = fl->alloc(fl->ctx, (size_t)total, &grp4, err);
-    if (!pos4 || !grp4) return -1;
-    fl->n = (size_t)total;
-    fl->pos4 = pos4;
-    fl->grp = grp4;
+    x->pos4 = fl->alloc(fl->ctx, (size_t)x->total, &x->grp4, err);
+    if (!x->pos4 || !x->grp4) return -1;
+    fl->n = (size_t)x->total;
+    fl->pos4 = x->pos4;
+    fl->grp = x->grp4;
   } else {
     hy_part_use_groups(remote);
-    hy_part_resize(remote, (size_t)total);
+    hy_part_resize(remote, (size_t)x->total);
   }
-  if (by_msg > L->recv_cap) {
-    const size_t cap = (size_t)by_msg + (size_t)by_msg / 4 + 1024;
+  if (x->by_msg > L->recv_cap) {
+    const size_t cap = (size_t)x->by_msg + (size_t)x->by_msg / 4 + 1024;
     hy_free(L->recv);
     L->recv = hy_malloc("LET receive buffer", hy_size_mul_or_die(cap, ITEM, "LET receive buffer"), sizeof(float));
     L->recv_cap = cap;
   }
-  /* messages to and from the ranks of other nodes (all, without a window) */
-  float *recv = L->recv;
-  int nreq = 0;
+  return 0;
+}
+
+/* Messages to and from the ranks of other nodes (all, without a window),
+ * and the rehearsed failure to rank bad_dest (>= 0). */
+static int post_messages(struct hy_let *L, int bad_dest, struct xfer *x, struct hy_err *err) {
+  const int P = L->size, tag = 7301;
+  int rc = MPI_SUCCESS;
   size_t off = 0;
-  const int tag = 7301;
   for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
     int n = (int)L->recv_cnt[CNT * r];
     if (via_shm(L, r)) continue;
-    if (n > 0) rc = MPI_Irecv(recv + ITEM * off, ITEM * n, MPI_FLOAT, r, tag, L->comm, &L->req[nreq++]);
+    if (n > 0) rc = MPI_Irecv(L->recv + ITEM * off, ITEM * n, MPI_FLOAT, r, tag, L->comm, &L->req[x->nreq++]);
     off += (size_t)n;
   }
   for (int r = 0; r < P && rc == MPI_SUCCESS; r++) {
     int n = (int)L->send_cnt[CNT * r];
-    if (n > 0 && !via_shm(L, r)) rc = MPI_Isend(send_items(L, r), ITEM * n, MPI_FLOAT, r, tag, L->comm, &L->req[nreq++]);
+    if (n > 0 && !via_shm(L, r))
+      rc = MPI_Isend(send_items(L, r), ITEM * n, MPI_FLOAT, r, tag, L->comm, &L->req[x->nreq++]);
   }
   if (rc == MPI_SUCCESS && bad_dest >= 0) /* the rehearsed failure */
-    rc = MPI_Isend(send_items(L, L->rank), 0, MPI_FLOAT, bad_dest, tag, L->comm, &L->req[nreq++]);
-  if (hy_mpi_check(rc, "LET: exchange of the items", err)) return -1;
-  /* the node's ranks: each puts its items for the others into its half of
-   * the window, and after a barrier each reads its own from theirs (the
-   * halves alternate, so that the next exchange's writes never meet this
-   * one's reads) */
-  int nrun = 0;
+    rc = MPI_Isend(send_items(L, L->rank), 0, MPI_FLOAT, bad_dest, tag, L->comm, &L->req[x->nreq++]);
+  return hy_mpi_check(rc, "LET: exchange of the items", err) ? -1 : 0;
+}
+
+/* The node's ranks: each puts its items for the others into its half of the
+ * window, and after a barrier each reads its own from theirs (the halves
+ * alternate, so that the next exchange's writes never meet this one's
+ * reads). */
+static int put_node_items(struct hy_let *L, const struct xfer *x, double t1, struct hy_err *err) {
+  /* the node's largest count, and the room to make if the window grows */
+  const uint64_t bytes = x->shm_n * ITEM * sizeof(float);
+  if (hy_shm_reserve(L->shm, bytes, hy_let_test_small() ? bytes : bytes + bytes / 4 + 4096 * ITEM * sizeof(float),
+                     err) != 0)
+    return -1;
+  float *mine = (float *)(void *)hy_shm_mine(L->shm);
   const float **src = L->run_src;
   float **dst = L->run_dst;
   size_t *first = L->run_first;
-  if (hy_let_node_ranks(L) > 0) {
-    /* the node's largest count, and the room to make if the window grows */
-    const uint64_t bytes = shm_n * ITEM * sizeof(float);
-    if (hy_shm_reserve(L->shm, bytes, hy_let_test_small() ? bytes : bytes + bytes / 4 + 4096 * ITEM * sizeof(float),
-                       err) != 0)
-      return -1;
-    float *mine = (float *)(void *)hy_shm_mine(L->shm);
-    first[0] = 0;
-    for (int r = 0; r < P; r++)
-      if (via_shm(L, r) && L->send_cnt[CNT * r] > 0) {
-        src[nrun] = send_items(L, r);
-        dst[nrun] = mine + ITEM * (size_t)L->send_cnt[CNT * r + 2];
-        first[nrun + 1] = first[nrun] + (size_t)L->send_cnt[CNT * r];
-        nrun++;
-      }
-    struct runs_job cj = {.src = src, .dst = dst, .first = first};
-    if (nrun) hy_pool_for(L->pool, first[nrun], 16384, runs_body, &cj);
-    hy_trace(HY_TRACE_MAIN, "li_put", t1);
-  }
+  int nrun = 0;
+  first[0] = 0;
+  for (int r = 0; r < L->size; r++)
+    if (via_shm(L, r) && L->send_cnt[CNT * r] > 0) {
+      src[nrun] = send_items(L, r);
+      dst[nrun] = mine + ITEM * (size_t)L->send_cnt[CNT * r + 2];
+      first[nrun + 1] = first[nrun] + (size_t)L->send_cnt[CNT * r];
+      nrun++;
+    }
+  struct runs_job cj = {.src = src, .dst = dst, .first = first};
+  if (nrun) hy_pool_for(L->pool, first[nrun], 16384, runs_body, &cj);
+  hy_trace(HY_TRACE_MAIN, "li_put", t1);
+  return 0;
+}
+
+/* The node's barrier and the messages' completion. */
+static int wait_items(struct hy_let *L, const struct xfer *x, struct hy_err *err) {
   const double tw = hy_trace_t();
   if (hy_let_node_ranks(L) > 0 && hy_shm_sync(L->shm, err) != 0) return -1;
-  rc = nreq > 0 ? MPI_Waitall(nreq, L->req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+  int rc = x->nreq > 0 ? MPI_Waitall(x->nreq, L->req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
   if (hy_mpi_check(rc, "LET: exchange of the items", err)) return -1;
   hy_trace(HY_TRACE_MAIN, "li_wait", tw);
-  const double tt = hy_trace_t();
-  /* every source's items, in rank order, into the remote particles */
-  nrun = 0;
+  return 0;
+}
+
+/* Every source's items, in rank order, as runs (L->run_src, L->run_first):
+ * from the window for node peers, from the receive buffer otherwise.
+ * Returns the number of runs. */
+static int received_runs(struct hy_let *L) {
+  const float **src = L->run_src;
+  size_t *first = L->run_first;
+  int nrun = 0;
+  size_t off = 0;
   first[0] = 0;
-  off = 0;
-  for (int r = 0; r < P; r++) {
+  for (int r = 0; r < L->size; r++) {
     const size_t n = (size_t)L->recv_cnt[CNT * r];
     if (!n) continue;
     if (via_shm(L, r)) {
       src[nrun] = (const float *)(const void *)hy_shm_theirs(L->shm, r) + ITEM * (size_t)L->recv_cnt[CNT * r + 2];
     } else {
-      src[nrun] = recv + ITEM * off;
+      src[nrun] = L->recv + ITEM * off;
       off += n;
     }
     first[nrun + 1] = first[nrun] + n;
     nrun++;
   }
-  {
-    const int nt = hy_pool_size(L->pool);
-    double *range = NULL;
-    if (fl && fl->range) {
-      range = scratch_range(L, nt);
-      for (int t = 0; t < nt; t++)
-        for (int d = 0; d < 3; d++) {
-          range[6 * t + d] = INFINITY;
-          range[6 * t + 3 + d] = -INFINITY;
-        }
+  return nrun;
+}
+
+/* The per-thread ranges of an exchange into floats, emptied (NULL when the
+ * caller wants no range). */
+static double *start_ranges(struct hy_let *L, const struct hy_let_floats *fl, int nt) {
+  if (!fl || !fl->range) return NULL;
+  double *range = scratch_range(L, nt);
+  for (int t = 0; t < nt; t++)
+    for (int d = 0; d < 3; d++) {
+      range[6 * t + d] = INFINITY;
+      range[6 * t + 3 + d] = -INFINITY;
     }
-    struct runs_job rj = {.src = src, .first = first, .F = L->frame + 3 * L->rank, .q = remote,
-                          .origin = fl ? fl->origin : NULL, .pos4 = pos4, .grp = grp4, .range = range};
-    if (nrun && fl && fl->ready) { /* run by run, each handed on when done */
-      for (int k = 0; k < nrun; k++) {
-        const size_t nk = first[k + 1] - first[k];
-        rj.base = first[k];
-        hy_pool_for(L->pool, nk, 16384, runs_body, &rj);
-        if (fl->ready(fl, first[k], nk, err) != 0) return -1;
-      }
-    } else if (nrun) {
-      hy_pool_for(L->pool, (size_t)total, 16384, runs_body, &rj);
-    }
-    if (range) {
-      for (int d = 0; d < 3; d++) {
-        fl->range[d] = INFINITY;
-        fl->range[3 + d] = -INFINITY;
-      }
-      for (int t = 0; t < nt; t++)
-        for (int d = 0; d < 3; d++) {
-          fl->range[d] = fmin(fl->range[d], range[6 * t + d]);
-          fl->range[3 + d] = fmax(fl->range[3 + d], range[6 * t + 3 + d]);
-        }
-    }
-    if (fl && fl->sample) fl->n_sample = sample_items(src, first, nrun, L->frame + 3 * L->rank, fl->sample);
+  return range;
+}
+
+/* fl->range: the union of the threads' ranges. */
+static void merge_ranges(struct hy_let_floats *fl, const double *range, int nt) {
+  for (int d = 0; d < 3; d++) {
+    fl->range[d] = INFINITY;
+    fl->range[3 + d] = -INFINITY;
   }
+  for (int t = 0; t < nt; t++)
+    for (int d = 0; d < 3; d++) {
+      fl->range[d] = fmin(fl->range[d], range[6 * t + d]);
+      fl->range[3 + d] = fmax(fl->range[3 + d], range[6 * t + 3 + d]);
+    }
+}
+
+/* The nrun runs of items received into the remote particles or the floats
+ * (with their range and sample when asked for); with fl->ready, run by run,
+ * each handed on when done. */
+static int take_items(struct hy_let *L, struct hy_part *remote, struct hy_let_floats *fl, const struct xfer *x,
+                      int nrun, struct hy_err *err) {
+  const size_t *first = L->run_first;
+  const int nt = hy_pool_size(L->pool);
+  double *range = start_ranges(L, fl, nt);
+  struct runs_job rj = {.src = L->run_src, .first = first, .F = L->frame + 3 * L->rank, .q = remote,
+                        .origin = fl ? fl->origin : NULL, .pos4 = x->pos4, .grp = x->grp4, .range = range};
+  if (nrun && fl && fl->ready) {
+    for (int k = 0; k < nrun; k++) {
+      const size_t nk = first[k + 1] - first[k];
+      rj.base = first[k];
+      hy_pool_for(L->pool, nk, 16384, runs_body, &rj);
+      if (fl->ready(fl, first[k], nk, err) != 0) return -1;
+    }
+  } else if (nrun) {
+    hy_pool_for(L->pool, (size_t)x->total, 16384, runs_body, &rj);
+  }
+  if (range) merge_ranges(fl, range, nt);
+  if (fl && fl->sample) fl->n_sample = sample_items(L->run_src, first, nrun, L->frame + 3 * L->rank, fl->sample);
+  return 0;
+}
+
+static int exchange(struct hy_let *L, struct hy_part *remote, struct hy_let_floats *fl, struct hy_let_stats *st,
+                    struct hy_err *err) {
+  double t0 = hy_wtime();
+  const int bad_dest = test_fail_now() ? L->size + 7 : -1;
+  struct xfer x;
+  memset(&x, 0, sizeof x);
+  if (exchange_counts(L, &x, err) != 0) return -1;
+  hy_trace(HY_TRACE_MAIN, "let_counts", t0);
+  const double t1 = hy_trace_t();
+  if (tally(L, &x, err) != 0 || make_room(L, remote, fl, &x, err) != 0 || post_messages(L, bad_dest, &x, err) != 0)
+    return -1;
+  if (hy_let_node_ranks(L) > 0 && put_node_items(L, &x, t1, err) != 0) return -1;
+  if (wait_items(L, &x, err) != 0) return -1;
+  const double tt = hy_trace_t();
+  if (take_items(L, remote, fl, &x, received_runs(L), err) != 0) return -1;
   hy_trace(HY_TRACE_MAIN, "li_take", tt);
-  st->n_sent += sent;
-  st->n_recv += total;
-  st->n_recv_hard += hard;
-  st->bytes_sent += sent * ITEM * sizeof(float);
-  st->bytes_recv += total * ITEM * sizeof(float);
+  st->n_sent += x.sent;
+  st->n_recv += x.total;
+  st->n_recv_hard += x.hard;
+  st->bytes_sent += x.sent * ITEM * sizeof(float);
+  st->bytes_recv += x.total * ITEM * sizeof(float);
   st->t_comm += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "let_items", t1);
   return 0;

@@ -5,7 +5,8 @@
  * device and build its kernels -- all before anything is written, so bad
  * input leaves no output behind -- then write params-used.txt, the initial
  * snapshot and diagnostics, and step to TimeEnd writing energy.csv,
- * timings.csv, the progress log and snapshots at soft-step boundaries.
+ * timings.csv, the progress log and snapshots at soft-step boundaries. What
+ * is written, and how, is run_output.c's.
  *
  * On several MPI ranks: rank 0 reads (or generates) the ICs and resolves
  * the `auto` values from the whole set, so they do not depend on the rank
@@ -44,6 +45,7 @@
 #include "params.h"
 #include "part.h"
 #include "restart.h"
+#include "run_internal.h"
 #include "shm.h"
 #include "sim.h"
 #include "threads.h"
@@ -71,35 +73,6 @@ void hy_run_usage(FILE *out, int full) {
 }
 
 /* ------------------------------------------------------------ helpers */
-
-static int make_dirs(const char *path, struct hy_err *err) {
-  char *buf = hy_strdup("output directory", path);
-  size_t len = strlen(buf);
-  for (size_t i = 1; i <= len; i++) {
-    if (buf[i] != '/' && buf[i] != '\0') continue;
-    char c = buf[i];
-    buf[i] = '\0';
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
-      int e = errno;
-      hy_err_set(err, "OutputDir %s: cannot create %s: %s", path, buf, strerror(e));
-      hy_free(buf);
-      return -1;
-    }
-    buf[i] = c;
-  }
-  hy_free(buf);
-  struct stat st;
-  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-    return hy_err_set(err, "OutputDir %s: not a directory", path);
-  return 0;
-}
-
-static char *join(const char *dir, const char *name) {
-  size_t n = strlen(dir) + strlen(name) + 2;
-  char *s = hy_malloc("file name", n, 1);
-  snprintf(s, n, "%s/%s", dir, name);
-  return s;
-}
 
 /* Virial radius r_v = G M^2 / (2 |W|) from the unsoftened potential energy,
  * exact for N <= HY_RV_SAMPLE, else estimated from a random subset: each pair
@@ -151,43 +124,6 @@ static double mean_speed(const struct hy_part *p) {
   return s / m;
 }
 
-struct run {
-  struct hy_params *par;
-  const char *pfile;
-  const char *outdir;
-  enum hy_scheme scheme;
-  int n_ratio;
-  double G, eps, r1, r2, a_err, dt_h, t_end, snap_dt, energy_dt;
-  unsigned snap_fields;
-  int snap_files;   /* NumFilesPerSnapshot */
-  struct hy_units units;
-  struct hy_part p; /* this rank's particles */
-  double t0;
-  char *params_text;
-  int snap_count;
-  FILE *energy, *timings, *let;
-  /* MPI */
-  MPI_Comm comm; /* MPI_COMM_WORLD's duplicate with MPI_ERRORS_RETURN */
-  int rank, size, local_rank, local_size;
-  struct hy_decomp *dd;
-  struct hy_decomp_stats dd_st;
-  double dd_wait; /* seconds spent in the barrier before each decomposition */
-  double dd_sent, dd_recv, dd_before; /* sums over the decompositions: particles sent, received, held before */
-  long dd_count;                      /* decompositions made */
-  int dd_cost_walk;                   /* DomainCost walktime */
-  double walk_mark[2];                /* hy_force_walk_seconds at the last decomposition */
-  struct hy_force *force;
-  /* restarts */
-  const char *restart_dir;          /* --restart DIR, or NULL */
-  struct hy_restart_state rs;       /* the state read from it */
-  double restart_minutes;           /* RestartInterval */
-  long restart_every;               /* RestartEverySoftSteps */
-  long test_signal_step;            /* HYTREE_TEST_SIGNAL_AT_STEP (tests) */
-  long test_nan_step;               /* HYTREE_TEST_NAN_AT_STEP (tests) */
-  int test_kill_write;              /* HYTREE_TEST_KILL_IN_RESTART (tests) */
-  int restarts_written;
-};
-
 /* Signals: SIGUSR1 asks for a restart set, SIGTERM for a set and a stop, at
  * the next step boundary (the ranks agree on it there). */
 static volatile sig_atomic_t got_usr1 = 0, got_term = 0;
@@ -198,12 +134,11 @@ static void on_signal(int sig) {
 
 /* A failure that every rank sees the same way (or that rank 0 saw and
  * broadcast): print once, return. */
-static void report(const struct run *r, const struct hy_err *err) {
+static void report(const struct hy_run *r, const struct hy_err *err) {
   if (r->rank == 0) fprintf(stderr, "hytree: error: %s\n", err->msg);
 }
 
-/* Broadcast rank 0's status and message; returns the status. */
-static int bcast_status(struct run *r, int rc, struct hy_err *err) {
+int hy_run_bcast_status(struct hy_run *r, int rc, struct hy_err *err) {
   int v = rc;
   if (MPI_Bcast(&v, 1, MPI_INT, 0, r->comm) != MPI_SUCCESS) hy_die("MPI_Bcast of a status failed");
   if (v != 0 && MPI_Bcast(err->msg, (int)sizeof err->msg, MPI_CHAR, 0, r->comm) != MPI_SUCCESS)
@@ -212,7 +147,7 @@ static int bcast_status(struct run *r, int rc, struct hy_err *err) {
 }
 
 /* Any rank failed? A failing rank prints its own message. */
-static int any_failed(struct run *r, int rc, const struct hy_err *err) {
+static int any_failed(struct hy_run *r, int rc, const struct hy_err *err) {
   if (rc != 0 && r->size > 1) fprintf(stderr, "hytree: error: [rank %d] %s\n", r->rank, err->msg);
   if (rc != 0 && r->size == 1) fprintf(stderr, "hytree: error: %s\n", err->msg);
   int v = rc != 0, g = 0;
@@ -220,15 +155,21 @@ static int any_failed(struct run *r, int rc, const struct hy_err *err) {
   return g;
 }
 
-/* err := "WHERE: KEY: " + err (a value that passed the parameter checks but
- * not a later one); returns -1. */
-static int err_at_key(const struct run *r, const char *key, struct hy_err *err) {
+/* err := PREFIX + ": " + err; returns -1. */
+static int err_prefix(struct hy_err *err, const char *prefix) {
   char msg[sizeof err->msg];
   snprintf(msg, sizeof msg, "%s", err->msg);
-  return hy_err_set(err, "%s: %s: %s", hy_params_where(r->par, key), key, msg);
+  return hy_err_set(err, "%s: %s", prefix, msg);
 }
 
-static int load_ics(struct run *r, struct hy_err *err) {
+/* err := "WHERE: KEY: " + err (a value that passed the parameter checks but
+ * not a later one); returns -1. */
+static int err_at_key(const struct hy_run *r, const char *key, struct hy_err *err) {
+  err_prefix(err, key);
+  return err_prefix(err, hy_params_where(r->par, key));
+}
+
+static int load_ics(struct hy_run *r, struct hy_err *err) {
   const char *spec = hy_params_get_str(r->par, "InitCondFile");
   struct hy_ic_spec gen;
   int g = hy_ic_parse_spec(spec, &gen, err);
@@ -242,7 +183,7 @@ static int load_ics(struct run *r, struct hy_err *err) {
 }
 
 /* Resolve the `auto` parameters from the ICs and check the results. */
-static int resolve(struct run *r, struct hy_pool *pool, struct hy_err *err) {
+static int resolve(struct hy_run *r, struct hy_pool *pool, struct hy_err *err) {
   struct hy_params *par = r->par;
   const size_t n = r->p.n;
   const double nn = (double)n, mt = hy_part_total_mass(&r->p);
@@ -290,165 +231,11 @@ static int resolve(struct run *r, struct hy_pool *pool, struct hy_err *err) {
   return 0;
 }
 
-static int write_snapshot(struct run *r, double t, unsigned fields, struct hy_err *err) {
-  struct hy_snap_info info = {.time = t,
-                              .fields = fields,
-                              .units = r->units,
-                              .gravity_constant = r->G,
-                              .softening = r->eps,
-                              .params_text = r->params_text};
-  double t0 = hy_wtime();
-  int rc = hy_io_write_snapshot_mpi(r->comm, r->outdir, r->snap_count, &r->p, &info, r->snap_files, err);
-  if (rc == 0) {
-    if (r->snap_files > 1)
-      hy_msg("snapshot %s/snapshot_%03d.{0..%d}.hdf5 at t = %.6g (%.2f s)", r->outdir, r->snap_count,
-             r->snap_files - 1, t, hy_wtime() - t0);
-    else
-      hy_msg("snapshot %s/snapshot_%03d.hdf5 at t = %.6g (%.2f s)", r->outdir, r->snap_count, t, hy_wtime() - t0);
-    r->snap_count++;
-  }
-  return rc;
-}
-
-/* Restarts: keep the header and the rows of a CSV record whose first column
- * is at most `upto` (rows a stopped or killed run wrote after the restart
- * set), rewriting the file atomically. A missing file is not an error. */
-static int trim_csv(const char *dir, const char *name, double upto, struct hy_err *err) {
-  char *path = join(dir, name);
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    hy_free(path);
-    return 0;
-  }
-  size_t cap = 1 << 16, len = 0;
-  char *out = hy_malloc("CSV text", cap, 1), line[8192];
-  int first = 1;
-  while (fgets(line, sizeof line, f)) {
-    if (!first && strtod(line, NULL) > upto) continue;
-    first = 0;
-    size_t l = strlen(line);
-    if (len + l + 1 > cap) {
-      cap = 2 * (len + l + 1);
-      out = hy_realloc("CSV text", out, cap, 1);
-    }
-    memcpy(out + len, line, l + 1);
-    len += l;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  int rc = bad ? hy_err_set(err, "%s: read failed", path) : hy_io_write_text_atomic(path, out, err);
-  hy_free(out);
-  hy_free(path);
-  return rc;
-}
-
-static FILE *open_csv(const char *dir, const char *name, const char *mode, struct hy_err *err) {
-  char *path = join(dir, name);
-  FILE *f = fopen(path, mode);
-  if (!f) hy_err_set(err, "%s: cannot create: %s", path, strerror(errno));
-  hy_free(path);
-  return f;
-}
-
-static int csv_flush(FILE *f, const char *name, struct hy_err *err) {
-  if (fflush(f) != 0 || ferror(f)) return hy_err_set(err, "%s: write failed: %s", name, strerror(errno));
-  return 0;
-}
-
-static void timings_header(FILE *f, int n_hard) {
-  fputs("step,time,t_step", f);
-  for (int k = 1; k <= n_hard; k++) fprintf(f, ",t_hard_%d", k);
-  fputs(",t_soft,t_tree,t_kernel,t_transfer,t_walk_wall,n_pp_hard,n_pc_hard,n_pp_soft,n_pc_soft,"
-        "t_dd,t_let_select,t_let_comm,t_remote_tree,t_wait_device,t_device_busy,t_main_busy,load_balance\n",
-        f);
-}
-
-/* Per-step values reduced over the ranks: times are the maximum over ranks
- * (the slowest rank sets the pace), counts the sum, load balance
- * max/mean of N_local + N_hard. */
-enum { TV_TOTAL, TV_SOFT, TV_TREE, TV_KERNEL, TV_TRANSFER, TV_WALL, TV_DD, TV_SELECT, TV_COMM, TV_REMOTE, TV_WAIT,
-       TV_DEVBUSY, TV_MAINBUSY, TV_HARD0 };
-enum { CV_PPH, CV_PCH, CV_PPS, CV_PCS, CV_N };
-/* the summary's split of rank 0's costs */
-enum sum_part { SP_SORT, SP_BUILD, SP_EXPORT, SP_REMOTE, SP_UPLOAD, SP_DOWNLOAD, SP_LET, SP_BOXES, SP_DD, SP_WALK, SP_N };
-/* let.csv quantities: min, mean, max over ranks */
-enum { LV_NLOCAL, LV_NHARD, LV_NSOFT, LV_NHARD_AT_SOFT, LV_SENT, LV_RECV, LV_N };
-
-static int reduce_max(struct run *r, double *v, int n) {
-  if (r->size == 1) return 0;
-  return MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, r->comm) == MPI_SUCCESS ? 0 : -1;
-}
-
-static void step_records(struct run *r, long step, double t, const struct hy_step_times *tm) {
-  const int nh = tm->n_hard;
-  double tv[TV_HARD0 + HY_MAX_RATIO];
-  const struct hy_force_stats *h = &tm->st_hard, *s = &tm->st_soft;
-  tv[TV_TOTAL] = tm->total;
-  tv[TV_SOFT] = tm->soft;
-  tv[TV_TREE] = tm->tree;
-  tv[TV_KERNEL] = tm->kernel;
-  tv[TV_TRANSFER] = tm->transfer;
-  tv[TV_WALL] = tm->walk_wall;
-  tv[TV_DD] = tm->dd;
-  tv[TV_SELECT] = h->let_select + s->let_select + h->let_boxes + s->let_boxes;
-  tv[TV_COMM] = h->let_comm + s->let_comm + h->direct_comm + s->direct_comm;
-  tv[TV_REMOTE] = h->remote_build + s->remote_build;
-  tv[TV_WAIT] = h->wait_device + s->wait_device;
-  tv[TV_DEVBUSY] = h->device_busy + s->device_busy;
-  tv[TV_MAINBUSY] = tm->total - tv[TV_WAIT];
-  for (int k = 0; k < nh; k++) tv[TV_HARD0 + k] = tm->hard[k];
-  uint64_t cv[CV_N] = {tm->pp_hard, tm->pc_hard, tm->pp_soft, tm->pc_soft};
-  /* N_local, N_hard (mean over the hard steps of this step), N_soft, counted N_hard at the soft step, bytes */
-  double lv[LV_N];
-  lv[LV_NLOCAL] = (double)r->p.n;
-  lv[LV_NHARD] = nh > 0 ? (double)h->let_recv / nh : 0.0;
-  lv[LV_NSOFT] = (double)s->let_recv;
-  lv[LV_NHARD_AT_SOFT] = (double)s->let_recv_hard;
-  lv[LV_SENT] = (double)(h->let_bytes_sent + s->let_bytes_sent);
-  lv[LV_RECV] = (double)(h->let_bytes_recv + s->let_bytes_recv);
-  double lmin[LV_N], lmax[LV_N], lsum[LV_N], work = lv[LV_NLOCAL] + (nh > 0 ? lv[LV_NHARD] : lv[LV_NHARD_AT_SOFT]);
-  double wmax = work, wsum = work;
-  memcpy(lmin, lv, sizeof lv);
-  memcpy(lmax, lv, sizeof lv);
-  memcpy(lsum, lv, sizeof lv);
-  if (r->size > 1) {
-    if (reduce_max(r, tv, TV_HARD0 + nh) != 0 ||
-        MPI_Allreduce(MPI_IN_PLACE, cv, CV_N, MPI_UINT64_T, MPI_SUM, r->comm) != MPI_SUCCESS ||
-        MPI_Allreduce(lv, lmin, LV_N, MPI_DOUBLE, MPI_MIN, r->comm) != MPI_SUCCESS ||
-        MPI_Allreduce(lv, lmax, LV_N, MPI_DOUBLE, MPI_MAX, r->comm) != MPI_SUCCESS ||
-        MPI_Allreduce(lv, lsum, LV_N, MPI_DOUBLE, MPI_SUM, r->comm) != MPI_SUCCESS ||
-        MPI_Allreduce(&work, &wmax, 1, MPI_DOUBLE, MPI_MAX, r->comm) != MPI_SUCCESS ||
-        MPI_Allreduce(&work, &wsum, 1, MPI_DOUBLE, MPI_SUM, r->comm) != MPI_SUCCESS)
-      hy_die("step %ld: reducing the timings over the ranks failed", step);
-  }
-  if (r->rank != 0) return;
-  FILE *f = r->timings;
-  fprintf(f, "%ld,%.9g,%.6e", step, t, tv[TV_TOTAL]);
-  for (int k = 0; k < nh; k++) fprintf(f, ",%.6e", tv[TV_HARD0 + k]);
-  fprintf(f, ",%.6e,%.6e,%.6e,%.6e,%.6e,%llu,%llu,%llu,%llu", tv[TV_SOFT], tv[TV_TREE], tv[TV_KERNEL],
-          tv[TV_TRANSFER], tv[TV_WALL], (unsigned long long)cv[CV_PPH], (unsigned long long)cv[CV_PCH],
-          (unsigned long long)cv[CV_PPS], (unsigned long long)cv[CV_PCS]);
-  fprintf(f, ",%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6e,%.6f\n", tv[TV_DD], tv[TV_SELECT], tv[TV_COMM], tv[TV_REMOTE],
-          tv[TV_WAIT], tv[TV_DEVBUSY], tv[TV_MAINBUSY], wsum > 0 ? wmax / (wsum / r->size) : 1.0);
-  if (r->let) {
-    fprintf(r->let, "%ld,%.9g", step, t);
-    for (int q = 0; q < LV_N; q++) fprintf(r->let, ",%.0f,%.1f,%.0f", lmin[q], lsum[q] / r->size, lmax[q]);
-    fputc('\n', r->let);
-  }
-}
-
-static void let_header(FILE *f) {
-  static const char *q[LV_N] = {"n_local", "n_hard", "n_soft", "n_hard_at_soft", "bytes_sent", "bytes_recv"};
-  fputs("step,time", f);
-  for (int k = 0; k < LV_N; k++) fprintf(f, ",%s_min,%s_mean,%s_max", q[k], q[k], q[k]);
-  fputc('\n', f);
-}
-
 /* Domain decomposition hook of the integrator: N_hard of eq 13 from the
  * force's last hard LET. */
 static int decompose_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev *dev, struct hy_moved *moved,
                         struct hy_err *err) {
-  struct run *r = ctx;
+  struct hy_run *r = ctx;
   /* the ranks arrive at different times (unequal walks); the barrier makes
    * that wait visible apart from the decomposition's own work */
   double t0 = hy_wtime();
@@ -485,7 +272,7 @@ static int decompose_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev
 /* The next soft step's decomposition made ahead (hy_dd_pre_fn): N_hard of
  * eq 13 from this hard step's LET, as the decomposition would take it. */
 static int dd_pre_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev *dev, int step, struct hy_err *err) {
-  struct run *r = ctx;
+  struct hy_run *r = ctx;
   if (step == 0) {
     hy_decomp_pre_draw(r->dd, p->n, (double)hy_force_last_hard_items(r->force));
     return 0;
@@ -519,12 +306,31 @@ static void finite_body(void *arg, size_t b, size_t e, int tid) {
   if (low < j->low[tid]) j->low[tid] = low;
 }
 
+/* This rank's particles with a non-finite position, velocity or kick
+ * acceleration on the host: v[0] their count, v[1] their lowest ID. */
+static void count_nonfinite(const struct hy_run *r, struct hy_pool *pool, uint64_t v[2]) {
+  int nt = hy_pool_size(pool);
+  uint64_t *bad = hy_calloc("finite check", (size_t)nt, sizeof(uint64_t));
+  uint64_t *low = hy_malloc("finite check", (size_t)nt, sizeof(uint64_t));
+  for (int k = 0; k < nt; k++) low[k] = UINT64_MAX;
+  struct finite_job j = {.p = &r->p, .bad = bad, .low = low};
+  hy_pool_for(pool, r->p.n, 65536, finite_body, &j);
+  v[0] = 0;
+  v[1] = UINT64_MAX;
+  for (int k = 0; k < nt; k++) {
+    v[0] += bad[k];
+    if (low[k] < v[1]) v[1] = low[k];
+  }
+  hy_free(bad);
+  hy_free(low);
+}
+
 /* After step s: a non-finite position, velocity or kick acceleration on any
  * rank stops the run. An emergency snapshot of the state goes to
  * OutputDir/emergency/ (the regular snapshots stay as they are) and err names
  * the step, the time, the count and the lowest particle ID. Collective.
  * Returns 0 when every value is finite. */
-static int check_finite(struct run *r, struct hy_sim *sim, struct hy_pool *pool, long s, double t,
+static int check_finite(struct hy_run *r, struct hy_sim *sim, struct hy_pool *pool, long s, double t,
                         struct hy_err *err) {
   /* the state on the device: count there, bring it over only if some rank found one */
   if (hy_sim_state_on_device(sim)) {
@@ -536,19 +342,8 @@ static int check_finite(struct run *r, struct hy_sim *sim, struct hy_pool *pool,
     if (all == 0) return 0;
     if (hy_sim_sync(sim, err) != 0) return -1;
   }
-  int nt = hy_pool_size(pool);
-  uint64_t *bad = hy_calloc("finite check", (size_t)nt, sizeof(uint64_t));
-  uint64_t *low = hy_malloc("finite check", (size_t)nt, sizeof(uint64_t));
-  for (int k = 0; k < nt; k++) low[k] = UINT64_MAX;
-  struct finite_job j = {.p = &r->p, .bad = bad, .low = low};
-  hy_pool_for(pool, r->p.n, 65536, finite_body, &j);
-  uint64_t v[2] = {0, UINT64_MAX};
-  for (int k = 0; k < nt; k++) {
-    v[0] += bad[k];
-    if (low[k] < v[1]) v[1] = low[k];
-  }
-  hy_free(bad);
-  hy_free(low);
+  uint64_t v[2];
+  count_nonfinite(r, pool, v);
   if (r->size > 1 && (MPI_Allreduce(MPI_IN_PLACE, &v[0], 1, MPI_UINT64_T, MPI_SUM, r->comm) != MPI_SUCCESS ||
                       MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_UINT64_T, MPI_MIN, r->comm) != MPI_SUCCESS))
     return hy_err_set(err, "step %ld: MPI_Allreduce of the finite check failed", s);
@@ -557,75 +352,31 @@ static int check_finite(struct run *r, struct hy_sim *sim, struct hy_pool *pool,
   uint64_t first = hy_force_first_bad_id(r->force);
   if (r->size > 1 && MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_UINT64_T, MPI_MIN, r->comm) != MPI_SUCCESS)
     return hy_err_set(err, "step %ld: MPI_Allreduce of the finite check failed", s);
-  char firsttxt[96] = "";
-  if (first != UINT64_MAX)
-    snprintf(firsttxt, sizeof firsttxt, ", first non-finite position: particle ID %llu", (unsigned long long)first);
-  char *dir = join(r->outdir, "emergency");
-  struct hy_err e2;
-  int rc = r->rank == 0 ? make_dirs(dir, &e2) : 0;
-  if (bcast_status(r, rc, &e2) == 0) {
-    struct hy_snap_info info = {.time = t, .fields = 0, .units = r->units, .gravity_constant = r->G,
-                                .softening = r->eps, .params_text = r->params_text};
-    rc = hy_io_write_snapshot_mpi(r->comm, dir, (int)(s % 1000), &r->p, &info, r->snap_files, &e2);
-  }
-  if (rc == 0)
-    hy_err_set(err,
-               "step %ld, t = %.9g: %llu particle(s) with a non-finite position, velocity or acceleration (lowest "
-               "ID %llu%s); emergency snapshot %.1000s/snapshot_%03ld%s.hdf5",
-               s, t, (unsigned long long)v[0], (unsigned long long)v[1], firsttxt, dir, s % 1000,
-               r->snap_files > 1 ? ".*" : "");
-  else
-    hy_err_set(err,
-               "step %ld, t = %.9g: %llu particle(s) with a non-finite position, velocity or acceleration (lowest "
-               "ID %llu%s); the emergency snapshot failed too: %.1000s",
-               s, t, (unsigned long long)v[0], (unsigned long long)v[1], firsttxt, e2.msg);
-  hy_free(dir);
-  return -1;
+  return hy_run_emergency_snapshot(r, s, t, v[0], v[1], first, err);
 }
 
-/* Write a restart set after step s (collective). */
-static int write_restart(struct run *r, struct hy_force *f, long s, long next_snap, long next_energy, double e0,
-                         struct hy_err *err) {
-  struct hy_restart_state st;
-  memset(&st, 0, sizeof st);
-  st.step = s;
-  st.t0 = r->t0;
-  st.dt_h = r->dt_h;
-  st.G = r->G;
-  st.eps = r->eps;
-  st.r1 = r->r1;
-  st.r2 = r->r2;
-  st.a_err = r->a_err;
-  st.n_ratio = r->n_ratio;
-  st.snap_count = r->snap_count;
-  st.next_snap = next_snap;
-  st.next_energy = next_energy;
-  st.e0 = e0;
-  st.last_hard = hy_force_last_hard_items(f);
-  uint64_t n = r->p.n, nt = n;
-  if (r->size > 1 && MPI_Allreduce(&n, &nt, 1, MPI_UINT64_T, MPI_SUM, r->comm) != MPI_SUCCESS)
-    return hy_err_set(err, "restart: MPI_Allreduce of the particle count failed");
-  st.n_total = nt;
-  size_t bytes = r->dd ? hy_decomp_state_size(r->dd) : 0;
-  void *blob = hy_malloc("restart blob", bytes + 1, 1);
-  if (r->dd) hy_decomp_state_save(r->dd, blob);
-  double t0 = hy_wtime();
-  r->restarts_written++;
-  int rc = hy_restart_write(r->comm, r->outdir, &st, r->params_text, blob, bytes, &r->p,
-                            r->test_kill_write == r->restarts_written, err);
-  hy_free(blob);
-  if (rc == 0) hy_msg("restart set written at step %ld (%.2f s)", s, hy_wtime() - t0);
-  return rc;
-}
+/* ------------------------------------------------------------ main loop */
 
-static int device_choice_of(const struct run *r, const char *key) {
+/* The state of the main loop. */
+struct loop {
+  struct hy_force *f;
+  struct hy_sim *sim;
+  struct hy_pool *pool;
+  unsigned snap_want;   /* what a snapshot needs from a step's forces */
+  struct hy_diag d0, d; /* the initial and the latest energy diagnostics */
+  long first_step, n_steps, next_snap, next_energy;
+  double len;           /* a (soft) step's length */
+  double wall0, last_log, last_restart;
+  int tty, have_energy, stopped;
+  struct hy_run_totals sum;
+};
+
+static int device_choice_of(const struct hy_run *r, const char *key) {
   const char *v = hy_params_get_str(r->par, key);
   return strcmp(v, "host") == 0 ? 1 : strcmp(v, "device") == 0 ? 2 : 0;
 }
 
-/* The main loop; returns 0 or -1 with err set. On several ranks a failure
- * of any rank ends the run on all ranks (hy_die). */
-static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struct hy_err *err) {
+static struct hy_force *create_force(struct hy_run *r, struct hy_cl *cl, struct hy_pool *pool) {
   struct hy_force_cfg fc = {.G = r->G,
                             .eps = r->eps,
                             .r1 = r->r1,
@@ -641,6 +392,10 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
   r->force = f;
   hy_force_set_comm(f, r->comm, r->size > 1, HY_LET_AUTO);
   hy_force_set_let_open(f, hy_params_get_number(r->par, "LETOpenFactor"));
+  return f;
+}
+
+static struct hy_sim *create_sim(struct hy_run *r, struct hy_force *f, struct hy_pool *pool) {
   struct hy_sim_cfg sc = {.scheme = r->scheme,
                           .dt_h = r->dt_h,
                           .n_ratio = r->n_ratio,
@@ -650,233 +405,228 @@ static int simulate(struct run *r, struct hy_cl *cl, struct hy_pool *pool, struc
                           .dd_every = 4,
                           .state = device_choice_of(r, "ParticleState")};
   struct hy_sim *sim = hy_sim_create(&r->p, f, pool, &sc, r->t0);
-
   hy_sim_set_lazy_sync(sim, 1); /* p is read only after steps with a `want`, and synced before other reads */
-  const MPI_Comm *dcomm = r->size > 1 ? &r->comm : NULL;
-  int rc = -1;
-  if (sc.state == HY_STATE_DEVICE && !hy_sim_state_on_device(sim)) {
-    hy_err_set(err, "%s: ParticleState device: %s has no double precision (cl_khr_fp64); use auto or host",
-               hy_params_where(r->par, "ParticleState"), hy_cl_device_name(cl));
-    goto out;
-  }
+  return sim;
+}
+
+/* Where the tree is built, where the particle state lives and how the LET
+ * items travel. Fails when ParticleState device cannot keep the state on the
+ * device. */
+static int report_placement(struct hy_run *r, const struct hy_cl *cl, const struct loop *L, struct hy_err *err) {
+  if (device_choice_of(r, "ParticleState") == HY_STATE_DEVICE && !hy_sim_state_on_device(L->sim))
+    return hy_err_set(err, "%s: ParticleState device: %s has no double precision (cl_khr_fp64); use auto or host",
+                      hy_params_where(r->par, "ParticleState"), hy_cl_device_name(cl));
   if (r->rank == 0 && r->scheme != HY_SCHEME_DIRECT)
     hy_msg("tree built on the %s, particle state kept on the %s",
-           hy_force_config(f)->tree_build == HY_TREE_BUILD_DEVICE ? "device" : "host",
-           !hy_sim_state_on_device(sim) ? "host"
-           : r->size > 1                 ? "device (decomposed there)"
-                                         : "device");
+           hy_force_config(L->f)->tree_build == HY_TREE_BUILD_DEVICE ? "device" : "host",
+           !hy_sim_state_on_device(L->sim) ? "host"
+           : r->size > 1                    ? "device (decomposed there)"
+                                            : "device");
   if (r->rank == 0 && r->size > 1) {
-    const int ns = hy_force_let_node_ranks(f);
+    const int ns = hy_force_let_node_ranks(L->f);
     if (ns > 1)
       hy_msg("LET items between the %d ranks of rank 0's node through a shared-memory window, MPI messages otherwise",
              ns);
     else
       hy_msg("LET items through MPI messages");
   }
-  unsigned snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
-  struct hy_diag d0, d;
-  memset(&d, 0, sizeof d);
-  long first_step = 1, next_snap = 1, next_energy = 1;
-  if (r->restart_dir) {
-    /* resume: the kick acceleration, the decomposition and N_hard come from the set */
-    hy_sim_resume(sim, (long)r->rs.step);
-    hy_force_set_last_hard_items(f, r->rs.last_hard);
-    memset(&d0, 0, sizeof d0);
-    d0.etot = r->rs.e0;
-    first_step = (long)r->rs.step + 1;
-    next_snap = (long)r->rs.next_snap;
-    next_energy = (long)r->rs.next_energy;
-    r->snap_count = r->rs.snap_count;
-    hy_msg("resumed from %s/restart at t = %.9g (step %lld)", r->restart_dir, hy_sim_time(sim),
-           (long long)r->rs.step);
-  } else {
-    double tw = hy_wtime();
-    if (hy_sim_start(sim, snap_want, err) != 0) goto out;
-    hy_msg("initial forces: %.3f s", hy_wtime() - tw);
-    if (hy_diag_compute_comm(&r->p, r->t0, 0.0, pool, dcomm, &d0) != 0) {
-      hy_err_set(err, "energy diagnostics: MPI_Allreduce failed");
-      goto out;
-    }
-    if (r->rank == 0) {
-      hy_diag_csv_row(r->energy, &d0);
-      if (csv_flush(r->energy, "energy.csv", err) != 0) goto out;
-    }
-    hy_msg("t = %.6g  E = %.9g  K = %.6g  W = %.6g  2K/|W| = %.4f", r->t0, d0.etot, d0.kin, d0.pot, d0.virial);
-    if (write_snapshot(r, r->t0, r->snap_fields, err) != 0) goto out;
-  }
+  return 0;
+}
 
+/* A fresh run: the initial forces, energies and snapshot. */
+static int start(struct hy_run *r, struct loop *L, struct hy_err *err) {
+  double tw = hy_wtime();
+  if (hy_sim_start(L->sim, L->snap_want, err) != 0) return -1;
+  hy_msg("initial forces: %.3f s", hy_wtime() - tw);
+  if (hy_run_energy_row(r, r->t0, 0.0, L->pool, &L->d0, err) != 0) return -1;
+  const struct hy_diag *d0 = &L->d0;
+  hy_msg("t = %.6g  E = %.9g  K = %.6g  W = %.6g  2K/|W| = %.4f", r->t0, d0->etot, d0->kin, d0->pot, d0->virial);
+  return hy_run_write_snapshot(r, r->t0, err);
+}
+
+/* A restart: the kick acceleration, the decomposition and N_hard come from
+ * the set, and so do the step and the output schedule. */
+static void resume(struct hy_run *r, struct loop *L) {
+  hy_sim_resume(L->sim, (long)r->rs.step);
+  hy_force_set_last_hard_items(L->f, r->rs.last_hard);
+  L->d0.etot = r->rs.e0;
+  L->first_step = (long)r->rs.step + 1;
+  L->next_snap = (long)r->rs.next_snap;
+  L->next_energy = (long)r->rs.next_energy;
+  r->snap_count = r->rs.snap_count;
+  hy_msg("resumed from %s/restart at t = %.9g (step %lld)", r->restart_dir, hy_sim_time(L->sim),
+         (long long)r->rs.step);
+}
+
+/* The number of steps to TimeEnd, and the clocks and totals of the loop. */
+static void plan_steps(struct hy_run *r, struct loop *L, double span) {
+  L->len = hy_sim_step_length(L->sim);
+  L->n_steps = (long)ceil(span / L->len - 1e-9);
+  hy_msg("integrating to t = %.6g: %ld %ssteps of %.6g%s", r->t_end, L->n_steps,
+         r->scheme == HY_SCHEME_HYBRID ? "soft " : "", L->len,
+         r->scheme == HY_SCHEME_HYBRID ? " (each with SoftStepRatio hard steps)" : "");
+  L->wall0 = hy_wtime();
+  L->last_log = 0.0;
+  L->last_restart = L->wall0;
+  L->tty = isatty(STDOUT_FILENO);
+  hy_run_totals_begin(r, &L->sum);
+  if (L->first_step > L->n_steps) hy_msg("the restart set is already at or past TimeEnd: nothing to integrate");
+}
+
+/* Whether a step ending at t_next reaches output time t0 + k dt (within
+ * rounding of the step length len). */
+static int reaches(double t_next, double t0, double dt, long k, double len) {
+  return t_next >= t0 + (double)k * dt - 1e-9 * len;
+}
+
+/* The first output count k, from k on, whose time t0 + k dt lies after t. */
+static long next_due(double t0, double dt, long k, double t, double len) {
+  while (dt > 0.0 && t0 + (double)k * dt <= t + 1e-9 * len) k++;
+  return k;
+}
+
+/* Tests: a NaN velocity on rank 0 before step HYTREE_TEST_NAN_AT_STEP. */
+static int inject_test_nan(struct hy_run *r, struct loop *L, long s, struct hy_err *err) {
+  if (!(r->test_nan_step == s && r->rank == 0 && r->p.n > 0)) return 0;
+  if (hy_sim_sync(L->sim, err) != 0) return -1;
+  r->p.vel[0] = NAN;
+  hy_sim_host_changed(L->sim);
+  return 0;
+}
+
+/* Step s and the check of its result. */
+static int advance(struct hy_run *r, struct loop *L, long s, unsigned want, struct hy_step_times *tm,
+                   struct hy_err *err) {
+  const double t_step = hy_trace_t();
+  if (hy_sim_step(L->sim, want, tm, err) != 0) return -1;
+  hy_trace(HY_TRACE_MAIN, "step", t_step);
+  const double t_check = hy_trace_t();
+  if (check_finite(r, L->sim, L->pool, s, hy_sim_time(L->sim), err) != 0) return -1;
+  hy_trace(HY_TRACE_MAIN, "check_finite", t_check);
+  return 0;
+}
+
+static int energy_output(struct hy_run *r, struct loop *L, double t, struct hy_err *err) {
+  L->next_energy = next_due(r->t0, r->energy_dt, L->next_energy, t, L->len);
+  if (hy_run_energy_row(r, t, L->d0.etot, L->pool, &L->d, err) != 0) return -1;
+  if (L->d.de_rel > L->sum.max_de) L->sum.max_de = L->d.de_rel;
+  L->have_energy = 1;
+  return 0;
+}
+
+/* Progress: every step when stdout is not a terminal (a log file), at most
+ * once a second on a terminal. */
+static void log_progress(struct loop *L, long s, double t, int final) {
+  double el = hy_wtime() - L->wall0;
+  if (!(final || s == L->first_step || !L->tty || el - L->last_log >= 1.0)) return;
+  L->last_log = el;
+  double per = el / (double)(s - L->first_step + 1);
+  if (L->have_energy)
+    hy_msg("step %ld/%ld  t = %.6g  dE/E = %.3e  2K/|W| = %.4f  %.3f s/step  elapsed %.1f s  ETA %.1f s", s,
+           L->n_steps, t, L->d.de_rel, L->d.virial, per, el, per * (double)(L->n_steps - s));
+  else
+    hy_msg("step %ld/%ld  t = %.6g  %.3f s/step  elapsed %.1f s  ETA %.1f s", s, L->n_steps, t, per, el,
+           per * (double)(L->n_steps - s));
+}
+
+static int snapshot_output(struct hy_run *r, struct loop *L, double t, struct hy_err *err) {
+  L->next_snap = next_due(r->t0, r->snap_dt, L->next_snap, t, L->len);
+  return hy_run_write_snapshot(r, t, err);
+}
+
+/* Whether a restart set is due after step s: by step count, wall clock
+ * (rank 0's), or signal; all ranks agree. Returns 0 (none), bit 1 (a set)
+ * with bit 2 (and a stop), or -1 with err set. */
+static int restart_request(struct hy_run *r, const struct loop *L, long s, int final, struct hy_err *err) {
+  if (r->test_signal_step == s) raise(SIGTERM);
+  int want_rs = 0;
+  if (!final) {
+    if (r->restart_every > 0 && s % r->restart_every == 0) want_rs |= 1;
+    if (r->restart_minutes > 0 && r->rank == 0 && hy_wtime() - L->last_restart >= 60.0 * r->restart_minutes)
+      want_rs |= 1;
+    if (got_usr1) want_rs |= 1;
+    if (got_term) want_rs |= 3;
+    got_usr1 = 0;
+  }
+  if (r->size > 1 && MPI_Allreduce(MPI_IN_PLACE, &want_rs, 1, MPI_INT, MPI_BOR, r->comm) != MPI_SUCCESS)
+    return hy_err_set(err, "MPI_Allreduce of the restart request failed");
+  return want_rs;
+}
+
+/* A restart set after step s when one is due, and the stop SIGTERM asked for. */
+static int restart_point(struct hy_run *r, struct loop *L, long s, double t, int final, struct hy_err *err) {
+  const int want_rs = restart_request(r, L, s, final, err);
+  if (want_rs <= 0) return want_rs;
+  if (hy_sim_sync(L->sim, err) != 0 || hy_run_write_restart(r, s, L->next_snap, L->next_energy, L->d0.etot, err) != 0)
+    return -1;
+  L->last_restart = hy_wtime();
+  if (want_rs & 2) {
+    hy_msg("stopped by SIGTERM at t = %.9g after writing the restart set; resume with: hytree run --restart %s", t,
+           r->outdir);
+    L->stopped = 1;
+  }
+  return 0;
+}
+
+/* Step s of the loop: the step and its check, its records, and the outputs
+ * that fall due after it. */
+static int one_step(struct hy_run *r, struct loop *L, long s, struct hy_err *err) {
+  const double t_next = r->t0 + (double)s * L->len;
+  const int final = s == L->n_steps;
+  const int snap = final || (r->snap_dt > 0.0 && reaches(t_next, r->t0, r->snap_dt, L->next_snap, L->len));
+  const int energy = final || r->energy_dt == 0.0 || reaches(t_next, r->t0, r->energy_dt, L->next_energy, L->len);
+  const unsigned want = (snap ? L->snap_want : 0u) | (energy ? HY_WANT_POT : 0u);
+  struct hy_step_times tm;
+  if (inject_test_nan(r, L, s, err) != 0 || advance(r, L, s, want, &tm, err) != 0) return -1;
+  const double t = hy_sim_time(L->sim);
+  if (hy_run_step_records(r, s, t, &tm, err) != 0) return -1;
+  if (energy && energy_output(r, L, t, err) != 0) return -1;
+  hy_run_totals_add(&L->sum, &tm);
+  log_progress(L, s, t, final);
+  if (snap && snapshot_output(r, L, t, err) != 0) return -1;
+  return restart_point(r, L, s, t, final, err);
+}
+
+/* The steps from the start (or the restart set) to TimeEnd, and the
+ * summary. */
+static int integrate(struct hy_run *r, struct loop *L, struct hy_err *err) {
   double span = r->t_end - r->t0;
   if (span <= 0.0) {
     if (span < 0.0 && r->rank == 0) hy_warn("TimeEnd %g is before the ICs' time %g: nothing to integrate", r->t_end, r->t0);
-    rc = 0;
-    goto out;
+    return 0;
   }
-  const double len = hy_sim_step_length(sim);
-  const long n_steps = (long)ceil(span / len - 1e-9);
-  hy_msg("integrating to t = %.6g: %ld %ssteps of %.6g%s", r->t_end, n_steps,
-         r->scheme == HY_SCHEME_HYBRID ? "soft " : "", len,
-         r->scheme == HY_SCHEME_HYBRID ? " (each with SoftStepRatio hard steps)" : "");
-  double wall0 = hy_wtime(), last_log = 0.0, last_restart = wall0;
-  const int tty = isatty(STDOUT_FILENO);
-  int have_energy = 0;
-  struct {
-    long steps, n_hard;
-    double wall, soft, hard, kernel, inter, max_de, merged, whole;
-    double part[SP_N]; /* rank 0's costs, enum sum_part */
-  } sum;
-  memset(&sum, 0, sizeof sum);
-  const double dd_wait0 = r->dd_wait, dd_sent0 = r->dd_sent, dd_recv0 = r->dd_recv, dd_before0 = r->dd_before;
-  const long dd_count0 = r->dd_count;
-  struct hy_step_times tm;
-  int stopped = 0;
-  if (first_step > n_steps) hy_msg("the restart set is already at or past TimeEnd: nothing to integrate");
-  for (long s = first_step; s <= n_steps; s++) {
-    double t_next = r->t0 + (double)s * len;
-    int final = s == n_steps;
-    int snap = final || (r->snap_dt > 0.0 && t_next >= r->t0 + (double)next_snap * r->snap_dt - 1e-9 * len);
-    int energy = final || r->energy_dt == 0.0 || t_next >= r->t0 + (double)next_energy * r->energy_dt - 1e-9 * len;
-    unsigned want = (snap ? snap_want : 0u) | (energy ? HY_WANT_POT : 0u);
-    if (r->test_nan_step == s && r->rank == 0 && r->p.n > 0) { /* tests */
-      if (hy_sim_sync(sim, err) != 0) goto out;
-      r->p.vel[0] = NAN;
-      hy_sim_host_changed(sim);
-    }
-    const double t_step = hy_trace_t();
-    if (hy_sim_step(sim, want, &tm, err) != 0) goto out;
-    hy_trace(HY_TRACE_MAIN, "step", t_step);
-    const double t_check = hy_trace_t();
-    if (check_finite(r, sim, pool, s, hy_sim_time(sim), err) != 0) goto out;
-    hy_trace(HY_TRACE_MAIN, "check_finite", t_check);
-    double t = hy_sim_time(sim);
-    step_records(r, s, t, &tm);
-    if (r->rank == 0 && (csv_flush(r->timings, "timings.csv", err) != 0 ||
-                         (r->let && csv_flush(r->let, "let.csv", err) != 0)))
-      goto out;
-    if (energy) {
-      while (r->energy_dt > 0.0 && r->t0 + (double)next_energy * r->energy_dt <= t + 1e-9 * len) next_energy++;
-      if (hy_diag_compute_comm(&r->p, t, d0.etot, pool, dcomm, &d) != 0) {
-        hy_err_set(err, "energy diagnostics: MPI_Allreduce failed");
-        goto out;
-      }
-      if (r->rank == 0) {
-        hy_diag_csv_row(r->energy, &d);
-        if (csv_flush(r->energy, "energy.csv", err) != 0) goto out;
-      }
-      if (d.de_rel > sum.max_de) sum.max_de = d.de_rel;
-      have_energy = 1;
-    }
-    /* totals for the summary */
-    sum.steps++;
-    sum.wall += tm.total;
-    sum.soft += tm.soft;
-    for (int k = 0; k < tm.n_hard; k++) sum.hard += tm.hard[k];
-    sum.n_hard += tm.n_hard;
-    sum.kernel += tm.kernel;
-    sum.inter += (double)(tm.pp_hard + tm.pc_hard + tm.pp_soft + tm.pc_soft);
-    for (int k = 0; k < 2; k++) {
-      const struct hy_force_stats *q = k ? &tm.st_soft : &tm.st_hard;
-      sum.part[SP_SORT] += q->sort;
-      sum.part[SP_BUILD] += q->build;
-      sum.part[SP_EXPORT] += q->export_;
-      sum.part[SP_REMOTE] += q->remote_build;
-      sum.part[SP_UPLOAD] += q->upload;
-      sum.part[SP_DOWNLOAD] += q->download;
-      sum.part[SP_LET] += q->let_boxes + q->let_select + q->let_comm;
-      sum.part[SP_BOXES] += q->let_boxes;
-      sum.part[SP_WALK] += q->walk_wall;
-      sum.merged += (double)q->merged_builds;
-      sum.whole += (double)q->merged_whole;
-    }
-    sum.part[SP_DD] += tm.dd;
-    /* progress: every step when stdout is not a terminal (a log file), at
-     * most once a second on a terminal */
-    double el = hy_wtime() - wall0;
-    if (final || s == first_step || !tty || el - last_log >= 1.0) {
-      last_log = el;
-      double per = el / (double)(s - first_step + 1);
-      if (have_energy)
-        hy_msg("step %ld/%ld  t = %.6g  dE/E = %.3e  2K/|W| = %.4f  %.3f s/step  elapsed %.1f s  ETA %.1f s", s,
-               n_steps, t, d.de_rel, d.virial, per, el, per * (double)(n_steps - s));
-      else
-        hy_msg("step %ld/%ld  t = %.6g  %.3f s/step  elapsed %.1f s  ETA %.1f s", s, n_steps, t, per, el,
-               per * (double)(n_steps - s));
-    }
-    if (snap) {
-      while (r->snap_dt > 0.0 && r->t0 + (double)next_snap * r->snap_dt <= t + 1e-9 * len) next_snap++;
-      if (write_snapshot(r, t, r->snap_fields, err) != 0) goto out;
-    }
-    /* restart set: by step count, wall clock (rank 0's), or signal; all ranks agree */
-    if (r->test_signal_step == s) raise(SIGTERM);
-    int want_rs = 0;
-    if (!final) {
-      if (r->restart_every > 0 && s % r->restart_every == 0) want_rs |= 1;
-      if (r->restart_minutes > 0 && r->rank == 0 && hy_wtime() - last_restart >= 60.0 * r->restart_minutes)
-        want_rs |= 1;
-      if (got_usr1) want_rs |= 1;
-      if (got_term) want_rs |= 3;
-      got_usr1 = 0;
-    }
-    if (r->size > 1 && MPI_Allreduce(MPI_IN_PLACE, &want_rs, 1, MPI_INT, MPI_BOR, r->comm) != MPI_SUCCESS) {
-      hy_err_set(err, "MPI_Allreduce of the restart request failed");
-      goto out;
-    }
-    if (want_rs) {
-      if (hy_sim_sync(sim, err) != 0 || write_restart(r, f, s, next_snap, next_energy, d0.etot, err) != 0) goto out;
-      last_restart = hy_wtime();
-      if (want_rs & 2) {
-        hy_msg("stopped by SIGTERM at t = %.9g after writing the restart set; resume with: hytree run --restart %s",
-               t, r->outdir);
-        stopped = 1;
-        break;
-      }
-    }
-  }
-  double wall = hy_wtime() - wall0;
-  if (!stopped && n_steps >= first_step)
-    hy_msg("done: %ld steps in %.2f s (%.4f s per %sstep), final |dE/E| = %.3e", n_steps - first_step + 1, wall,
-           wall / (double)(n_steps - first_step + 1), r->scheme == HY_SCHEME_HYBRID ? "soft " : "", d.de_rel);
-  if (sum.steps > 0) {
-    hy_msg("summary: %ld steps to t = %.6g, %.2f s in steps (%.4f s per step)%s", sum.steps, hy_sim_time(sim),
-           sum.wall, sum.wall / (double)sum.steps, stopped ? ", stopped early" : "");
-    if (sum.n_hard > 0)
-      hy_msg("summary: T_soft %.4f s, T_hard %.4f s (means per soft and per hard sub-step), T_hard/T_soft = %.3f", sum.soft / (double)sum.steps,
-             sum.hard / (double)sum.n_hard, (sum.hard / (double)sum.n_hard) / (sum.soft / (double)sum.steps));
-    const double *q = sum.part, ns = (double)sum.steps;
-    hy_msg("summary: per %sstep on rank 0: sort %.4f s, tree links and moments %.4f s, node records and tree "
-           "copies %.4f s, remote tree %.4f s, upload %.4f s, download %.4f s, LET %.4f s "
-           "(tight boxes and their exchange %.4f s), decomposition %.4f s (%.4f s of it waiting for the other ranks), "
-           "walk calls %.4f s",
-           r->scheme == HY_SCHEME_HYBRID ? "soft " : "", q[SP_SORT] / ns, q[SP_BUILD] / ns, q[SP_EXPORT] / ns,
-           q[SP_REMOTE] / ns, q[SP_UPLOAD] / ns, q[SP_DOWNLOAD] / ns, q[SP_LET] / ns, q[SP_BOXES] / ns,
-           q[SP_DD] / ns, (r->dd_wait - dd_wait0) / ns, q[SP_WALK] / ns);
-    if (r->dd_count > dd_count0 && r->dd_before > dd_before0) {
-      const double k = (double)(r->dd_count - dd_count0);
-      hy_msg("summary: %ld decompositions; rank 0 sent %.0f and received %.0f particles per decomposition (%.3f %% "
-             "and %.3f %% of those it held)",
-             r->dd_count - dd_count0, (r->dd_sent - dd_sent0) / k, (r->dd_recv - dd_recv0) / k,
-             100.0 * (r->dd_sent - dd_sent0) / (r->dd_before - dd_before0),
-             100.0 * (r->dd_recv - dd_recv0) / (r->dd_before - dd_before0));
-    }
-    if (r->dd_cost_walk && r->dd_count > dd_count0) {
-      double lo, hi;
-      const double mine = hy_decomp_cost(r->dd, &lo, &hi);
-      hy_msg("summary: DomainCost walktime: the ranks' sample weights at the last decomposition %.4f to %.4f (rank 0: "
-             "%.4f)",
-             lo, hi, mine);
-    }
-    if (sum.merged > 0)
-      hy_msg("summary: rank 0 grafted %.0f of its %.0f merged trees onto its local tree", sum.whole, sum.merged);
-    hy_msg("summary: %.3e interactions, %.3e per second of kernel time; max |dE/E| %.3e; %d snapshots, %d "
-           "restart sets written",
-           sum.inter, sum.kernel > 0 ? sum.inter / sum.kernel : 0.0, sum.max_de, r->snap_count,
-           r->restarts_written);
-  }
-  rc = 0;
-out:
+  plan_steps(r, L, span);
+  for (long s = L->first_step; s <= L->n_steps && !L->stopped; s++)
+    if (one_step(r, L, s, err) != 0) return -1;
+  double wall = hy_wtime() - L->wall0;
+  const long done = L->n_steps - L->first_step + 1;
+  if (!L->stopped && done > 0)
+    hy_msg("done: %ld steps in %.2f s (%.4f s per %sstep), final |dE/E| = %.3e", done, wall, wall / (double)done,
+           r->scheme == HY_SCHEME_HYBRID ? "soft " : "", L->d.de_rel);
+  hy_run_summary(r, &L->sum, hy_sim_time(L->sim), L->stopped);
+  return 0;
+}
+
+/* The main loop; returns 0 or -1 with err set. On several ranks a failure
+ * of any rank ends the run on all ranks (hy_die). */
+static int simulate(struct hy_run *r, struct hy_cl *cl, struct hy_pool *pool, struct hy_err *err) {
+  struct loop L;
+  memset(&L, 0, sizeof L);
+  L.pool = pool;
+  L.f = create_force(r, cl, pool);
+  L.sim = create_sim(r, L.f, pool);
+  L.snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
+  L.first_step = L.next_snap = L.next_energy = 1;
+  int rc = report_placement(r, cl, &L, err);
+  if (rc == 0 && r->restart_dir)
+    resume(r, &L);
+  else if (rc == 0)
+    rc = start(r, &L, err);
+  if (rc == 0) rc = integrate(r, &L, err);
   /* a rank-local failure cannot be reported collectively: end every rank */
   if (rc != 0 && r->size > 1) hy_die("%s", err->msg); /* hy_die names the rank */
-  hy_sim_free(sim);
-  hy_force_free(f);
+  hy_sim_free(L.sim);
+  hy_force_free(L.f);
   r->force = NULL;
   return rc;
 }
@@ -894,7 +644,7 @@ static int restart_may_change(const char *key) {
 /* The parameters of a restart against those stored in the set: one line per
  * key that changed but may not (rank 0 reports); OutputDir must name the
  * directory being resumed. Returns 0 or -1. */
-static int check_restart_params(struct run *r, const char *stored, const char *name) {
+static int check_restart_params(struct hy_run *r, const char *stored, const char *name) {
   char *errors = NULL;
   struct hy_params *old = hy_params_parse_text(name, stored, NULL, 0, &errors);
   if (!old) {
@@ -934,7 +684,7 @@ static int check_restart_params(struct run *r, const char *stored, const char *n
 
 /* Duplicate MPI_COMM_WORLD with MPI_ERRORS_RETURN (so MPI failures come
  * back as codes with messages) and find the node-local rank. */
-static int setup_mpi(struct run *r) {
+static int setup_mpi(struct hy_run *r) {
   MPI_Comm node;
   if (MPI_Comm_dup(MPI_COMM_WORLD, &r->comm) != MPI_SUCCESS ||
       MPI_Comm_set_errhandler(r->comm, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
@@ -954,7 +704,7 @@ static int setup_mpi(struct run *r) {
 
 /* Host threads per rank: HYTREE_NUM_THREADS, else the node's cores shared
  * by the ranks on the node. */
-static int pool_threads(const struct run *r) {
+static int pool_threads(const struct hy_run *r) {
   int n = hy_pool_default_threads();
   const char *e = getenv("HYTREE_NUM_THREADS");
   if (e && *e) return n; /* set (an empty value counts as unset, as in hy_pool_default_threads) */
@@ -964,7 +714,7 @@ static int pool_threads(const struct run *r) {
 
 /* Record the force parameters in use as the resolved values of `auto` keys
  * (ranks other than 0, and restarts, get them from elsewhere). */
-static void record_resolved(struct run *r) {
+static void record_resolved(struct hy_run *r) {
   static const char *keys[] = {"Softening", "R1", "R2", "AccErr"};
   const double vals[] = {r->eps, r->r1, r->r2, r->a_err};
   for (int k = 0; k < 4; k++)
@@ -973,7 +723,7 @@ static void record_resolved(struct run *r) {
 
 /* Rank 0 resolved the `auto` values and the step from the whole IC set:
  * broadcast them so every rank runs with the same numbers. */
-static int share_resolved(struct run *r) {
+static int share_resolved(struct hy_run *r) {
   double v[8] = {r->G, r->eps, r->r1, r->r2, r->a_err, r->dt_h, r->t0, 0};
   if (r->size == 1) return 0;
   if (MPI_Bcast(v, 8, MPI_DOUBLE, 0, r->comm) != MPI_SUCCESS) hy_die("MPI_Bcast of the run parameters failed");
@@ -993,7 +743,7 @@ static int share_resolved(struct run *r) {
 }
 
 /* Which rank took which device on which host (rank 0 prints the table). */
-static int device_table(struct run *r, const struct hy_cl *cl) {
+static int device_table(struct hy_run *r, const struct hy_cl *cl) {
   enum { W = 256 };
   char line[W];
   char host[MPI_MAX_PROCESSOR_NAME];
@@ -1039,318 +789,366 @@ static int test_file_size_limit(struct hy_err *err) {
 
 /* ---------------------------------------------------------------- main */
 
-int hy_cmd_run(int argc, char **argv) {
-  const char *pfile = NULL, *restart_dir = NULL;
-  char **ov = hy_malloc("overrides", (size_t)argc + 1, sizeof(char *));
-  int n_ov = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      hy_run_usage(stdout, 1);
-      hy_free(ov);
-      return 0;
-    } else if (strcmp(a, "--quiet") == 0) {
-      hy_log_set_quiet(1);
-    } else if (strcmp(a, "--restart") == 0 || strncmp(a, "--restart=", 10) == 0) {
-      if (a[9] == '=') {
-        restart_dir = a + 10;
-      } else if (i + 1 < argc) {
-        restart_dir = argv[++i];
-      } else {
-        fputs("hytree: error: run: --restart needs the output directory of the run to resume\n", stderr);
-        hy_free(ov);
-        return 2;
-      }
-    } else if (strcmp(a, "-P") == 0) {
-      if (i + 1 >= argc) {
-        fputs("hytree: error: run: -P needs an argument Key=Value\n", stderr);
-        hy_free(ov);
-        return 2;
-      }
-      ov[n_ov++] = argv[++i];
-    } else if (strncmp(a, "-P", 2) == 0) {
-      ov[n_ov++] = argv[i] + 2;
-    } else if (a[0] == '-' && a[1] != '\0') {
-      fprintf(stderr, "hytree: error: run: unknown option '%s' (see hytree run --help)\n", a);
-      hy_free(ov);
-      return 2;
-    } else if (!pfile) {
-      pfile = a;
+/* The command line of `hytree run`. */
+struct cmdline {
+  const char *pfile, *restart_dir;
+  char **ov; /* the -P overrides */
+  int n_ov;
+};
+
+/* One argument, argv[*i] (an option's value moves *i on). Returns -1 to go
+ * on, else the exit status. */
+static int parse_arg(int argc, char **argv, int *i, struct cmdline *c) {
+  const char *a = argv[*i];
+  if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    hy_run_usage(stdout, 1);
+    return 0;
+  } else if (strcmp(a, "--quiet") == 0) {
+    hy_log_set_quiet(1);
+  } else if (strcmp(a, "--restart") == 0 || strncmp(a, "--restart=", 10) == 0) {
+    if (a[9] == '=') {
+      c->restart_dir = a + 10;
+    } else if (*i + 1 < argc) {
+      c->restart_dir = argv[++*i];
     } else {
-      fprintf(stderr, "hytree: error: run: more than one parameter file ('%s' and '%s')\n", pfile, a);
-      hy_free(ov);
+      fputs("hytree: error: run: --restart needs the output directory of the run to resume\n", stderr);
       return 2;
     }
-  }
-  if (!pfile && !restart_dir) {
-    fputs("hytree: error: run: no parameter file given\n", stderr);
-    hy_run_usage(stderr, 0);
-    hy_free(ov);
+  } else if (strcmp(a, "-P") == 0) {
+    if (*i + 1 >= argc) {
+      fputs("hytree: error: run: -P needs an argument Key=Value\n", stderr);
+      return 2;
+    }
+    c->ov[c->n_ov++] = argv[++*i];
+  } else if (strncmp(a, "-P", 2) == 0) {
+    c->ov[c->n_ov++] = argv[*i] + 2;
+  } else if (a[0] == '-' && a[1] != '\0') {
+    fprintf(stderr, "hytree: error: run: unknown option '%s' (see hytree run --help)\n", a);
+    return 2;
+  } else if (!c->pfile) {
+    c->pfile = a;
+  } else {
+    fprintf(stderr, "hytree: error: run: more than one parameter file ('%s' and '%s')\n", c->pfile, a);
     return 2;
   }
-  struct run r;
-  memset(&r, 0, sizeof r);
-  hy_part_init(&r.p);
-  r.pfile = pfile;
-  if (setup_mpi(&r) != 0) {
-    hy_free(ov);
-    return 1;
+  return -1;
+}
+
+/* Returns -1 to go on with the run, else the exit status (0 after --help,
+ * 2 on a usage error), c->ov then freed. */
+static int parse_cmdline(int argc, char **argv, struct cmdline *c) {
+  memset(c, 0, sizeof *c);
+  c->ov = hy_malloc("overrides", (size_t)argc + 1, sizeof(char *));
+  int status = -1;
+  for (int i = 1; i < argc && status < 0; i++) status = parse_arg(argc, argv, &i, c);
+  if (status < 0 && !c->pfile && !c->restart_dir) {
+    fputs("hytree: error: run: no parameter file given\n", stderr);
+    hy_run_usage(stderr, 0);
+    status = 2;
   }
-  char *errors = NULL, *stored = NULL;
-  void *blob = NULL;
-  size_t blob_bytes = 0;
-  r.restart_dir = restart_dir;
-  if (restart_dir) {
-    struct hy_err rerr;
-    if (hy_restart_read(r.comm, restart_dir, &r.rs, &stored, &blob, &blob_bytes, &r.p, &rerr) != 0) {
-      if (r.rank == 0) fprintf(stderr, "hytree: error: %s\n", rerr.msg);
-      hy_free(ov);
-      hy_part_free(&r.p);
-      MPI_Comm_free(&r.comm);
-      return 1;
-    }
+  if (status >= 0) hy_free(c->ov);
+  return status;
+}
+
+/* What a restart set holds besides its state and the particles. */
+struct stored {
+  char *text;        /* its parameters */
+  void *blob;        /* its decomposition state */
+  size_t blob_bytes;
+  char name[256];    /* what its parameters are called in messages */
+};
+
+/* The restart set of --restart DIR. Rank 0 reports a failure. */
+static int read_restart_set(struct hy_run *r, struct stored *st) {
+  struct hy_err rerr;
+  if (hy_restart_read(r->comm, r->restart_dir, &r->rs, &st->text, &st->blob, &st->blob_bytes, &r->p, &rerr) != 0) {
+    report(r, &rerr);
+    return -1;
   }
-  char stored_name[256];
-  if (restart_dir) snprintf(stored_name, sizeof stored_name, "%.200s/restart (stored parameters)", restart_dir);
-  if (pfile)
-    r.par = hy_params_parse_file(pfile, ov, n_ov, &errors);
+  snprintf(st->name, sizeof st->name, "%.200s/restart (stored parameters)", r->restart_dir);
+  return 0;
+}
+
+/* The parameters: the file's with the overrides or, without a file, the
+ * restart set's; on a restart only some keys may differ from the set's.
+ * Rank 0 reports every problem, one per line (every rank parsed the same
+ * text). */
+static int load_params(struct hy_run *r, const struct cmdline *c, struct stored *st) {
+  r->restart_dir = c->restart_dir;
+  if (c->restart_dir && read_restart_set(r, st) != 0) return -1;
+  char *errors = NULL;
+  if (c->pfile)
+    r->par = hy_params_parse_file(c->pfile, c->ov, c->n_ov, &errors);
   else
-    r.par = hy_params_parse_text(stored_name, stored, ov, n_ov, &errors);
-  r.pfile = pfile ? pfile : stored_name;
-  hy_free(ov);
-  if (r.par && restart_dir && check_restart_params(&r, stored, stored_name) != 0) {
-    hy_params_free(r.par);
-    r.par = NULL;
+    r->par = hy_params_parse_text(st->name, st->text, c->ov, c->n_ov, &errors);
+  r->pfile = c->pfile ? c->pfile : st->name;
+  if (r->par && c->restart_dir && check_restart_params(r, st->text, st->name) != 0) {
+    hy_params_free(r->par);
+    r->par = NULL;
   }
-  if (!pfile) pfile = stored_name;
-  if (!r.par) {
-    /* every problem, one per line (every rank parsed the same file: rank 0 reports) */
-    char *line = errors;
-    while (r.rank == 0 && line && *line) {
-      char *nl = strchr(line, '\n');
-      if (nl) *nl = '\0';
-      fprintf(stderr, "hytree: error: %s\n", line);
-      line = nl ? nl + 1 : NULL;
-    }
-    free(errors);
-    hy_free(stored);
-    hy_free(blob);
-    hy_part_free(&r.p);
-    MPI_Comm_free(&r.comm);
-    return 1;
+  if (r->par) return 0;
+  char *line = errors;
+  while (r->rank == 0 && line && *line) {
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = '\0';
+    fprintf(stderr, "hytree: error: %s\n", line);
+    line = nl ? nl + 1 : NULL;
   }
-  struct hy_err err;
-  int status = 1;
-  struct hy_pool *pool = hy_pool_create(pool_threads(&r));
-  struct hy_cl *cl = NULL;
-  char *path = NULL;
+  free(errors);
+  return -1;
+}
 
-  r.outdir = restart_dir ? restart_dir : hy_params_get_str(r.par, "OutputDir");
-  if (hy_scheme_parse(hy_params_get_str(r.par, "Scheme"), &r.scheme) != 0) {
-    hy_err_set(&err, "%s: bad Scheme", pfile);
-    report(&r, &err);
-    goto out;
-  }
-  r.n_ratio = r.scheme == HY_SCHEME_HYBRID ? (int)hy_params_get_int(r.par, "SoftStepRatio") : 1;
-  r.t_end = hy_params_get_number(r.par, "TimeEnd");
-  r.snap_dt = hy_params_get_number(r.par, "SnapshotInterval");
-  r.energy_dt = hy_params_get_number(r.par, "EnergyInterval");
-  r.snap_fields = (hy_params_list_has(r.par, "SnapshotFields", "Acceleration") ? HY_FIELD_ACC : 0u) |
-                  (hy_params_list_has(r.par, "SnapshotFields", "Potential") ? HY_FIELD_POT : 0u);
-  r.snap_files = (int)hy_params_get_int(r.par, "NumFilesPerSnapshot");
-  r.units.length_cm = hy_params_get_number(r.par, "UnitLength_in_cm");
-  r.units.mass_g = hy_params_get_number(r.par, "UnitMass_in_g");
-  r.units.velocity_cm_per_s = hy_params_get_number(r.par, "UnitVelocity_in_cm_per_s");
-  if (r.snap_files > r.size) {
-    hy_err_set(&err, "%s: NumFilesPerSnapshot %d is larger than the number of MPI ranks (%d)",
-               hy_params_where(r.par, "NumFilesPerSnapshot"), r.snap_files, r.size);
-    report(&r, &err);
-    goto out;
-  }
-  if (strcmp(hy_params_get_str(r.par, "ParticleState"), "device") == 0) {
-    const char *why = r.size > 1 && r.scheme != HY_SCHEME_HYBRID ? "Scheme hybrid on several MPI ranks"
-                      : strcmp(hy_params_get_str(r.par, "TreeBuild"), "host") == 0 ? "TreeBuild device or auto"
-                      : r.scheme == HY_SCHEME_DIRECT                                 ? "Scheme hybrid or tree"
-                                                                                     : NULL;
-    if (why) {
-      hy_err_set(&err, "%s: ParticleState device needs %s; use auto or host",
-                 hy_params_where(r.par, "ParticleState"), why);
-      report(&r, &err);
-      goto out;
-    }
-  }
-  hy_shm_set_use(strcmp(hy_params_get_str(r.par, "NodeSharedMemory"), "yes") == 0);
-  int grid[3];
-  if (hy_decomp_parse_grid(hy_params_get_str(r.par, "DomainGrid"), r.size, grid, &err) != 0) {
-    char msg[sizeof err.msg];
-    snprintf(msg, sizeof msg, "%s", err.msg);
-    hy_err_set(&err, "%s: %s", hy_params_where(r.par, "DomainGrid"), msg);
-    report(&r, &err);
-    goto out;
-  }
-  hy_msg("%s: %s run on %d MPI rank%s, parameters from %s", PACKAGE_STRING, hy_scheme_name(r.scheme), r.size,
-         r.size > 1 ? "s" : "", pfile);
+/* The keys read once: scheme, times, snapshot contents and units. */
+static int read_run_keys(struct hy_run *r, struct hy_err *err) {
+  r->outdir = r->restart_dir ? r->restart_dir : hy_params_get_str(r->par, "OutputDir");
+  if (hy_scheme_parse(hy_params_get_str(r->par, "Scheme"), &r->scheme) != 0)
+    return hy_err_set(err, "%s: bad Scheme", r->pfile);
+  r->n_ratio = r->scheme == HY_SCHEME_HYBRID ? (int)hy_params_get_int(r->par, "SoftStepRatio") : 1;
+  r->t_end = hy_params_get_number(r->par, "TimeEnd");
+  r->snap_dt = hy_params_get_number(r->par, "SnapshotInterval");
+  r->energy_dt = hy_params_get_number(r->par, "EnergyInterval");
+  r->snap_fields = (hy_params_list_has(r->par, "SnapshotFields", "Acceleration") ? HY_FIELD_ACC : 0u) |
+                   (hy_params_list_has(r->par, "SnapshotFields", "Potential") ? HY_FIELD_POT : 0u);
+  r->snap_files = (int)hy_params_get_int(r->par, "NumFilesPerSnapshot");
+  r->units.length_cm = hy_params_get_number(r->par, "UnitLength_in_cm");
+  r->units.mass_g = hy_params_get_number(r->par, "UnitMass_in_g");
+  r->units.velocity_cm_per_s = hy_params_get_number(r->par, "UnitVelocity_in_cm_per_s");
+  if (r->snap_files > r->size)
+    return hy_err_set(err, "%s: NumFilesPerSnapshot %d is larger than the number of MPI ranks (%d)",
+                      hy_params_where(r->par, "NumFilesPerSnapshot"), r->snap_files, r->size);
+  return 0;
+}
 
-  r.restart_minutes = hy_params_get_number(r.par, "RestartInterval");
-  r.restart_every = hy_params_get_int(r.par, "RestartEverySoftSteps");
-  {
-    const char *e = getenv("HYTREE_TEST_SIGNAL_AT_STEP"); /* tests: raise SIGTERM after this step */
-    r.test_signal_step = e ? atol(e) : 0;
-    e = getenv("HYTREE_TEST_NAN_AT_STEP"); /* tests: a NaN velocity on rank 0 before this step */
-    r.test_nan_step = e ? atol(e) : 0;
-    e = getenv("HYTREE_TEST_KILL_IN_RESTART"); /* tests: SIGKILL while writing the K-th restart set */
-    r.test_kill_write = e ? atoi(e) : 0;
-  }
-  {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    if (sigemptyset(&sa.sa_mask) != 0 || sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0) {
-      hy_err_set(&err, "run: cannot install the SIGTERM/SIGUSR1 handlers: %s", strerror(errno));
-      report(&r, &err);
-      goto out;
-    }
-  }
+/* ParticleState device needs the device paths that keep the state there. */
+static int check_particle_state(const struct hy_run *r, struct hy_err *err) {
+  if (strcmp(hy_params_get_str(r->par, "ParticleState"), "device") != 0) return 0;
+  const char *why = r->size > 1 && r->scheme != HY_SCHEME_HYBRID ? "Scheme hybrid on several MPI ranks"
+                    : strcmp(hy_params_get_str(r->par, "TreeBuild"), "host") == 0 ? "TreeBuild device or auto"
+                    : r->scheme == HY_SCHEME_DIRECT                                 ? "Scheme hybrid or tree"
+                                                                                    : NULL;
+  if (why)
+    return hy_err_set(err, "%s: ParticleState device needs %s; use auto or host",
+                      hy_params_where(r->par, "ParticleState"), why);
+  return 0;
+}
 
-  /* 1. initial conditions (rank 0) and 2. auto parameters from the whole set,
-   * or, on a restart, the state of the restart set */
+static int read_domain_grid(const struct hy_run *r, int grid[3], struct hy_err *err) {
+  if (hy_decomp_parse_grid(hy_params_get_str(r->par, "DomainGrid"), r->size, grid, err) != 0)
+    return err_prefix(err, hy_params_where(r->par, "DomainGrid"));
+  return 0;
+}
+
+/* When to write restart sets, and the test hooks of the loop. */
+static void read_restart_keys(struct hy_run *r) {
+  r->restart_minutes = hy_params_get_number(r->par, "RestartInterval");
+  r->restart_every = hy_params_get_int(r->par, "RestartEverySoftSteps");
+  const char *e = getenv("HYTREE_TEST_SIGNAL_AT_STEP"); /* tests: raise SIGTERM after this step */
+  r->test_signal_step = e ? atol(e) : 0;
+  e = getenv("HYTREE_TEST_NAN_AT_STEP"); /* tests: a NaN velocity on rank 0 before this step */
+  r->test_nan_step = e ? atol(e) : 0;
+  e = getenv("HYTREE_TEST_KILL_IN_RESTART"); /* tests: SIGKILL while writing the K-th restart set */
+  r->test_kill_write = e ? atoi(e) : 0;
+}
+
+static int install_signal_handlers(struct hy_err *err) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  if (sigemptyset(&sa.sa_mask) != 0 || sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0)
+    return hy_err_set(err, "run: cannot install the SIGTERM/SIGUSR1 handlers: %s", strerror(errno));
+  return 0;
+}
+
+/* The settings of the run from its parameters; reports a failure. */
+static int read_settings(struct hy_run *r, int grid[3], struct hy_err *err) {
+  int rc = read_run_keys(r, err);
+  if (rc == 0) rc = check_particle_state(r, err);
+  if (rc == 0) {
+    hy_shm_set_use(strcmp(hy_params_get_str(r->par, "NodeSharedMemory"), "yes") == 0);
+    rc = read_domain_grid(r, grid, err);
+  }
+  if (rc == 0) {
+    hy_msg("%s: %s run on %d MPI rank%s, parameters from %s", PACKAGE_STRING, hy_scheme_name(r->scheme), r->size,
+           r->size > 1 ? "s" : "", r->pfile);
+    read_restart_keys(r);
+    rc = install_signal_handlers(err);
+  }
+  if (rc != 0) report(r, err);
+  return rc;
+}
+
+/* Rank 0: the ICs and the `auto` values resolved from them. */
+static int load_and_resolve(struct hy_run *r, struct hy_pool *pool, struct hy_err *err) {
   double t0 = hy_wtime();
+  int rc = load_ics(r, err);
+  if (rc == 0)
+    hy_msg("loaded %zu particles from %s in %.2f s (t = %g)", r->p.n, hy_params_get_str(r->par, "InitCondFile"),
+           hy_wtime() - t0, r->t0);
+  if (rc == 0) rc = resolve(r, pool, err);
+  return rc;
+}
+
+/* A restart runs with the force parameters and the step of its set. */
+static void restore_resolved(struct hy_run *r) {
+  r->t0 = r->rs.t0;
+  r->G = r->rs.G;
+  r->eps = r->rs.eps;
+  r->r1 = r->rs.r1;
+  r->r2 = r->rs.r2;
+  r->a_err = r->rs.a_err;
+  r->dt_h = r->rs.dt_h;
+  record_resolved(r);
+  if (hy_params_is_auto(r->par, "TimeStepHard")) hy_params_set_resolved(r->par, "TimeStepHard", r->dt_h);
+}
+
+/* 1. initial conditions (rank 0) and 2. auto parameters from the whole set,
+ * or, on a restart, the state of the restart set */
+static int initial_state(struct hy_run *r, struct hy_pool *pool, struct hy_err *err) {
   int rc = 0;
-  if (restart_dir) {
-    r.t0 = r.rs.t0;
-    r.G = r.rs.G;
-    r.eps = r.rs.eps;
-    r.r1 = r.rs.r1;
-    r.r2 = r.rs.r2;
-    r.a_err = r.rs.a_err;
-    r.dt_h = r.rs.dt_h;
-    record_resolved(&r);
-    if (hy_params_is_auto(r.par, "TimeStepHard")) hy_params_set_resolved(r.par, "TimeStepHard", r.dt_h);
-  } else if (r.rank == 0) {
-    rc = load_ics(&r, &err);
-    if (rc == 0)
-      hy_msg("loaded %zu particles from %s in %.2f s (t = %g)", r.p.n, hy_params_get_str(r.par, "InitCondFile"),
-             hy_wtime() - t0, r.t0);
-    if (rc == 0) rc = resolve(&r, pool, &err);
+  if (r->restart_dir)
+    restore_resolved(r);
+  else if (r->rank == 0)
+    rc = load_and_resolve(r, pool, err);
+  if (hy_run_bcast_status(r, rc, err) != 0) {
+    report(r, err);
+    return -1;
   }
-  if (bcast_status(&r, rc, &err) != 0) {
-    report(&r, &err);
-    goto out;
-  }
-  if (!restart_dir && share_resolved(&r) != 0) goto out;
-  if (r.scheme == HY_SCHEME_HYBRID)
-    hy_msg("G = %.9g  eps = %.6g  R1 = %.6g  R2 = %.6g  a_err = %.6g  dt_h = %.6g  n = %d  dt_s = %.6g", r.G,
-           r.eps, r.r1, r.r2, r.a_err, r.dt_h, r.n_ratio, r.dt_h * r.n_ratio);
+  if (!r->restart_dir && share_resolved(r) != 0) return -1;
+  if (r->scheme == HY_SCHEME_HYBRID)
+    hy_msg("G = %.9g  eps = %.6g  R1 = %.6g  R2 = %.6g  a_err = %.6g  dt_h = %.6g  n = %d  dt_s = %.6g", r->G,
+           r->eps, r->r1, r->r2, r->a_err, r->dt_h, r->n_ratio, r->dt_h * r->n_ratio);
   else
-    hy_msg("G = %.9g  eps = %.6g  a_err = %.6g  dt = %.6g", r.G, r.eps, r.a_err, r.dt_h);
-  if (r.size > 1) {
-    if (!restart_dir) {
-      struct hy_part full = r.p; /* rank 0: every particle; others: none */
-      hy_part_init(&r.p);
-      rc = hy_io_scatter_mpi(r.comm, &full, &r.p, &err);
-      hy_part_free(&full);
-      if (rc != 0) {
-        report(&r, &err);
-        goto out;
-      }
-    }
-    r.dd = hy_decomp_create(r.comm, grid, hy_params_get_number(r.par, "SampleRate"),
-                            hy_params_get_number(r.par, "DomainSmoothing"), 12345, &err);
-    if (!r.dd) {
-      report(&r, &err);
-      goto out;
-    }
-    hy_decomp_set_pool(r.dd, pool);
-    if (restart_dir && any_failed(&r, hy_decomp_state_load(r.dd, blob, blob_bytes, &err), &err)) goto out;
-    r.dd_cost_walk = strcmp(hy_params_get_str(r.par, "DomainCost"), "walktime") == 0;
-    hy_msg("domain grid %dx%dx%d, sample rate %g, boundary smoothing %g, samples weighted by %s", grid[0], grid[1],
-           grid[2], hy_params_get_number(r.par, "SampleRate"), hy_params_get_number(r.par, "DomainSmoothing"),
-           r.dd_cost_walk ? "the walks' measured time per particle (DomainCost walktime)"
-                          : "particle count (DomainCost particles)");
-  }
-  /* 3. device and kernels (every rank; one GPU per rank by node-local rank) */
-  {
-    struct hy_cl_opts o = {.kind = HY_CL_ANY, .platform = -1, .device = -1, .local_rank = r.local_rank,
-                           .nvec = (int)hy_params_get_int(r.par, "NVec")};
-    int kind, pl, dv;
-    hy_params_get_device(r.par, &kind, &pl, &dv);
-    o.kind = kind == 1 ? HY_CL_GPU : kind == 2 ? HY_CL_CPU : kind == 3 ? HY_CL_EXPLICIT : HY_CL_ANY;
-    o.platform = pl;
-    o.device = dv;
-    o.origin = hy_params_where(r.par, "OpenCLDevice");
-    rc = hy_cl_create(&cl, &o, &err);
-    if (any_failed(&r, rc, &err)) goto out;
-    if (!hy_log_quiet() && r.rank == 0) hy_cl_print_devices(stdout, cl);
-    if (device_table(&r, cl) != 0) goto out;
-    t0 = hy_wtime();
-    rc = hy_cl_build_all(cl, &err);
-    if (any_failed(&r, rc, &err)) goto out;
-    hy_msg("kernels built in %.2f s", hy_wtime() - t0);
-  }
-  /* 4. outputs (nothing was written before this point) */
-  rc = test_file_size_limit(&err);
-  if (any_failed(&r, rc, &err)) goto out;
-  rc = hy_trace_open(r.comm, &err); /* HYTREE_TRACE */
-  if (any_failed(&r, rc, &err)) goto out;
-  r.params_text = hy_params_dump(r.par);
-  if (r.rank == 0) {
-    rc = make_dirs(r.outdir, &err);
-    if (rc == 0) {
-      path = join(r.outdir, "params-used.txt");
-      rc = hy_io_write_text_atomic(path, r.params_text, &err);
-    }
-    const char *mode = restart_dir ? "a" : "w"; /* a restart continues the records */
-    if (rc == 0 && restart_dir) {
-      double t_rs = r.t0 + (double)r.rs.step * (double)r.n_ratio * r.dt_h;
-      rc = trim_csv(r.outdir, "energy.csv", t_rs * (1.0 + 1e-12) + 1e-300, &err);
-      if (rc == 0) rc = trim_csv(r.outdir, "timings.csv", (double)r.rs.step, &err);
-      if (rc == 0) rc = trim_csv(r.outdir, "let.csv", (double)r.rs.step, &err);
-    }
-    if (rc == 0 && (!(r.energy = open_csv(r.outdir, "energy.csv", mode, &err)) ||
-                    !(r.timings = open_csv(r.outdir, "timings.csv", mode, &err)) ||
-                    (r.size > 1 && !(r.let = open_csv(r.outdir, "let.csv", mode, &err)))))
-      rc = -1;
-    if (rc == 0 && !restart_dir) {
-      hy_diag_csv_header(r.energy);
-      timings_header(r.timings, r.n_ratio - 1);
-      if (r.let) let_header(r.let);
+    hy_msg("G = %.9g  eps = %.6g  a_err = %.6g  dt = %.6g", r->G, r->eps, r->a_err, r->dt_h);
+  return 0;
+}
+
+/* Several ranks: rank 0's ICs scattered (a restart's particles are on their
+ * ranks already) and the domain decomposition set up. */
+static int distribute(struct hy_run *r, const int grid[3], struct hy_pool *pool, const struct stored *st,
+                      struct hy_err *err) {
+  if (!r->restart_dir) {
+    struct hy_part full = r->p; /* rank 0: every particle; others: none */
+    hy_part_init(&r->p);
+    int rc = hy_io_scatter_mpi(r->comm, &full, &r->p, err);
+    hy_part_free(&full);
+    if (rc != 0) {
+      report(r, err);
+      return -1;
     }
   }
-  if (bcast_status(&r, rc, &err) != 0) {
-    report(&r, &err);
-    goto out;
+  r->dd = hy_decomp_create(r->comm, grid, hy_params_get_number(r->par, "SampleRate"),
+                           hy_params_get_number(r->par, "DomainSmoothing"), 12345, err);
+  if (!r->dd) {
+    report(r, err);
+    return -1;
   }
-  if (simulate(&r, cl, pool, &err) != 0) {
-    report(&r, &err);
-    goto out;
+  hy_decomp_set_pool(r->dd, pool);
+  if (r->restart_dir && any_failed(r, hy_decomp_state_load(r->dd, st->blob, st->blob_bytes, err), err)) return -1;
+  r->dd_cost_walk = strcmp(hy_params_get_str(r->par, "DomainCost"), "walktime") == 0;
+  hy_msg("domain grid %dx%dx%d, sample rate %g, boundary smoothing %g, samples weighted by %s", grid[0], grid[1],
+         grid[2], hy_params_get_number(r->par, "SampleRate"), hy_params_get_number(r->par, "DomainSmoothing"),
+         r->dd_cost_walk ? "the walks' measured time per particle (DomainCost walktime)"
+                         : "particle count (DomainCost particles)");
+  return 0;
+}
+
+/* 3. device and kernels (every rank; one GPU per rank by node-local rank) */
+static int open_device(struct hy_run *r, struct hy_cl **cl, struct hy_err *err) {
+  struct hy_cl_opts o = {.kind = HY_CL_ANY, .platform = -1, .device = -1, .local_rank = r->local_rank,
+                         .nvec = (int)hy_params_get_int(r->par, "NVec")};
+  int kind, pl, dv;
+  hy_params_get_device(r->par, &kind, &pl, &dv);
+  o.kind = kind == 1 ? HY_CL_GPU : kind == 2 ? HY_CL_CPU : kind == 3 ? HY_CL_EXPLICIT : HY_CL_ANY;
+  o.platform = pl;
+  o.device = dv;
+  o.origin = hy_params_where(r->par, "OpenCLDevice");
+  int rc = hy_cl_create(cl, &o, err);
+  if (any_failed(r, rc, err)) return -1;
+  if (!hy_log_quiet() && r->rank == 0) hy_cl_print_devices(stdout, *cl);
+  if (device_table(r, *cl) != 0) return -1;
+  double t0 = hy_wtime();
+  rc = hy_cl_build_all(*cl, err);
+  if (any_failed(r, rc, err)) return -1;
+  hy_msg("kernels built in %.2f s", hy_wtime() - t0);
+  return 0;
+}
+
+/* 4. outputs (nothing was written before this point) */
+static int open_outputs(struct hy_run *r, struct hy_err *err) {
+  int rc = test_file_size_limit(err);
+  if (any_failed(r, rc, err)) return -1;
+  rc = hy_trace_open(r->comm, err); /* HYTREE_TRACE */
+  if (any_failed(r, rc, err)) return -1;
+  r->params_text = hy_params_dump(r->par);
+  rc = r->rank == 0 ? hy_run_open_files(r, err) : 0;
+  if (hy_run_bcast_status(r, rc, err) != 0) {
+    report(r, err);
+    return -1;
   }
-  status = 0;
-out:
-  if (hy_trace_close(&err) != 0) { /* HYTREE_TRACE: the timeline, also of a failed run */
-    fprintf(stderr, "hytree: error: [rank %d] %s\n", r.rank, err.msg);
+  return 0;
+}
+
+/* Close the outputs, those of a failed run too; returns the exit status. */
+static int close_outputs(struct hy_run *r, int status, struct hy_err *err) {
+  if (hy_trace_close(err) != 0) { /* HYTREE_TRACE: the timeline, also of a failed run */
+    fprintf(stderr, "hytree: error: [rank %d] %s\n", r->rank, err->msg);
     status = 1;
   }
-  if (r.energy && fclose(r.energy) != 0 && status == 0) {
-    fprintf(stderr, "hytree: error: energy.csv: close failed: %s\n", strerror(errno));
-    status = 1;
+  return hy_run_close_files(r, status);
+}
+
+/* The run from its parameters on: set-up, outputs, the main loop. Returns
+ * the exit status. */
+static int set_up_and_run(struct hy_run *r, const struct stored *st, struct hy_pool *pool, struct hy_cl **cl) {
+  struct hy_err err;
+  int grid[3];
+  int rc = read_settings(r, grid, &err);
+  if (rc == 0) rc = initial_state(r, pool, &err);
+  if (rc == 0 && r->size > 1) rc = distribute(r, grid, pool, st, &err);
+  if (rc == 0) rc = open_device(r, cl, &err);
+  if (rc == 0) rc = open_outputs(r, &err);
+  if (rc == 0 && simulate(r, *cl, pool, &err) != 0) {
+    report(r, &err);
+    rc = -1;
   }
-  if (r.timings && fclose(r.timings) != 0 && status == 0) {
-    fprintf(stderr, "hytree: error: timings.csv: close failed: %s\n", strerror(errno));
-    status = 1;
-  }
-  if (r.let && fclose(r.let) != 0 && status == 0) {
-    fprintf(stderr, "hytree: error: let.csv: close failed: %s\n", strerror(errno));
-    status = 1;
-  }
-  hy_decomp_free(r.dd);
-  hy_free(stored);
-  hy_free(blob);
-  MPI_Comm_free(&r.comm);
-  hy_free(path);
-  free(r.params_text);
+  return close_outputs(r, rc == 0 ? 0 : 1, &err);
+}
+
+static void release(struct hy_run *r, struct stored *st, struct hy_pool *pool, struct hy_cl *cl) {
+  hy_decomp_free(r->dd);
+  hy_free(st->text);
+  hy_free(st->blob);
+  MPI_Comm_free(&r->comm);
+  free(r->params_text);
   hy_cl_free(cl);
   hy_pool_free(pool);
-  hy_part_free(&r.p);
-  hy_params_free(r.par);
+  hy_part_free(&r->p);
+  hy_params_free(r->par);
+}
+
+int hy_cmd_run(int argc, char **argv) {
+  struct cmdline c;
+  const int usage_status = parse_cmdline(argc, argv, &c);
+  if (usage_status >= 0) return usage_status;
+  struct hy_run r;
+  memset(&r, 0, sizeof r);
+  hy_part_init(&r.p);
+  r.pfile = c.pfile;
+  if (setup_mpi(&r) != 0) {
+    hy_free(c.ov);
+    return 1;
+  }
+  struct stored st;
+  memset(&st, 0, sizeof st);
+  const int loaded = load_params(&r, &c, &st);
+  hy_free(c.ov);
+  struct hy_pool *pool = NULL;
+  struct hy_cl *cl = NULL;
+  int status = 1;
+  if (loaded == 0) {
+    pool = hy_pool_create(pool_threads(&r));
+    status = set_up_and_run(&r, &st, pool, &cl);
+  }
+  release(&r, &st, pool, cl);
   return status;
 }
