@@ -65,7 +65,7 @@
     (out) = !(u_ >= 0) ? 0 : u_ >= max_ ? max_ : u_;                             \
   } while (0)
 
-/* Morton keys (src/tree.c on the host, build.cl and state.cl on the
+/* Morton keys (src/tree_internal.h on the host, build.cl and state.cl on the
  * device): the statements that spread the low 21 bits of the 64-bit unsigned
  * variable v so that bit i moves to bit 3i; one definition for both
  * languages, so that the host's and the device's keys agree. */

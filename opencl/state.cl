@@ -249,9 +249,9 @@ __kernel void hy_st_move(__global const uint *hole, __global const uint *src, co
 /* ------------------------------------------------------------------ keys */
 
 /* The Morton keys of the distributed runs' local trees, from the double
- * positions in the host's arithmetic (hy_tree_key, src/tree.c), so that they
- * do not depend on the frame of the packed floats. lo: the key cube's lower
- * corner, scale = 2^21 / side. */
+ * positions in the host's arithmetic (hy_tree_key, src/tree_sort.c), so
+ * that they do not depend on the frame of the packed floats. lo: the key
+ * cube's lower corner, scale = 2^21 / side. */
 inline ulong hy_st_grid(double x, double lo, double scale) {
   ulong g;
   HY_KEY_GRID(g, double, x, lo, scale);

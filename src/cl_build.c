@@ -511,11 +511,41 @@ static int enqueue_boxes(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n
 static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t nl, cl_uint total, double a_err_d,
                          struct evlist *ev, struct hy_err *err);
 
-static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
-                          struct evlist *ev, struct hy_err *err) {
-  const size_t n = a->n;
-  const int slot = a->slot;
-  struct cl_tree *T = &cl->tree[slot];
+/* Host memory that the non-blocking writes of the cells read: it must
+ * outlive those commands (enqueue_cells' blocking read of the table ends
+ * them). */
+struct cells_host {
+  cl_uint table[GEN_TABLE]; /* the device's generation table */
+  cl_uint root_range[2];    /* the root's first and end particle */
+  cl_int root_next;
+};
+
+/* One build's choices, made before its commands are enqueued: which slot,
+ * and what it takes over from the slot-0 tree. */
+struct build_plan {
+  size_t n;                /* positions */
+  int slot;
+  struct cl_tree *T;       /* the slot built */
+  const struct cl_tree *L; /* the slot-0 tree */
+  size_t nl;               /* merged builds: local particles in front of the items */
+  cl_float lo[3], scale;   /* the key cube (hy_keys) */
+  int merge;               /* the local particles' keys and order from the slot-0 build */
+  int lend;                /* the slot-0 tree's cells lend their moments to the merged cells without items */
+  int whole;               /* grafted: the merged tree walks the slot-0 records, copying none */
+  int graft;               /* lend, with the first cells enqueued */
+  int local_sinks;         /* the merged tree's sinks are its local particles */
+  cl_uint total;           /* cells built */
+  int n_gen;               /* generations that hold cells */
+  struct cells_host host;  /* read by enqueue_cells' non-blocking writes */
+};
+
+/* Buffers, the positions and the LET item moments; the slot's last tree is
+ * forgotten. */
+static int upload_inputs(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b,
+                         struct evlist *ev, struct hy_err *err) {
+  const size_t n = b->n;
+  const int slot = b->slot;
+  struct cl_tree *T = b->T;
   const size_t tile = cl->build_wg * SORT_PER;
   const size_t n_tiles = (n + tile - 1) / tile;
   if (ensure_build_buffers(cl, T, slot, n, n_tiles, err) != 0) return -1;
@@ -544,140 +574,218 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
       return hy_err_set(err, "OpenCL: uploading %zu LET item moments failed on %s: %s", n, cl->name,
                         hy_cl_errname(e));
   }
+  return 0;
+}
 
-  /* keys and the sort */
-  cl_uint un = (cl_uint)n;
-  cl_float lo[3] = {(cl_float)a->lo[0], (cl_float)a->lo[1], (cl_float)a->lo[2]};
-  cl_float scale = (cl_float)((double)(1u << HY_KEY_BITS) / a->side);
-  /* the sort's ping-pong pairs: (key[0], T->idx), where it ends, and (key[1], idx_tmp) */
-  struct cl_buf *kb[2] = {&cl->key[0], &cl->key[1]}, *ib[2] = {&T->idx, &cl->idx_tmp};
-  const struct cl_tree *L = &cl->tree[0];
-  const size_t nl = a->merge_local;
-  int graft = 0;
-  const int merge = slot == 1 && nl > 0 && nl < n && L->skey_n == nl && L->skey_id == a->merge_id &&
-                    L->skey_side == a->side && L->skey_lo[0] == a->lo[0] && L->skey_lo[1] == a->lo[1] &&
-                    L->skey_lo[2] == a->lo[2];
+/* The key cube, and what a merged build (slot 1 after a slot-0 build of
+ * the same cube) takes over from the slot-0 tree. */
+static void plan_reuse(const struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b) {
+  for (int d = 0; d < 3; d++) b->lo[d] = (cl_float)a->lo[d];
+  b->scale = (cl_float)((double)(1u << HY_KEY_BITS) / a->side);
+  const struct cl_tree *L = b->L;
+  const size_t n = b->n, nl = b->nl;
+  b->merge = b->slot == 1 && nl > 0 && nl < n && L->skey_n == nl && L->skey_id == a->merge_id &&
+             L->skey_side == a->side && L->skey_lo[0] == a->lo[0] && L->skey_lo[1] == a->lo[1] &&
+             L->skey_lo[2] == a->lo[2];
   /* grafted onto the slot-0 tree (its records are walked, not copied):
    * its records unchanged since build merge_id, the positions the state's */
-  const int lend = merge && cl->node_id[0] == a->merge_id && L->sorted_n == nl && L->n_cell > 0;
-  const int whole = lend && a->graft && !a->pos && cl->state_n == nl;
-  /* a plain merged build from the state reads the state's positions in
-   * front of the items */
-  if (!a->pos && slot == 1 && !whole && hy_cl_state_append_copy(cl, err) != 0) return -1;
-  if (merge) {
-    /* the local particles' keys and order from the slot-0 build; the other
-     * m positions' keys sorted into (key[1], idx_tmp), then both merged
-     * into (key[0], T->idx) */
-    const cl_uint first = (cl_uint)nl, um = (cl_uint)(n - nl);
-    if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(first), V(um), V(lo[0]), V(lo[1]), V(lo[2]),
-                       V(scale), M(cl->key[1]), M(cl->idx_tmp), END) ||
-        hy_cl_launch(cl, cl->k_keys, "hy_keys", n - nl, ev_new(ev, PH_SORT), err) ||
-        sort_merge_in(cl, T, &L->skey, &L->idx, nl, n, ev, err))
-      return -1;
-    res->merged = 1;
-    /* the slot-0 tree's cells, while its records are still those of that
-     * build, lend their moments to the merged tree's cells
-     * without items */
-    if (lend) {
-      const cl_uint none = UINT32_MAX, nc = (cl_uint)L->n_cell;
-      if (hy_cl_ensure_buf(cl, &cl->first_at, hy_size_mul_or_die(nl, 4, "first cells"), "first cells", err) != 0)
-        return -1;
-      if ((e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->first_at.mem, &none, sizeof none, 0, nl * 4, 0, NULL,
-                                   ev_new(ev, PH_SORT))) != CL_SUCCESS)
-        return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
-      if (hy_cl_set_args(cl, cl->k_first_cells, "hy_first_cells", err, M(L->c_lo), V(nc), M(cl->first_at), END) ||
-          hy_cl_launch(cl, cl->k_first_cells, "hy_first_cells", nc, ev_new(ev, PH_SORT), err))
-        return -1;
-      graft = 1;
-    }
-  } else if (a->presorted) {
-    /* the kept particles' keys sorted ahead; the received ones' sorted into
-     * (key[1], idx_tmp) and merged in behind equal keys, as a stable sort
-     * of the whole set would place them */
-    const size_t pn = a->presorted;
-    if (slot != 0 || a->pos || !a->state_keys || cl->presort_n != pn || pn > n ||
-        memcmp(cl->presort_lo, a->key_lo, sizeof cl->presort_lo) != 0 || cl->presort_scale != a->key_scale)
-      return hy_err_set(err, "internal error: a build of %zu particles with %zu presorted keys that are not there",
-                        n, pn);
-    cl->presort_n = 0;
-    presort_drop(cl, &res->presort);
-    if (pn == n) {
-      if ((e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->pkey.mem, kb[0]->mem, 0, 0, n * 8, 0, NULL,
-                                   ev_new(ev, PH_SORT))) != CL_SUCCESS ||
-          (e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->pidx.mem, ib[0]->mem, 0, 0, n * 4, 0, NULL,
-                                   ev_new(ev, PH_SORT))) != CL_SUCCESS)
-        return hy_err_set(err, "OpenCL: copying %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
-    } else if (state_keys(cl, pn, n - pn, a->key_lo, a->key_scale, &cl->key[1], &cl->idx_tmp, ev, PH_SORT, err) ||
-               sort_merge_in(cl, T, &cl->pkey, &cl->pidx, pn, n, ev, err)) {
-      return -1;
-    }
-  } else {
-    if (a->state_keys) {
-      if (state_keys(cl, 0, n, a->key_lo, a->key_scale, kb[0], ib[0], ev, PH_SORT, err) != 0) return -1;
-    } else if (a->keys) {
-      if ((e = clEnqueueWriteBuffer(hy_cl_queue(cl), kb[0]->mem, CL_FALSE, 0, n * 8, a->keys, 0, NULL,
-                                    ev_new(ev, PH_SORT))) != CL_SUCCESS ||
-          (e = clEnqueueWriteBuffer(hy_cl_queue(cl), ib[0]->mem, CL_FALSE, 0, n * 4, a->keys + n, 0, NULL,
-                                    ev_new(ev, PH_SORT))) != CL_SUCCESS)
-        return hy_err_set(err, "OpenCL: uploading %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
-    } else {
-      const cl_uint zero = 0;
-      if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(T->pos), V(zero), V(un), V(lo[0]), V(lo[1]), V(lo[2]),
-                         V(scale), M(*kb[0]), M(*ib[0]), END) ||
-          hy_cl_launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
-        return -1;
-    }
-    if (sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0) return -1;
-  }
-  if (slot == 0) { /* keep this build's sorted keys for a merged build, or forget the last ones */
-    T->skey_n = 0;
-    if (a->keep_keys) {
-      if (hy_cl_ensure_buf(cl, &T->skey, hy_size_mul_or_die(n, 8, "keys"), "kept keys", err) != 0) return -1;
-      if ((e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->key[0].mem, T->skey.mem, 0, 0, n * 8, 0, NULL,
-                                   ev_new(ev, PH_SORT))) != CL_SUCCESS)
-        return hy_err_set(err, "OpenCL: copying %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
-      T->skey_n = n;
-      T->skey_id = a->tree_id;
-      T->skey_side = a->side;
-      memcpy(T->skey_lo, a->lo, sizeof T->skey_lo);
-    }
-  }
+  b->lend = b->merge && cl->node_id[0] == a->merge_id && L->sorted_n == nl && L->n_cell > 0;
+  b->whole = b->lend && a->graft && !a->pos && cl->state_n == nl;
+  b->local_sinks = b->slot == 1 && b->merge && !a->open_all;
+}
 
-  /* cells, one generation at a time: the kernels read each generation's
-   * first cell and size from the device's table (hy_gen_scan writes the
-   * next one), so the host enqueues a batch of generations and reads the
-   * table once; a tree whose generations outnumber the batch gets another */
-  const cl_int n_part = (cl_int)n;
-  cl_int root_next = HY_NONE;
-  cl_uint table[GEN_TABLE] = {0};
-  table[1] = 1; /* generation 0: the root, cell 0 */
-  cl_uint root_range[2] = {0, un};
-  if ((e = clEnqueueWriteBuffer(hy_cl_queue(cl), cl->gen.mem, CL_FALSE, 0, sizeof table, table, 0, NULL,
+/* A merged build's keys: the local particles' keys and order from the
+ * slot-0 build; the other m positions' keys sorted into (key[1], idx_tmp),
+ * then both merged into (key[0], T->idx). With lend, each local particle's
+ * first slot-0 cell (hy_first_cells). */
+static int sort_merged(struct hy_cl *cl, struct build_plan *b, struct hy_cl_build_result *res, struct evlist *ev,
+                       struct hy_err *err) {
+  const struct cl_tree *L = b->L;
+  const size_t n = b->n, nl = b->nl;
+  const cl_uint first = (cl_uint)nl, um = (cl_uint)(n - nl);
+  if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(b->T->pos), V(first), V(um), V(b->lo[0]), V(b->lo[1]),
+                     V(b->lo[2]), V(b->scale), M(cl->key[1]), M(cl->idx_tmp), END) ||
+      hy_cl_launch(cl, cl->k_keys, "hy_keys", n - nl, ev_new(ev, PH_SORT), err) ||
+      sort_merge_in(cl, b->T, &L->skey, &L->idx, nl, n, ev, err))
+    return -1;
+  res->merged = 1;
+  /* the slot-0 tree's cells, while its records are still those of that
+   * build, lend their moments to the merged tree's cells
+   * without items */
+  if (!b->lend) return 0;
+  const cl_uint none = UINT32_MAX, nc = (cl_uint)L->n_cell;
+  if (hy_cl_ensure_buf(cl, &cl->first_at, hy_size_mul_or_die(nl, 4, "first cells"), "first cells", err) != 0)
+    return -1;
+  const cl_int e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->first_at.mem, &none, sizeof none, 0, nl * 4, 0, NULL,
+                                       ev_new(ev, PH_SORT));
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
+  if (hy_cl_set_args(cl, cl->k_first_cells, "hy_first_cells", err, M(L->c_lo), V(nc), M(cl->first_at), END) ||
+      hy_cl_launch(cl, cl->k_first_cells, "hy_first_cells", nc, ev_new(ev, PH_SORT), err))
+    return -1;
+  b->graft = 1;
+  return 0;
+}
+
+/* The kept particles' keys sorted ahead (hy_cl_state_presort); the received
+ * ones' sorted into (key[1], idx_tmp) and merged in behind equal keys, as a
+ * stable sort of the whole set would place them. */
+static int sort_presorted(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b,
+                          struct hy_cl_build_result *res, struct evlist *ev, struct hy_err *err) {
+  const size_t n = b->n, pn = a->presorted;
+  if (b->slot != 0 || a->pos || !a->state_keys || cl->presort_n != pn || pn > n ||
+      memcmp(cl->presort_lo, a->key_lo, sizeof cl->presort_lo) != 0 || cl->presort_scale != a->key_scale)
+    return hy_err_set(err, "internal error: a build of %zu particles with %zu presorted keys that are not there", n,
+                      pn);
+  cl->presort_n = 0;
+  presort_drop(cl, &res->presort);
+  if (pn < n)
+    return state_keys(cl, pn, n - pn, a->key_lo, a->key_scale, &cl->key[1], &cl->idx_tmp, ev, PH_SORT, err) ||
+                   sort_merge_in(cl, b->T, &cl->pkey, &cl->pidx, pn, n, ev, err)
+               ? -1
+               : 0;
+  /* all presorted: copied into where a sort ends, (key[0], T->idx) */
+  cl_int e;
+  if ((e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->pkey.mem, cl->key[0].mem, 0, 0, n * 8, 0, NULL,
+                               ev_new(ev, PH_SORT))) != CL_SUCCESS ||
+      (e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->pidx.mem, b->T->idx.mem, 0, 0, n * 4, 0, NULL,
+                               ev_new(ev, PH_SORT))) != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: copying %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
+  return 0;
+}
+
+/* The keys of all positions (from the state, uploaded, or hy_keys) and
+ * their sort. */
+static int sort_all(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b, struct evlist *ev,
+                    struct hy_err *err) {
+  const size_t n = b->n;
+  /* the sort's ping-pong pairs: (key[0], T->idx), where it ends, and (key[1], idx_tmp) */
+  struct cl_buf *kb[2] = {&cl->key[0], &cl->key[1]}, *ib[2] = {&b->T->idx, &cl->idx_tmp};
+  cl_int e;
+  if (a->state_keys) {
+    if (state_keys(cl, 0, n, a->key_lo, a->key_scale, kb[0], ib[0], ev, PH_SORT, err) != 0) return -1;
+  } else if (a->keys) {
+    if ((e = clEnqueueWriteBuffer(hy_cl_queue(cl), kb[0]->mem, CL_FALSE, 0, n * 8, a->keys, 0, NULL,
+                                  ev_new(ev, PH_SORT))) != CL_SUCCESS ||
+        (e = clEnqueueWriteBuffer(hy_cl_queue(cl), ib[0]->mem, CL_FALSE, 0, n * 4, a->keys + n, 0, NULL,
+                                  ev_new(ev, PH_SORT))) != CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: uploading %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
+  } else {
+    const cl_uint zero = 0, un = (cl_uint)n;
+    if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(b->T->pos), V(zero), V(un), V(b->lo[0]), V(b->lo[1]),
+                       V(b->lo[2]), V(b->scale), M(*kb[0]), M(*ib[0]), END) ||
+        hy_cl_launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
+      return -1;
+  }
+  return sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err);
+}
+
+/* Slot 0: keep this build's sorted keys for a merged build, or forget the
+ * last ones. */
+static int keep_sorted_keys(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b,
+                            struct evlist *ev, struct hy_err *err) {
+  struct cl_tree *T = b->T;
+  const size_t n = b->n;
+  if (b->slot != 0) return 0;
+  T->skey_n = 0;
+  if (!a->keep_keys) return 0;
+  if (hy_cl_ensure_buf(cl, &T->skey, hy_size_mul_or_die(n, 8, "keys"), "kept keys", err) != 0) return -1;
+  const cl_int e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->key[0].mem, T->skey.mem, 0, 0, n * 8, 0, NULL,
+                                       ev_new(ev, PH_SORT));
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: copying %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
+  T->skey_n = n;
+  T->skey_id = a->tree_id;
+  T->skey_side = a->side;
+  memcpy(T->skey_lo, a->lo, sizeof T->skey_lo);
+  return 0;
+}
+
+/* The generation table with the root (cell 0, all particles) as generation
+ * 0, and the root's next; a grafted build's positions' links unset
+ * (INT_MIN) unless a merged cell sets them (hy_graft_links). */
+static int write_root(struct hy_cl *cl, struct build_plan *b, struct evlist *ev, struct hy_err *err) {
+  struct cl_tree *T = b->T;
+  struct cells_host *h = &b->host;
+  const size_t n = b->n;
+  h->table[1] = 1; /* generation 0: the root, cell 0 */
+  h->root_range[0] = 0;
+  h->root_range[1] = (cl_uint)n;
+  h->root_next = HY_NONE;
+  cl_int e;
+  if ((e = clEnqueueWriteBuffer(hy_cl_queue(cl), cl->gen.mem, CL_FALSE, 0, sizeof h->table, h->table, 0, NULL,
                                 ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
-      (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->c_lo.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[0], 0, NULL,
-                                ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
-      (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->c_hi.mem, CL_FALSE, 0, sizeof(cl_uint), &root_range[1], 0, NULL,
-                                ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
-      (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->nxt.mem, CL_FALSE, n * sizeof(cl_int), sizeof(cl_int), &root_next, 0,
-                                NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS)
+      (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->c_lo.mem, CL_FALSE, 0, sizeof(cl_uint), &h->root_range[0], 0,
+                                NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
+      (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->c_hi.mem, CL_FALSE, 0, sizeof(cl_uint), &h->root_range[1], 0,
+                                NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
+      (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->nxt.mem, CL_FALSE, n * sizeof(cl_int), sizeof(cl_int),
+                                &h->root_next, 0, NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: writing the root cell failed on %s: %s", cl->name, hy_cl_errname(e));
-  /* grafted: the merged positions' links stay unset (INT_MIN) unless a
-   * merged cell sets them (hy_graft_links), and each cell's slot-0 cell */
-  const cl_int use_whole = whole ? 1 : 0, l_np = whole ? (cl_int)nl : 0;
+  if (!b->whole) return 0;
+  const cl_int unset = INT_MIN;
+  if (hy_cl_ensure_buf(cl, &cl->graft_gl, hy_size_mul_or_die(n, 4, "cells"), "merged cells taken whole", err) != 0)
+    return -1;
+  if ((e = clEnqueueFillBuffer(hy_cl_queue(cl), T->nxt.mem, &unset, sizeof unset, 0, n * sizeof(cl_int), 0, NULL,
+                               ev_new(ev, PH_CELLS))) != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
+  return 0;
+}
+
+/* The cells of generation g (hy_gen_count, hy_gen_scan, hy_gen_emit) in
+ * `groups` work-groups. Grafted: each cell's slot-0 cell (else valid
+ * buffers that are not read). */
+static int enqueue_generation(struct hy_cl *cl, const struct build_plan *b, cl_uint g, size_t groups,
+                              struct evlist *ev, struct hy_err *err) {
+  const struct cl_tree *T = b->T, *L = b->L;
+  const int whole = b->whole;
+  const cl_int use_whole = whole ? 1 : 0, l_np = whole ? (cl_int)b->nl : 0, n_part = (cl_int)b->n;
   const struct cl_buf *w_ib = whole ? &cl->ibefore : &T->c_lo, *w_first = whole ? &cl->first_at : &T->c_lo,
                       *w_hi = whole ? &L->c_hi : &T->c_hi, *w_mor = whole ? &L->mor : &T->mor,
                       *w_gl = whole ? &cl->graft_gl : &T->c_lo;
-  if (whole) {
-    const cl_int unset = INT_MIN;
-    if (hy_cl_ensure_buf(cl, &cl->graft_gl, hy_size_mul_or_die(n, 4, "cells"), "merged cells taken whole", err) != 0)
-      return -1;
-    if ((e = clEnqueueFillBuffer(hy_cl_queue(cl), T->nxt.mem, &unset, sizeof unset, 0, n * sizeof(cl_int), 0, NULL,
-                                 ev_new(ev, PH_CELLS))) != CL_SUCCESS)
-      return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
+  const cl_uint crit = T->n_crit, max_cells = (cl_uint)b->n - 1u, ng = (cl_uint)groups;
+  return hy_cl_set_args(cl, cl->k_gen_count, "hy_gen_count", err, M(cl->key[0]), M(cl->gen), V(g), M(T->c_lo),
+                        M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), V(use_whole), M(*w_ib), M(*w_first),
+                        M(*w_hi), M(*w_mor), V(l_np), M(*w_gl), END) ||
+                 hy_cl_launch(cl, cl->k_gen_count, "hy_gen_count", groups * cl->build_wg, ev_new(ev, PH_CELLS), err) ||
+                 hy_cl_set_args(cl, cl->k_gen_scan, "hy_gen_scan", err, M(cl->gen), V(g), M(cl->gen_sums), V(ng),
+                                V(max_cells), END) ||
+                 hy_cl_launch(cl, cl->k_gen_scan, "hy_gen_scan", cl->build_wg, ev_new(ev, PH_CELLS), err) ||
+                 hy_cl_set_args(cl, cl->k_gen_emit, "hy_gen_emit", err, M(cl->key[0]), M(cl->gen), V(g), M(T->c_lo),
+                                M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), V(n_part), M(T->nxt),
+                                M(T->mor), V(use_whole), M(*w_gl), END) ||
+                 hy_cl_launch(cl, cl->k_gen_emit, "hy_gen_emit", groups * cl->build_wg, ev_new(ev, PH_CELLS), err)
+             ? -1
+             : 0;
+}
+
+/* The generations that hold cells (the last one enqueued is empty) into
+ * T's table and the plan. */
+static void record_generations(struct build_plan *b, const cl_uint table[GEN_TABLE], int n_gen) {
+  struct cl_tree *T = b->T;
+  int used = 0;
+  while (used < n_gen && table[2 * used + 1] > 0) {
+    T->gen_first[used] = table[2 * used];
+    T->gen_count[used] = table[2 * used + 1];
+    used++;
   }
-  const cl_uint crit = (cl_uint)(a->n_crit < 1 ? 1 : a->n_crit);
-  T->n_crit = crit;
-  const cl_uint max_cells = un - 1u;
+  b->total = table[2 * used];
+  b->n_gen = used;
+  T->n_gen = used;
+  T->gen_hint = used;
+}
+
+/* Cells, one generation at a time: the kernels read each generation's
+ * first cell and size from the device's table (hy_gen_scan writes the
+ * next one), so the host enqueues a batch of generations and reads the
+ * table once; a tree whose generations outnumber the batch gets another. */
+static int enqueue_cells(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b,
+                         struct hy_cl_build_result *res, struct evlist *ev, struct hy_err *err) {
+  struct cl_tree *T = b->T;
+  const size_t n = b->n;
+  cl_uint *table = b->host.table;
+  if (write_root(cl, b, ev, err) != 0) return -1;
+  T->n_crit = (cl_uint)(a->n_crit < 1 ? 1 : a->n_crit);
   const size_t max_groups = 4 * cl->build_wg; /* hy_gen_scan's reach */
   /* a generation's cells are at most 8 times the last one's and at most n / 2
    * (two particles or more each): the work-groups it needs at most */
@@ -688,57 +796,47 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
     if (n_gen + batch > MAX_GENERATIONS) batch = MAX_GENERATIONS - n_gen;
     if (batch <= 0) return hy_err_set(err, "internal error: more than %d cell generations", MAX_GENERATIONS);
     for (int k = 0; k < batch; k++, n_gen++) {
-      const cl_uint g = (cl_uint)n_gen;
       size_t groups = (bound + cl->build_wg - 1) / cl->build_wg;
       if (groups > max_groups) groups = max_groups;
-      const cl_uint ng = (cl_uint)groups;
-      if (hy_cl_set_args(cl, cl->k_gen_count, "hy_gen_count", err, M(cl->key[0]), M(cl->gen), V(g), M(T->c_lo),
-                         M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), V(use_whole), M(*w_ib), M(*w_first),
-                         M(*w_hi), M(*w_mor), V(l_np), M(*w_gl), END) ||
-          hy_cl_launch(cl, cl->k_gen_count, "hy_gen_count", groups * cl->build_wg, ev_new(ev, PH_CELLS), err) ||
-          hy_cl_set_args(cl, cl->k_gen_scan, "hy_gen_scan", err, M(cl->gen), V(g), M(cl->gen_sums), V(ng),
-                         V(max_cells), END) ||
-          hy_cl_launch(cl, cl->k_gen_scan, "hy_gen_scan", cl->build_wg, ev_new(ev, PH_CELLS), err) ||
-          hy_cl_set_args(cl, cl->k_gen_emit, "hy_gen_emit", err, M(cl->key[0]), M(cl->gen), V(g), M(T->c_lo),
-                         M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), V(n_part), M(T->nxt), M(T->mor),
-                         V(use_whole), M(*w_gl), END) ||
-          hy_cl_launch(cl, cl->k_gen_emit, "hy_gen_emit", groups * cl->build_wg, ev_new(ev, PH_CELLS), err))
-        return -1;
+      if (enqueue_generation(cl, b, (cl_uint)n_gen, groups, ev, err) != 0) return -1;
       bound = 8 * bound < n / 2 + 1 ? 8 * bound : n / 2 + 1;
     }
-    e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->gen.mem, CL_TRUE, 0, sizeof table, table, 0, NULL, ev_new(ev, PH_CELLS));
+    const cl_int e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->gen.mem, CL_TRUE, 0, sizeof b->host.table, table, 0,
+                                         NULL, ev_new(ev, PH_CELLS));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: reading the cell generations failed on %s: %s (a kernel fault?)", cl->name,
                         hy_cl_errname(e));
     if (table[GEN_TABLE - 1] != 0)
       return hy_err_set(err, "internal error: device tree build made more than %u cells for %zu particles",
-                        (unsigned)max_cells, n);
+                        (unsigned)n - 1u, n);
     res->batches++;
     done = table[2 * n_gen + 1] == 0;
     batch = HY_KEY_BITS + 2;
   }
-  /* the generations that hold cells (generation n_gen is empty) */
-  int used = 0;
-  while (used < n_gen && table[2 * used + 1] > 0) {
-    T->gen_first[used] = table[2 * used];
-    T->gen_count[used] = table[2 * used + 1];
-    used++;
-  }
-  n_gen = used;
-  const cl_uint total = table[2 * used];
-  T->n_gen = n_gen;
-  T->gen_hint = n_gen;
+  record_generations(b, table, n_gen);
+  return 0;
+}
+
+/* The node records: the particles' and the cells' moments (or an open-all
+ * tree's boxes, or a grafted tree's), a merged tree's sinks, and r_b^2 =
+ * FLT_MAX in every cell of an open-all tree. */
+static int enqueue_records(struct hy_cl *cl, const struct hy_cl_build_args *a, const struct build_plan *b,
+                           struct evlist *ev, struct hy_err *err) {
+  struct cl_tree *T = b->T;
+  const size_t n = b->n;
+  const int slot = b->slot;
+  const cl_uint un = (cl_uint)n, total = b->total;
+  const cl_int n_part = (cl_int)n;
   /* an open-all tree of plain particles: its cells' spheres from boxes,
    * opened by every sink (r_b^2 = FLT_MAX) */
-  const int boxes = a->open_all && !whole && !graft && !T->has_grp;
+  const int boxes = a->open_all && !b->whole && !b->graft && !T->has_grp;
   if (boxes ? enqueue_boxes(cl, T, slot, n, total, ev, err)
-      : whole ? enqueue_graft(cl, T, n, nl, total, a->a_err, ev, err)
-              : enqueue_moments(cl, T, slot, n, a->a_err, graft, ev, err))
+      : b->whole ? enqueue_graft(cl, T, n, b->nl, total, a->a_err, ev, err)
+                 : enqueue_moments(cl, T, slot, n, a->a_err, b->graft, ev, err))
     return -1;
   /* a merged tree's sinks: its local particles (a grafted one's: hy_graft_links) */
-  const int local_sinks = slot == 1 && merge && !a->open_all;
-  if (local_sinks && !whole) {
-    if (hy_cl_ensure_buf(cl, &cl->sink, hy_size_mul_or_die(nl, 16, "sinks"), "sinks", err) != 0) return -1;
+  if (b->local_sinks && !b->whole) {
+    if (hy_cl_ensure_buf(cl, &cl->sink, hy_size_mul_or_die(b->nl, 16, "sinks"), "sinks", err) != 0) return -1;
     cl->sink_id = 0;
     if (hy_cl_set_args(cl, cl->k_merged_sinks, "hy_merged_sinks", err, V(un), M(cl->ibefore), M(cl->node[slot]),
                        M(cl->sink), END) ||
@@ -751,34 +849,60 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
         hy_cl_launch(cl, cl->k_open_cells, "hy_open_cells", nc, ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
+  return 0;
+}
+
+/* Waits for the build and records the tree: in the slot, the engine's
+ * resident ids and res. */
+static int finish_build(struct hy_cl *cl, const struct hy_cl_build_args *a, const struct build_plan *b,
+                        struct hy_cl_build_result *res, struct evlist *ev, struct hy_err *err) {
+  const size_t n = b->n, nl = b->nl;
   ev_close(ev);
-  e = clFinish(hy_cl_queue(cl));
+  cl_int e = clFinish(hy_cl_queue(cl));
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: the device tree build failed on %s: %s (a kernel fault or too little device "
                            "memory)", cl->name, hy_cl_errname(e));
   cl_uint grafted = 0; /* the queue is idle: this read waits for nothing */
-  if ((graft || whole) && (e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->n_graft.mem, CL_TRUE, 0, sizeof grafted, &grafted, 0, NULL,
-                                        NULL)) != CL_SUCCESS)
+  if ((b->graft || b->whole) && (e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->n_graft.mem, CL_TRUE, 0, sizeof grafted,
+                                                         &grafted, 0, NULL, NULL)) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: reading the copied cell count failed on %s: %s", cl->name, hy_cl_errname(e));
-  res->root = n_part;
-  res->n_cell = total;
+  res->root = (cl_int)n;
+  res->n_cell = b->total;
   res->grafted = grafted;
-  res->generations = n_gen;
-  cl->node_id[slot] = a->tree_id;
-  T->sorted_n = n;
-  T->n_cell = total;
-  if (local_sinks) {
+  res->generations = b->n_gen;
+  cl->node_id[b->slot] = a->tree_id;
+  b->T->sorted_n = n;
+  b->T->n_cell = b->total;
+  if (b->local_sinks) {
     res->local_sinks = 1;
     cl->sink_id = a->tree_id;
   }
-  if (whole) { /* its records are in node[0], after the slot-0 tree's, whose links it changed */
+  if (b->whole) { /* its records are in node[0], after the slot-0 tree's, whose links it changed */
     res->whole = 1;
-    res->root = (int32_t)(nl + L->n_cell + (n - nl));
+    res->root = (int32_t)(nl + b->L->n_cell + (n - nl));
     cl->node_id[1] = 0;
     cl->node_id[0] = 0;
     cl->graft_id = a->tree_id;
   }
   return 0;
+}
+
+static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
+                          struct evlist *ev, struct hy_err *err) {
+  struct build_plan b = {.n = a->n, .slot = a->slot, .T = &cl->tree[a->slot], .L = &cl->tree[0],
+                         .nl = a->merge_local};
+  if (upload_inputs(cl, a, &b, ev, err) != 0) return -1;
+  plan_reuse(cl, a, &b);
+  /* a plain merged build from the state reads the state's positions in
+   * front of the items */
+  if (!a->pos && b.slot == 1 && !b.whole && hy_cl_state_append_copy(cl, err) != 0) return -1;
+  if ((b.merge ? sort_merged(cl, &b, res, ev, err)
+       : a->presorted ? sort_presorted(cl, a, &b, res, ev, err)
+                      : sort_all(cl, a, &b, ev, err)) != 0 ||
+      keep_sorted_keys(cl, a, &b, ev, err) != 0 || enqueue_cells(cl, a, &b, res, ev, err) != 0 ||
+      enqueue_records(cl, a, &b, ev, err) != 0)
+    return -1;
+  return finish_build(cl, a, &b, res, ev, err);
 }
 
 /* A grafted merged build after its cells (build.cl, "grafted merge"): the

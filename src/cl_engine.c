@@ -534,16 +534,24 @@ int hy_cl_check_int(size_t v, const char *what, struct hy_err *err) {
 
 enum { EV_NODE, EV_SINK, EV_MARK, EV_KERNEL, EV_UNSORT0, EV_UNSORT1, EV_OUT0, EV_OUT1, EV_COUNTS, EV_N };
 
-int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg, uint64_t counts[2],
-               struct hy_cl_times *times, struct hy_err *err) {
-  if (cfg->nvec != cl->nvec) return hy_err_set(err, "walk: nvec %d differs from the engine's %d", cfg->nvec, cl->nvec);
-  if (a->slot < 0 || a->slot > 1) return hy_err_set(err, "walk: bad tree slot %d", a->slot);
-  if (hy_cl_check_int(a->n_nodes, "tree nodes", err) || hy_cl_check_int(a->n_sink, "sinks", err)) return -1;
-  const double t_call = hy_wtime();
-  double t_enq = 0.0;
-  if (times) memset(times, 0, sizeof *times);
-  if (counts) counts[0] = counts[1] = 0;
-  if (a->n_sink == 0) return 0;
+/* One walk on the device: its kernel, sizes, buffers and events. */
+struct walk {
+  cl_kernel k;
+  int split;             /* HY_WALK_SPLIT: two results per sink */
+  size_t node_bytes, sink_bytes, count_bytes;
+  size_t local, n_wg;    /* work-group size and count */
+  struct cl_buf *nodes;  /* the tree's node records */
+  uint64_t *counts_host; /* the interaction counters, per work-group */
+  cl_mem sink_mem;
+  cl_int sink_stride;    /* float4 from one sink to the next */
+  cl_int use_blocks;     /* 1: blocks of sinks marked to skip; 2: their zeros not even written */
+  cl_event ev[EV_N];
+};
+
+/* The combinations of resident trees and sinks a walk may ask for, and
+ * that they are there. */
+static int walk_check_resident(const struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg,
+                               struct hy_err *err) {
   if (a->graft && (!a->local_sinks || cl->graft_id != a->tree_id))
     return hy_err_set(err, "internal error: walk of a grafted merged tree that is not resident");
   if (a->local_sinks &&
@@ -567,179 +575,243 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
       (a->n_sink != cl->tree[0].sorted_n || a->self_base >= 0 || a->unsort || (a->add_unsorted && !a->sinks_resident) ||
        (a->add_unsorted && (cl->unsorted_slot != 0 || cl->unsorted_n != a->n_sink))))
     return hy_err_set(err, "internal error: walk with resident sinks that do not match the last device build");
-  cl_kernel k;
-  if (get_walk_kernel(cl, cfg->mode, cfg->want_pot, &k, err) != 0) return -1;
-  const int split = cfg->mode == HY_WALK_SPLIT;
-  size_t node_bytes = hy_size_mul_or_die(a->n_nodes, 8 * sizeof(float), "tree nodes");
-  size_t sink_bytes = hy_size_mul_or_die(a->n_sink, 4 * sizeof(float), "sinks");
+  return 0;
+}
+
+/* The kernel, the sizes and the buffers of the walk. */
+static int walk_prepare(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg,
+                        struct walk *w, struct hy_err *err) {
+  if (get_walk_kernel(cl, cfg->mode, cfg->want_pot, &w->k, err) != 0) return -1;
+  const int split = w->split = cfg->mode == HY_WALK_SPLIT;
+  w->node_bytes = hy_size_mul_or_die(a->n_nodes, 8 * sizeof(float), "tree nodes");
+  const size_t sink_bytes = w->sink_bytes = hy_size_mul_or_die(a->n_sink, 4 * sizeof(float), "sinks");
   size_t n_groups = (a->n_sink + (size_t)cl->nvec - 1) / (size_t)cl->nvec;
   /* a fixed work-group size on CPUs too: implementations such as pocl
    * compile a work-group function per local size, and leaving it to them
    * ties it to the sink count, which changes with every decomposition */
-  size_t local = hy_cl_is_gpu(cl) ? 64 : 16;
-  if (local > cl->max_wg) local = cl->max_wg;
-  const size_t n_wg = (n_groups + local - 1) / local;
-  size_t count_bytes = hy_size_mul_or_die(n_wg, HY_COUNT_N * sizeof(uint64_t), "counters");
+  w->local = hy_cl_is_gpu(cl) ? 64 : 16;
+  if (w->local > cl->max_wg) w->local = cl->max_wg;
+  w->n_wg = (n_groups + w->local - 1) / w->local;
+  w->count_bytes = hy_size_mul_or_die(w->n_wg, HY_COUNT_N * sizeof(uint64_t), "counters");
   /* a grafted merged tree's records follow the slot-0 tree's (its build made the room) */
-  struct cl_buf *nodes = &cl->node[a->graft ? 0 : a->slot];
-  if (a->graft && nodes->size < node_bytes) return hy_err_set(err, "internal error: grafted tree beyond its buffer");
-  if (hy_cl_ensure_buf(cl, nodes, node_bytes, "tree nodes", err) ||
+  w->nodes = &cl->node[a->graft ? 0 : a->slot];
+  if (a->graft && w->nodes->size < w->node_bytes)
+    return hy_err_set(err, "internal error: grafted tree beyond its buffer");
+  if (hy_cl_ensure_buf(cl, w->nodes, w->node_bytes, "tree nodes", err) ||
       (!a->sinks_resident && hy_cl_ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err)) ||
       hy_cl_ensure_buf(cl, &cl->out0, sink_bytes, "forces", err) ||
       (split && hy_cl_ensure_buf(cl, &cl->out1, sink_bytes, "soft forces", err)) ||
       (a->unsort && hy_cl_ensure_buf(cl, &cl->uout0, sink_bytes, "forces in particle order", err)) ||
       (a->unsort && split && hy_cl_ensure_buf(cl, &cl->uout1, sink_bytes, "soft forces in particle order", err)) ||
-      hy_cl_ensure_buf(cl, &cl->counts, count_bytes, "interaction counters", err))
+      hy_cl_ensure_buf(cl, &cl->counts, w->count_bytes, "interaction counters", err))
     return -1;
   /* page-locked: a read into pageable memory ends with a copy on the host
    * after the device's part */
-  uint64_t *counts_host = hy_cl_host_buffer(cl, HY_CL_HOST_COUNTS, count_bytes, err);
-  if (!counts_host) return -1;
-  cl_event ev[EV_N] = {0};
-  cl_int e = CL_SUCCESS;
-  if (!a->graft && (a->tree_id == 0 || cl->node_id[a->slot] != a->tree_id)) {
-    cl->node_id[a->slot] = 0;
-    e = clEnqueueWriteBuffer(cl->q, cl->node[a->slot].mem, CL_FALSE, 0, node_bytes, a->node, 0, NULL, &ev[EV_NODE]);
-    if (e != CL_SUCCESS) goto fail_write;
-    cl->node_id[a->slot] = a->tree_id;
-  }
+  w->counts_host = hy_cl_host_buffer(cl, HY_CL_HOST_COUNTS, w->count_bytes, err);
+  if (!w->counts_host) return -1;
   /* with self_base >= 0 the kernel reads the sink positions from the node
    * records: nothing to upload; resident sinks are the particle records of
    * the slot-0 build (every second float4 of its node buffer, key order) */
-  cl_mem sink_mem = a->sinks_resident ? cl->node[0].mem : cl->sink.mem;
-  const cl_int sink_stride = a->sinks_resident ? 2 : 1;
+  w->sink_mem = a->sinks_resident ? cl->node[0].mem : cl->sink.mem;
+  w->sink_stride = a->sinks_resident ? 2 : 1;
   /* 2: the skipped sinks' zeros are not even written, hy_add_unsort skips them too */
-  const cl_int use_blocks = a->skip_far ? (a->add_unsorted ? 2 : 1) : a->skip_items ? 1 : 0;
+  w->use_blocks = a->skip_far ? (a->add_unsorted ? 2 : 1) : a->skip_items ? 1 : 0;
+  return 0;
+}
+
+/* The node records and the sinks, unless they are resident. */
+static int walk_upload(struct hy_cl *cl, const struct hy_cl_walk_args *a, struct walk *w, struct hy_err *err) {
+  cl_int e = CL_SUCCESS;
+  if (!a->graft && (a->tree_id == 0 || cl->node_id[a->slot] != a->tree_id)) {
+    cl->node_id[a->slot] = 0;
+    e = clEnqueueWriteBuffer(cl->q, cl->node[a->slot].mem, CL_FALSE, 0, w->node_bytes, a->node, 0, NULL,
+                             &w->ev[EV_NODE]);
+    if (e != CL_SUCCESS) goto fail;
+    cl->node_id[a->slot] = a->tree_id;
+  }
   if (!a->sinks_resident && a->self_base < 0 && (a->sink_id == 0 || cl->sink_id != a->sink_id)) {
     cl->sink_id = 0;
-    e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, a->sink, 0, NULL, &ev[EV_SINK]);
-    if (e != CL_SUCCESS) goto fail_write;
+    e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, w->sink_bytes, a->sink, 0, NULL, &w->ev[EV_SINK]);
+    if (e != CL_SUCCESS) goto fail;
     cl->sink_id = a->sink_id;
   }
+  return 0;
+fail:
+  clFinish(cl->q);
+  hy_cl_release_events(w->ev, EV_N);
+  return hy_err_set(err, "OpenCL: uploading the walk inputs failed on %s: %s", cl->name, hy_cl_errname(e));
+}
 
-  {
-    cl_int n_part = (cl_int)a->n_part, root = (cl_int)a->root, n_sink = (cl_int)a->n_sink;
-    cl_int self_base = a->self_base >= 0 || a->self_base == HY_SELF_IN_SINK ? (cl_int)a->self_base : -1;
-    cl_float eps2 = (cl_float)(cfg->eps * cfg->eps), r1 = (cl_float)cfg->r1, r2 = (cl_float)cfg->r2;
-    cl_float inv_dr = cfg->r2 > cfg->r1 ? (cl_float)(1.0 / (cfg->r2 - cfg->r1)) : 0.0f;
-    cl_float n_ratio = (cl_float)cfg->n_ratio;
-    cl_mem out1 = split ? cl->out1.mem : cl->out0.mem;
-    if (use_blocks &&
-        (a->skip_items ? hy_cl_item_blocks(cl, a->slot, a->n_sink, a->skip_items, &ev[EV_MARK], err)
-                       : hy_cl_block_mark(cl, a->slot, n_part, root, sink_mem, sink_stride, a->n_sink, cfg->r2,
-                                          a->has_box ? a->box : NULL, &ev[EV_MARK], err)) != 0) {
-      clFinish(cl->q);
-      hy_cl_release_events(ev, EV_N);
-      return -1;
-    }
-    cl_mem blocks = use_blocks ? cl->blocks.mem : cl->counts.mem; /* not read without use_blocks */
-    cl_uint i = 0;
-    if ((e = clSetKernelArg(k, i++, sizeof(cl_mem), &nodes->mem)) ||
-        (e = clSetKernelArg(k, i++, sizeof n_part, &n_part)) || (e = clSetKernelArg(k, i++, sizeof root, &root)) ||
-        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &sink_mem)) ||
-        (e = clSetKernelArg(k, i++, sizeof n_sink, &n_sink)) ||
-        (e = clSetKernelArg(k, i++, sizeof self_base, &self_base)) ||
-        (e = clSetKernelArg(k, i++, sizeof eps2, &eps2)) || (e = clSetKernelArg(k, i++, sizeof r1, &r1)) ||
-        (e = clSetKernelArg(k, i++, sizeof r2, &r2)) || (e = clSetKernelArg(k, i++, sizeof inv_dr, &inv_dr)) ||
-        (e = clSetKernelArg(k, i++, sizeof n_ratio, &n_ratio)) ||
-        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->out0.mem)) ||
-        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &out1)) ||
-        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->counts.mem)) ||
-        (e = clSetKernelArg(k, i++, local * HY_COUNT_N * sizeof(cl_ulong), NULL)) ||
-        (e = clSetKernelArg(k, i++, sizeof(cl_mem), &blocks)) ||
-        (e = clSetKernelArg(k, i++, sizeof use_blocks, &use_blocks)) ||
-        (e = clSetKernelArg(k, i++, sizeof sink_stride, &sink_stride))) {
-      hy_cl_release_events(ev, EV_N);
-      CL_CHECK(e, "clSetKernelArg(hy_walk)");
-    }
-    size_t global = n_wg * local;
-    e = clEnqueueNDRangeKernel(cl->q, k, 1, NULL, &global, &local, 0, NULL, &ev[EV_KERNEL]);
-    /* submitted now, not when the results are asked for (an implementation
-     * may hold commands back until a flush) */
-    if (e == CL_SUCCESS) e = clFlush(cl->q);
-    t_enq = hy_wtime() - t_call;
-    if (e != CL_SUCCESS) {
-      hy_cl_release_events(ev, EV_N);
-      return hy_err_set(err, "OpenCL: launching hy_walk (%zu work-items) failed on %s: %s", global, cl->name,
-                        hy_cl_errname(e));
-    }
-  }
-  cl_mem res0 = cl->out0.mem, res1 = cl->out1.mem;
-  /* unsort: the results into the host's particle order (local sinks: in the
-   * slot-0 build's key order); add_unsorted: onto those an unsort walk left
-   * there (already in that order) */
-  const int u_slot = a->local_sinks ? 0 : a->slot;
-  if (a->unsort || a->add_unsorted) {
-    if (a->unsort) cl->unsorted_n = 0; /* until this walk's results are there */
-    int rc = a->unsort ? hy_cl_unsort(cl, u_slot, cl->out0.mem, cl->uout0.mem, a->n_sink, &ev[EV_UNSORT0], err)
-                       : hy_cl_add_unsort(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, use_blocks == 2, &ev[EV_UNSORT0],
-                                          err);
-    if (rc == 0 && split)
-      rc = a->unsort ? hy_cl_unsort(cl, u_slot, cl->out1.mem, cl->uout1.mem, a->n_sink, &ev[EV_UNSORT1], err)
-                     : hy_cl_add_unsort(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, use_blocks == 2, &ev[EV_UNSORT1],
-                                        err);
-    if (rc != 0) {
-      clFinish(cl->q);
-      hy_cl_release_events(ev, EV_N);
-      return -1;
-    }
-    res0 = cl->uout0.mem;
-    res1 = cl->uout1.mem;
-  }
-  if ((a->out0 && (e = clEnqueueReadBuffer(cl->q, res0, CL_FALSE, 0, sink_bytes, a->out0, 0, NULL, &ev[EV_OUT0]))) ||
-      (split && a->out0 &&
-       (e = clEnqueueReadBuffer(cl->q, res1, CL_FALSE, 0, sink_bytes, a->out1, 0, NULL, &ev[EV_OUT1]))) ||
-      (e = clEnqueueReadBuffer(cl->q, cl->counts.mem, CL_FALSE, 0, count_bytes, counts_host, 0, NULL,
-                               &ev[EV_COUNTS]))) {
+/* The walk kernel's arguments (opencl/walk.cl, hy_walk). */
+static cl_int walk_set_args(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg,
+                            const struct walk *w) {
+  const cl_kernel k = w->k;
+  cl_int n_part = (cl_int)a->n_part, root = (cl_int)a->root, n_sink = (cl_int)a->n_sink;
+  cl_int self_base = a->self_base >= 0 || a->self_base == HY_SELF_IN_SINK ? (cl_int)a->self_base : -1;
+  cl_float eps2 = (cl_float)(cfg->eps * cfg->eps), r1 = (cl_float)cfg->r1, r2 = (cl_float)cfg->r2;
+  cl_float inv_dr = cfg->r2 > cfg->r1 ? (cl_float)(1.0 / (cfg->r2 - cfg->r1)) : 0.0f;
+  cl_float n_ratio = (cl_float)cfg->n_ratio;
+  cl_mem out1 = w->split ? cl->out1.mem : cl->out0.mem;
+  cl_mem blocks = w->use_blocks ? cl->blocks.mem : cl->counts.mem; /* not read without use_blocks */
+  cl_uint i = 0;
+  cl_int e;
+  if ((e = clSetKernelArg(k, i++, sizeof(cl_mem), &w->nodes->mem)) ||
+      (e = clSetKernelArg(k, i++, sizeof n_part, &n_part)) || (e = clSetKernelArg(k, i++, sizeof root, &root)) ||
+      (e = clSetKernelArg(k, i++, sizeof(cl_mem), &w->sink_mem)) ||
+      (e = clSetKernelArg(k, i++, sizeof n_sink, &n_sink)) ||
+      (e = clSetKernelArg(k, i++, sizeof self_base, &self_base)) ||
+      (e = clSetKernelArg(k, i++, sizeof eps2, &eps2)) || (e = clSetKernelArg(k, i++, sizeof r1, &r1)) ||
+      (e = clSetKernelArg(k, i++, sizeof r2, &r2)) || (e = clSetKernelArg(k, i++, sizeof inv_dr, &inv_dr)) ||
+      (e = clSetKernelArg(k, i++, sizeof n_ratio, &n_ratio)) ||
+      (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->out0.mem)) ||
+      (e = clSetKernelArg(k, i++, sizeof(cl_mem), &out1)) ||
+      (e = clSetKernelArg(k, i++, sizeof(cl_mem), &cl->counts.mem)) ||
+      (e = clSetKernelArg(k, i++, w->local * HY_COUNT_N * sizeof(cl_ulong), NULL)) ||
+      (e = clSetKernelArg(k, i++, sizeof(cl_mem), &blocks)) ||
+      (e = clSetKernelArg(k, i++, sizeof w->use_blocks, &w->use_blocks)) ||
+      (e = clSetKernelArg(k, i++, sizeof w->sink_stride, &w->sink_stride)))
+    return e;
+  return CL_SUCCESS;
+}
+
+/* The marks of the sink blocks to skip, then the walk kernel, submitted at
+ * once; *t_enq: the host time from t_call to its enqueue returning. */
+static int walk_launch(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg,
+                       struct walk *w, double t_call, double *t_enq, struct hy_err *err) {
+  if (w->use_blocks &&
+      (a->skip_items ? hy_cl_item_blocks(cl, a->slot, a->n_sink, a->skip_items, &w->ev[EV_MARK], err)
+                     : hy_cl_block_mark(cl, a->slot, (cl_int)a->n_part, (cl_int)a->root, w->sink_mem, w->sink_stride,
+                                        a->n_sink, cfg->r2, a->has_box ? a->box : NULL, &w->ev[EV_MARK], err)) != 0) {
     clFinish(cl->q);
-    hy_cl_release_events(ev, EV_N);
+    hy_cl_release_events(w->ev, EV_N);
+    return -1;
+  }
+  cl_int e = walk_set_args(cl, a, cfg, w);
+  if (e != CL_SUCCESS) {
+    hy_cl_release_events(w->ev, EV_N);
+    CL_CHECK(e, "clSetKernelArg(hy_walk)");
+  }
+  size_t global = w->n_wg * w->local;
+  e = clEnqueueNDRangeKernel(cl->q, w->k, 1, NULL, &global, &w->local, 0, NULL, &w->ev[EV_KERNEL]);
+  /* submitted now, not when the results are asked for (an implementation
+   * may hold commands back until a flush) */
+  if (e == CL_SUCCESS) e = clFlush(cl->q);
+  *t_enq = hy_wtime() - t_call;
+  if (e != CL_SUCCESS) {
+    hy_cl_release_events(w->ev, EV_N);
+    return hy_err_set(err, "OpenCL: launching hy_walk (%zu work-items) failed on %s: %s", global, cl->name,
+                      hy_cl_errname(e));
+  }
+  return 0;
+}
+
+/* unsort: the results into the host's particle order (local sinks: in the
+ * slot-0 build's key order); add_unsorted: onto those an unsort walk left
+ * there (already in that order). res0, res1: where the results are then. */
+static int walk_unsort(struct hy_cl *cl, const struct hy_cl_walk_args *a, struct walk *w, cl_mem *res0, cl_mem *res1,
+                       struct hy_err *err) {
+  *res0 = cl->out0.mem;
+  *res1 = cl->out1.mem;
+  if (!a->unsort && !a->add_unsorted) return 0;
+  const int u_slot = a->local_sinks ? 0 : a->slot;
+  if (a->unsort) cl->unsorted_n = 0; /* until this walk's results are there */
+  int rc = a->unsort ? hy_cl_unsort(cl, u_slot, cl->out0.mem, cl->uout0.mem, a->n_sink, &w->ev[EV_UNSORT0], err)
+                     : hy_cl_add_unsort(cl, cl->uout0.mem, cl->out0.mem, a->n_sink, w->use_blocks == 2,
+                                        &w->ev[EV_UNSORT0], err);
+  if (rc == 0 && w->split)
+    rc = a->unsort ? hy_cl_unsort(cl, u_slot, cl->out1.mem, cl->uout1.mem, a->n_sink, &w->ev[EV_UNSORT1], err)
+                   : hy_cl_add_unsort(cl, cl->uout1.mem, cl->out1.mem, a->n_sink, w->use_blocks == 2,
+                                      &w->ev[EV_UNSORT1], err);
+  if (rc != 0) {
+    clFinish(cl->q);
+    hy_cl_release_events(w->ev, EV_N);
+    return -1;
+  }
+  *res0 = cl->uout0.mem;
+  *res1 = cl->uout1.mem;
+  return 0;
+}
+
+/* The results (unless they stay on the device) and the counters to the
+ * host, and the wait for the walk. */
+static int walk_read(struct hy_cl *cl, const struct hy_cl_walk_args *a, struct walk *w, cl_mem res0, cl_mem res1,
+                     struct hy_err *err) {
+  cl_int e;
+  if ((a->out0 &&
+       (e = clEnqueueReadBuffer(cl->q, res0, CL_FALSE, 0, w->sink_bytes, a->out0, 0, NULL, &w->ev[EV_OUT0]))) ||
+      (w->split && a->out0 &&
+       (e = clEnqueueReadBuffer(cl->q, res1, CL_FALSE, 0, w->sink_bytes, a->out1, 0, NULL, &w->ev[EV_OUT1]))) ||
+      (e = clEnqueueReadBuffer(cl->q, cl->counts.mem, CL_FALSE, 0, w->count_bytes, w->counts_host, 0, NULL,
+                               &w->ev[EV_COUNTS]))) {
+    clFinish(cl->q);
+    hy_cl_release_events(w->ev, EV_N);
     return hy_err_set(err, "OpenCL: reading walk results failed on %s: %s", cl->name, hy_cl_errname(e));
   }
   e = clFinish(cl->q);
   if (e != CL_SUCCESS) {
-    hy_cl_release_events(ev, EV_N);
+    hy_cl_release_events(w->ev, EV_N);
     return hy_err_set(err, "OpenCL: tree walk failed on %s: %s (a kernel fault or too little device memory)",
                       cl->name, hy_cl_errname(e));
   }
+  return 0;
+}
+
+/* The device times of the walk's commands (profiling events). */
+static void walk_times(const cl_event ev[EV_N], double t_enq, struct hy_cl_times *times) {
+  times->upload = hy_cl_event_seconds(ev[EV_NODE]) + hy_cl_event_seconds(ev[EV_SINK]);
+  times->kernel = hy_cl_event_seconds(ev[EV_MARK]) + hy_cl_event_seconds(ev[EV_KERNEL]) +
+                  hy_cl_event_seconds(ev[EV_UNSORT0]) +
+                  hy_cl_event_seconds(ev[EV_UNSORT1]);
+  times->download = hy_cl_event_seconds(ev[EV_OUT0]) + hy_cl_event_seconds(ev[EV_OUT1]) + hy_cl_event_seconds(ev[EV_COUNTS]);
+  times->mark = hy_cl_event_seconds(ev[EV_MARK]);
+  times->unsort = hy_cl_event_seconds(ev[EV_UNSORT0]) + hy_cl_event_seconds(ev[EV_UNSORT1]);
+  times->enqueue = t_enq;
+  times->span = events_span(ev, EV_N);
+  cl_ulong tq = 0, ts = 0, t0 = 0;
+  if (clGetEventProfilingInfo(ev[EV_KERNEL], CL_PROFILING_COMMAND_QUEUED, sizeof tq, &tq, NULL) == CL_SUCCESS &&
+      clGetEventProfilingInfo(ev[EV_KERNEL], CL_PROFILING_COMMAND_SUBMIT, sizeof ts, &ts, NULL) == CL_SUCCESS &&
+      clGetEventProfilingInfo(ev[EV_KERNEL], CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+      tq <= ts && ts <= t0) {
+    times->submit = 1e-9 * (double)(ts - tq);
+    times->start = 1e-9 * (double)(t0 - ts);
+  }
+}
+
+/* The interaction counts summed over the work-groups. */
+static void walk_counts(const struct walk *w, uint64_t counts[2]) {
+  uint64_t pp = 0, pc = 0;
+  for (size_t g = 0; g < w->n_wg; g++) {
+    pp += w->counts_host[HY_COUNT_N * g + HY_COUNT_PP];
+    pc += w->counts_host[HY_COUNT_N * g + HY_COUNT_PC];
+  }
+  counts[HY_COUNT_PP] = pp;
+  counts[HY_COUNT_PC] = pc;
+}
+
+int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct hy_walk_cfg *cfg, uint64_t counts[2],
+               struct hy_cl_times *times, struct hy_err *err) {
+  if (cfg->nvec != cl->nvec) return hy_err_set(err, "walk: nvec %d differs from the engine's %d", cfg->nvec, cl->nvec);
+  if (a->slot < 0 || a->slot > 1) return hy_err_set(err, "walk: bad tree slot %d", a->slot);
+  if (hy_cl_check_int(a->n_nodes, "tree nodes", err) || hy_cl_check_int(a->n_sink, "sinks", err)) return -1;
+  const double t_call = hy_wtime();
+  double t_enq = 0.0;
+  if (times) memset(times, 0, sizeof *times);
+  if (counts) counts[0] = counts[1] = 0;
+  if (a->n_sink == 0) return 0;
+  struct walk w = {0};
+  cl_mem res0, res1;
+  if (walk_check_resident(cl, a, cfg, err) != 0 || walk_prepare(cl, a, cfg, &w, err) != 0 ||
+      walk_upload(cl, a, &w, err) != 0 || walk_launch(cl, a, cfg, &w, t_call, &t_enq, err) != 0 ||
+      walk_unsort(cl, a, &w, &res0, &res1, err) != 0 || walk_read(cl, a, &w, res0, res1, err) != 0)
+    return -1;
   if (a->unsort) {
-    cl->unsorted_slot = u_slot;
+    cl->unsorted_slot = a->local_sinks ? 0 : a->slot;
     cl->unsorted_n = a->n_sink;
   }
-  if (times) {
-    times->upload = hy_cl_event_seconds(ev[EV_NODE]) + hy_cl_event_seconds(ev[EV_SINK]);
-    times->kernel = hy_cl_event_seconds(ev[EV_MARK]) + hy_cl_event_seconds(ev[EV_KERNEL]) +
-                    hy_cl_event_seconds(ev[EV_UNSORT0]) +
-                    hy_cl_event_seconds(ev[EV_UNSORT1]);
-    times->download = hy_cl_event_seconds(ev[EV_OUT0]) + hy_cl_event_seconds(ev[EV_OUT1]) + hy_cl_event_seconds(ev[EV_COUNTS]);
-    times->mark = hy_cl_event_seconds(ev[EV_MARK]);
-    times->unsort = hy_cl_event_seconds(ev[EV_UNSORT0]) + hy_cl_event_seconds(ev[EV_UNSORT1]);
-    times->enqueue = t_enq;
-    times->span = events_span(ev, EV_N);
-    cl_ulong tq = 0, ts = 0, t0 = 0;
-    if (clGetEventProfilingInfo(ev[EV_KERNEL], CL_PROFILING_COMMAND_QUEUED, sizeof tq, &tq, NULL) == CL_SUCCESS &&
-        clGetEventProfilingInfo(ev[EV_KERNEL], CL_PROFILING_COMMAND_SUBMIT, sizeof ts, &ts, NULL) == CL_SUCCESS &&
-        clGetEventProfilingInfo(ev[EV_KERNEL], CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
-        tq <= ts && ts <= t0) {
-      times->submit = 1e-9 * (double)(ts - tq);
-      times->start = 1e-9 * (double)(t0 - ts);
-    }
-  }
-  hy_cl_release_events(ev, EV_N);
-  if (counts) {
-    uint64_t pp = 0, pc = 0;
-    for (size_t g = 0; g < n_wg; g++) {
-      pp += counts_host[HY_COUNT_N * g + HY_COUNT_PP];
-      pc += counts_host[HY_COUNT_N * g + HY_COUNT_PC];
-    }
-    counts[HY_COUNT_PP] = pp;
-    counts[HY_COUNT_PC] = pc;
-  }
+  if (times) walk_times(w.ev, t_enq, times);
+  hy_cl_release_events(w.ev, EV_N);
+  if (counts) walk_counts(&w, counts);
   return 0;
-
-fail_write:
-  clFinish(cl->q);
-  hy_cl_release_events(ev, EV_N);
-  return hy_err_set(err, "OpenCL: uploading the walk inputs failed on %s: %s", cl->name, hy_cl_errname(e));
 }
 
 /* ------------------------------------------------------------- direct */

@@ -329,7 +329,7 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
     size_t c = (size_t)(x - np);
     const double *cm = t->cm + 3 * c;
     double d = hy_let_box_distance(B, cm);
-    const int far = d >= r2 + t->bmax[c]; /* no part of the cell within R2 of B */
+    const int far = d >= HY_HARD_REACH(r2, t->bmax[c]); /* no part of the cell within R2 of B */
     if (hard && far) {
       x = t->next[x];
     } else if (opens(t, c, d, hard, fopen)) {
@@ -377,7 +377,7 @@ static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct h
       if (x >= np) {
         const size_t c = (size_t)(x - np);
         const double d = hy_let_box_distance(B, t->cm + 3 * c);
-        const int far = d >= r2 + t->bmax[c];
+        const int far = d >= HY_HARD_REACH(r2, t->bmax[c]);
         open = !(hard && far) && opens(t, c, d, hard, fopen);
         /* a cell that the hard walk sends whole stays a task (its walk counts it) */
         if (open && count_hard && !skip && !far && !opens(t, c, d, 1, 1.0)) open = 0;

@@ -5,7 +5,9 @@
  * the absolute-MAC radius r_b) and the export of the 32-byte device node
  * records (include/hy_shared.h), and the trees of points that hard walks
  * open entirely, written as such records directly. Uses no MPI and no
- * OpenCL.
+ * OpenCL. Implemented in tree.c (build, moments, export), tree_sort.c
+ * (keys, key cube, sort) and tree_points.c (trees of points), which share
+ * tree_internal.h.
  *
  * Node indices: particles 0 .. n_part-1 (in key order), cells n_part .. .
  * more[x] = first child (HY_NONE for particles); next[x] = next sibling, or
@@ -20,11 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hy_shared.h"
 #include "log.h"
 #include "part.h"
 #include "threads.h"
-
-#define HY_KEY_BITS 21 /**< bits per axis of a Morton key (63-bit keys) */
 
 /** Accumulated wall time of the host build phases [s] (hy_wtime). */
 struct hy_tree_times {
@@ -62,7 +63,7 @@ struct hy_tree {
   const uint32_t *pidx; /**< NULL, or (device-built trees, hy_tree_from_records) particle node x is
                             particle pidx[x] of the unsorted set; borrowed from the caller */
   struct hy_tree_times times; /**< accumulated phase times (never reset by the tree) */
-  struct hy_tree_work *work;  /**< scratch kept between builds (private to tree.c) */
+  struct hy_tree_work *work;  /**< scratch kept between builds (tree_internal.h) */
 };
 
 /** Cells with at most this many particles get the exact b_max; larger cells
