@@ -242,8 +242,8 @@ __kernel void hy_radix_scatter(__global const ulong *key_in, __global const uint
   }
 }
 
-/* A sort by merging (GPUs: twice as fast as the radix sort's 16 passes at
- * 2^24 keys on the H100, five times for 2e5 keys with far fewer launches): pairs are ordered by
+/* A sort by merging (on GPUs faster than the radix sort's 16 passes, with
+ * far fewer launches): pairs are ordered by
  * (key, idx), which is the stable order of the keys when idx grows with the
  * position (or the keys are distinct). hy_tile_sort orders tiles of
  * HY_MTILE pairs in local memory (a bitonic network); hy_merge_pass merges

@@ -194,9 +194,8 @@ struct hy_cl_build_result {
 
 /** The device's sorts (tree keys, the LET selection's nodes) of up to this
  *  many pairs merge sorted tiles instead of making 16 radix passes; the
- *  same order. On GPUs every size (the H100: 0.09 against 0.40 ms for
- *  190 000 keys, 6.6 against 12.9 ms for 2^24), on CPU devices none (pocl:
- *  3 to 4 times slower than the radix sort). */
+ *  same order. On GPUs every size (faster at every size, by the fewer
+ *  launches), on CPU devices none (slower there than the radix sort). */
 size_t hy_cl_merge_sort_default(const struct hy_cl *cl);
 /** Tests: sort by merging up to max pairs (0: always the radix sort). */
 void hy_cl_set_merge_sort_max(struct hy_cl *cl, size_t max);

@@ -18,10 +18,9 @@ static double cost_clamp(double f) { return f > COST_CLAMP ? COST_CLAMP : f < 1.
 /* Each rank's measured factor is averaged over the decompositions (weight
  * COST_AVG for the newest), and the factor in use is the first measured one,
  * then follows the average only when they differ by more than COST_BAND: the
- * walks' times scatter by 1-2 % from one Δt_s to the next, and a factor
- * that followed them moved the boundaries back and forth at every
- * decomposition (on four H100s 85 000 instead of 58 000 leavers per
- * decomposition, and 3-5 ms more in it). */
+ * walks' times scatter by a per cent or two from one Δt_s to the next, and a
+ * factor that followed them would move the boundaries back and forth at
+ * every decomposition, sending more particles each time. */
 #define COST_AVG 0.3
 #define COST_BAND 0.01
 

@@ -243,8 +243,8 @@ static void leaver_offsets(const uint64_t *send_n, int P, int me, size_t *at) {
  * the next decompositions: below 1/128 of headroom, 1/32 of it. A rank's
  * count moves by about 0.1 % from one soft step to the next in a
  * near-equilibrium run, so the arrays grow at the first decomposition (the
- * setup's) and not in the timed steps, where a reallocation of every array
- * cost 25 ms at 2^24 particles a rank (doc/performance.md). */
+ * setup's) and not in the steps, where reallocating every array would
+ * cost a copy of the whole state. */
 static void reserve_room(struct hy_part *p, size_t n_new) {
   if (n_new + n_new / 128 > p->n_alloc) hy_part_reserve(p, n_new + n_new / 32);
 }

@@ -23,8 +23,7 @@
  * shrunk. A freshly allocated buffer of several MB costs a page fault per
  * page at its first use, at every decomposition: with the samples, the
  * gathered samples and the records sent and received allocated anew, the
- * exchange of 2^26 particles on two ranks (one H100 each) took several
- * times as long (doc/performance.md). */
+ * exchange spends most of its time in those faults. */
 struct scratch {
   void *p;
   size_t bytes;

@@ -30,13 +30,11 @@ struct hy_force *hy_force_create(struct hy_cl *cl, struct hy_pool *pool, const s
   f->pool = pool;
   f->cfg = *cfg;
   /* auto: a CPU device shares the host's cores, and its ~40 kernel launches
-   * per build cost more than the host build (pocl, 2 cores: 0.13 s against
-   * 0.006 s per dt_s at N = 16k, 0.16 s against 0.03 s at 128k) */
+   * per build cost more than the host build */
   if (f->cfg.tree_build == HY_TREE_BUILD_AUTO)
     f->cfg.tree_build = hy_cl_is_cpu(cl) ? HY_TREE_BUILD_HOST : HY_TREE_BUILD_DEVICE;
-  /* the hard steps' remote tree where the local one is built: on four
-   * GPUs the host's build (16 threads a rank) took 19.5 ms per hard step at
-   * 2^26, far past the local walk it should hide behind, the device's 2.4 ms */
+  /* the hard steps' remote tree where the local one is built: on GPUs the
+   * host's build takes far longer than the local walk it should hide behind */
   if (f->cfg.hard_remote == HY_TREE_BUILD_AUTO) f->cfg.hard_remote = f->cfg.tree_build;
   hy_tree_init(&f->tree);
   hy_tree_init(&f->rtree);

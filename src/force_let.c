@@ -89,9 +89,8 @@ static void set_rbox(struct hy_force *f, const double red[6]) {
  * then hy_force_remote_build_side builds it on the engine's second queue while the
  * device thread's local walk runs on the first (hy_cl_tree_build_side: slot
  * 1 and the build's buffers, none of the walk's), so that the remote walk
- * can start right after the local one (before, the device thread built it
- * then: 2.2-2.7 ms per hard step at 2^26 on two or four GPUs, in the
- * critical path). */
+ * can start right after the local one, with the build off the critical
+ * path. */
 static void remote_device_args(struct hy_force *f, int mode, const float *pos4, const float *grp, size_t m,
                                const double red[6], const double *sample, size_t s) {
   double centre[3], half;

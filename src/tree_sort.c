@@ -52,7 +52,7 @@ static void range_of(const double *pos, size_t b, size_t e, double lo[3], double
 
 /* The k-th smallest of q[0..m) (k < m), partly reordering q: Hoare's
  * selection with the middle element as pivot, O(m) on average; it runs at
- * every tree build, where a full sort of the sample cost 0.15 ms. */
+ * every tree build, where a full sort of the sample would cost more. */
 static double select_kth(double *q, size_t m, size_t k) {
   size_t lo = 0, hi = m - 1;
   while (lo < hi) {

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """check_layout.py: a hytree snapshot has the Gadget-HDF5 layout that yt's
 GadgetHDF5 frontend, pynbody's GadgetHDFSnap, Pylians' readgadget and SWIFT's
-IC reader need (/work/shared/design/ecosystem.md section 1.2; doc/formats.md).
+IC reader need (doc/formats.md).
 
 usage: check_layout.py [--units L,M,V] [--same-as OTHER] FILE [FILE ...]
 

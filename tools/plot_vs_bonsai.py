@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """plot_vs_bonsai.py: time per dt_s (four steps of dt_h) against N from a
 `hytree bench --csv` file, next to Bonsai's measured whole steps on the same
-kind of GPU (shared/design/peers.md: H100, Plummer, 2^20, 2^22, 2^24; four
+kind of GPU (Bonsai run by us on an H100: Plummer, 2^20, 2^22, 2^24; four
 steps per dt_s). Usage: plot_vs_bonsai.py BENCH.csv OUT.png"""
 import csv
 import sys
@@ -31,7 +31,7 @@ def main():
         mk, label = style.get(scheme, ("x-", scheme))
         ax.plot([p[0] for p in pts], [p[1] for p in pts], mk, label=label)
     bn = sorted(BONSAI_STEP)
-    ax.plot(bn, [4 * BONSAI_STEP[n] for n in bn], "^:", color="k", label="Bonsai, 4 whole steps (peers.md)")
+    ax.plot(bn, [4 * BONSAI_STEP[n] for n in bn], "^:", color="k", label="Bonsai, 4 whole steps")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("N (Plummer sphere)")
