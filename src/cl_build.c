@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
- * cl_build.c: the device tree build (opencl/build.cl) and the engine's host
- * staging memory. See cl_engine.h for the interface and build.cl for the
- * algorithms. Every cl* call is checked. */
+ * cl_build.c: the device tree build (opencl/build.cl). Uses the core
+ * (cl_core.h) and, for builds from the device state, cl_state.c's keys,
+ * presort and appended items. See cl_engine.h for the interface and
+ * build.cl for the algorithms. Every cl* call is checked. */
 #include "config.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,68 +14,7 @@
 #include "trace.h"
 #include "tree.h"
 
-extern const char hy_cl_source_build[];
-extern const unsigned long hy_cl_source_build_len;
-
-#define SORT_PER 8 /* keys per work-item of a sort tile (HY_PER) */
-#define BMAX_SERIAL 128 /* exact b_max by one work-item up to this many particles */
 #define BMAX_GROUPS 1024 /* work-groups of hy_bmax_big */
-#define BOX_SMALL 64 /* open-all builds: particles per small box, small boxes per large one (HY_BOX1) */
-#define RADIX_BITS 4
-#define RADIX (1u << RADIX_BITS)
-
-/* ------------------------------------------------- host staging memory */
-
-/* Unmapped and released without a wait: the unmap follows the transfers
- * queued before it on this thread's queue, and OpenCL frees the memory only
- * when every command that uses it has finished (a wait here would hold the
- * caller until the queue's walk or build ends). */
-static void pinned_release(struct hy_cl *cl, struct cl_pinned *h) {
-  if (h->mem && h->ptr) (void)clEnqueueUnmapMemObject(hy_cl_queue(cl), h->mem, h->ptr, 0, NULL, NULL);
-  if (h->mem) clReleaseMemObject(h->mem);
-  memset(h, 0, sizeof *h);
-}
-
-void *hy_cl_host_buffer(struct hy_cl *cl, int which, size_t bytes, struct hy_err *err) {
-  if (which < 0 || which >= HY_CL_HOST_N) {
-    hy_err_set(err, "internal error: host buffer %d", which);
-    return NULL;
-  }
-  struct cl_pinned *h = &cl->host[which];
-  if (bytes == 0) bytes = 16;
-  if (h->ptr && h->size >= bytes) return h->ptr;
-  const double t0 = hy_trace_t();
-  pinned_release(cl, h);
-  size_t want = bytes + bytes / 8;
-  if (want > cl->max_alloc) want = bytes;
-  cl_int e;
-  h->mem = clCreateBuffer(cl->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, want, NULL, &e);
-  if (e != CL_SUCCESS) {
-    h->mem = NULL;
-    hy_err_set(err, "OpenCL: cannot allocate %zu bytes of host staging memory for %s: %s", want, cl->name,
-               hy_cl_errname(e));
-    return NULL;
-  }
-  /* mapped on the engine's map queue: a new buffer needs no other command
-   * first, and on the queue of the caller the map would wait for its walk */
-  h->ptr = clEnqueueMapBuffer(cl->qm, h->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, want, 0, NULL, NULL, &e);
-  if (e != CL_SUCCESS || !h->ptr) {
-    h->ptr = NULL;
-    pinned_release(cl, h);
-    hy_err_set(err, "OpenCL: cannot map %zu bytes of host staging memory for %s: %s", want, cl->name,
-               hy_cl_errname(e));
-    return NULL;
-  }
-  h->size = want;
-  /* on the lane of the thread that grows it: walks' counts on the device thread's */
-  hy_trace(which == HY_CL_HOST_COUNTS ? HY_TRACE_DEVICE : HY_TRACE_MAIN, "pinned_grow", t0);
-  return h->ptr;
-}
-
-size_t hy_cl_host_buffer_size(const struct hy_cl *cl, int which) {
-  if (which < 0 || which >= HY_CL_HOST_N || !cl->host[which].ptr) return 0;
-  return cl->host[which].size;
-}
 
 /* ------------------------------------------------------------ kernels */
 
@@ -83,30 +22,16 @@ static int make_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct 
   return hy_cl_kernel(cl, cl->build_prog, name, k, err);
 }
 
-int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
-  if (cl->build_prog) return 0;
-  size_t wg = 256;
-  while (wg > cl->max_wg) wg /= 2;
-  if (wg < 16)
-    return hy_err_set(err, "OpenCL device %s: work-groups of %zu work-items are too small for the device tree build "
-                           "(16 needed); use TreeBuild host", cl->name, cl->max_wg);
-  char defs[256];
-  snprintf(defs, sizeof defs,
-           "-D HY_WG=%zu -D HY_PER=%d -D HY_BMAX_EXACT=%d -D HY_BMAX_SERIAL=%d -D HY_GEN_FLAG=%d -D HY_BOX1=%du", wg,
-           SORT_PER, HY_BMAX_EXACT, BMAX_SERIAL, GEN_TABLE - 1, BOX_SMALL);
-  if (hy_cl_build_program(cl, "build.cl", hy_cl_source_build, defs, &cl->build_prog, err) != 0) return -1;
-  cl->build_wg = wg;
-  if (make_kernel(cl, "hy_keys", &cl->k_keys, err) || make_kernel(cl, "hy_scan_block", &cl->k_scan_block, err) ||
-      make_kernel(cl, "hy_scan_add", &cl->k_scan_add, err) || make_kernel(cl, "hy_radix_count", &cl->k_count, err) ||
-      make_kernel(cl, "hy_radix_scatter", &cl->k_scatter, err) ||
-      make_kernel(cl, "hy_gen_count", &cl->k_gen_count, err) || make_kernel(cl, "hy_gen_scan", &cl->k_gen_scan, err) ||
-      make_kernel(cl, "hy_gen_emit", &cl->k_gen_emit, err) || make_kernel(cl, "hy_gather", &cl->k_gather, err) ||
-      make_kernel(cl, "hy_moments", &cl->k_moments, err) || make_kernel(cl, "hy_bmax_big", &cl->k_bmax_big, err) ||
-      make_kernel(cl, "hy_unsort", &cl->k_unsort, err) ||
+int hy_cl_tree_kernels(struct hy_cl *cl, struct hy_err *err) {
+  if (hy_cl_build_kernels(cl, err) != 0) return -1;
+  if (cl->k_keys) return 0;
+  if (make_kernel(cl, "hy_keys", &cl->k_keys, err) || make_kernel(cl, "hy_gen_count", &cl->k_gen_count, err) ||
+      make_kernel(cl, "hy_gen_scan", &cl->k_gen_scan, err) || make_kernel(cl, "hy_gen_emit", &cl->k_gen_emit, err) ||
+      make_kernel(cl, "hy_gather", &cl->k_gather, err) || make_kernel(cl, "hy_moments", &cl->k_moments, err) ||
+      make_kernel(cl, "hy_bmax_big", &cl->k_bmax_big, err) || make_kernel(cl, "hy_unsort", &cl->k_unsort, err) ||
       make_kernel(cl, "hy_open_cells", &cl->k_open_cells, err) ||
       make_kernel(cl, "hy_add_unsort", &cl->k_add_unsort, err) ||
       make_kernel(cl, "hy_merge_keys", &cl->k_merge_keys, err) ||
-      make_kernel(cl, "hy_tile_sort", &cl->k_tile_sort, err) || make_kernel(cl, "hy_merge_pass", &cl->k_merge_pass, err) ||
       make_kernel(cl, "hy_block_mark", &cl->k_block_mark, err) ||
       make_kernel(cl, "hy_item_blocks", &cl->k_item_blocks, err) ||
       make_kernel(cl, "hy_first_cells", &cl->k_first_cells, err) ||
@@ -118,346 +43,40 @@ int hy_cl_build_kernels(struct hy_cl *cl, struct hy_err *err) {
       make_kernel(cl, "hy_box_cells", &cl->k_box_cells, err) ||
       make_kernel(cl, "hy_merged_sinks", &cl->k_merged_sinks, err))
     return -1;
-  /* the sort and scan kernels need their full work-group */
-  cl_kernel need[] = {cl->k_scan_block, cl->k_count,    cl->k_scatter,  cl->k_bmax_big,
-                      cl->k_gen_count,  cl->k_gen_scan, cl->k_gen_emit, cl->k_tile_sort, cl->k_graft_bmax_big};
+  /* the kernels of whole work-groups (the core checks the sort's and scan's) */
+  cl_kernel need[] = {cl->k_bmax_big, cl->k_gen_count, cl->k_gen_scan, cl->k_gen_emit, cl->k_graft_bmax_big};
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
     size_t kwg = 0;
     CL_CHECK(clGetKernelWorkGroupInfo(need[i], cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
              "clGetKernelWorkGroupInfo(build.cl)");
-    if (kwg < wg)
+    if (kwg < cl->build_wg)
       return hy_err_set(err, "OpenCL device %s: the device tree build needs work-groups of %zu but allows %zu; use "
-                             "TreeBuild host", cl->name, wg, kwg);
+                             "TreeBuild host", cl->name, cl->build_wg, kwg);
   }
   return 0;
 }
 
-static void presort_drop(struct hy_cl *cl, double *seconds);
-
 void hy_cl_build_free(struct hy_cl *cl) {
-  presort_drop(cl, NULL);
-  cl_kernel ks[] = {cl->k_keys,      cl->k_scan_block, cl->k_scan_add, cl->k_count,   cl->k_scatter,
-                    cl->k_gen_count, cl->k_gen_scan,   cl->k_gen_emit, cl->k_gather,  cl->k_moments, cl->k_bmax_big,
-                    cl->k_unsort, cl->k_open_cells, cl->k_add_unsort, cl->k_merge_keys,
-                    cl->k_tile_sort, cl->k_merge_pass, cl->k_block_mark, cl->k_first_cells, cl->k_item_blocks,
-                    cl->k_graft_links, cl->k_graft_stubs, cl->k_graft_moments, cl->k_graft_bmax_big,
-                    cl->k_box_small, cl->k_box_large, cl->k_box_cells, cl->k_merged_sinks};
+  cl_kernel ks[] = {cl->k_keys,         cl->k_gen_count,     cl->k_gen_scan,     cl->k_gen_emit,
+                    cl->k_gather,       cl->k_moments,       cl->k_bmax_big,     cl->k_unsort,
+                    cl->k_open_cells,   cl->k_add_unsort,    cl->k_merge_keys,   cl->k_block_mark,
+                    cl->k_first_cells,  cl->k_item_blocks,   cl->k_graft_links,  cl->k_graft_stubs,
+                    cl->k_graft_moments, cl->k_graft_bmax_big, cl->k_box_small,  cl->k_box_large,
+                    cl->k_box_cells,    cl->k_merged_sinks};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
-  if (cl->build_prog) clReleaseProgram(cl->build_prog);
-  struct cl_buf *bs[] = {&cl->key[0], &cl->key[1], &cl->idx_tmp, &cl->n_child, &cl->hist,   &cl->uout0,
-                         &cl->uout1,  &cl->big,    &cl->n_big,   &cl->gen,     &cl->gen_sums, &cl->blocks,
-                         &cl->ibefore, &cl->first_at, &cl->n_graft, &cl->graft_gl, &cl->item_b2, &cl->hist_side,
-                         &cl->boxes};
+  struct cl_buf *bs[] = {&cl->n_child,  &cl->uout0,    &cl->uout1,   &cl->big,      &cl->n_big,
+                         &cl->gen,      &cl->gen_sums, &cl->blocks,  &cl->ibefore,  &cl->first_at,
+                         &cl->n_graft,  &cl->graft_gl, &cl->item_b2, &cl->boxes};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int t = 0; t < 2; t++) {
     struct cl_tree *T = &cl->tree[t];
     struct cl_buf *tb[] = {&T->pos, &T->idx, &T->c_lo, &T->c_hi, &T->nxt, &T->mor, &T->c_b2, &T->grp, &T->skey};
     for (size_t i = 0; i < sizeof tb / sizeof tb[0]; i++) hy_cl_buf_release(tb[i]);
   }
-  for (int i = 0; i < HY_CL_SCAN_LEVELS; i++) {
-    hy_cl_buf_release(&cl->scan[i]);
-    hy_cl_buf_release(&cl->scan_side[i]);
-  }
-  for (int i = 0; i < HY_CL_HOST_N; i++) pinned_release(cl, &cl->host[i]);
 }
 
-/* ------------------------------------------------------------- events */
-
-enum { PH_UPLOAD, PH_SORT, PH_CELLS, PH_MOMENTS, PH_N };
-
-/* The device time of each phase, from spans of consecutive commands of one
- * phase: the first command's event and a marker after the last one (an
- * event per command costs a few microseconds each, which small trees of
- * ~150 commands would feel). A span's time includes the device's idle gaps
- * between its commands. */
-struct evlist {
-  cl_command_queue q;
-  cl_event *ev; /* two per span: its first command, the marker after its last */
-  int *phase;   /* one per span */
-  size_t n, cap; /* spans */
-  int open;      /* the last span has no marker yet */
-};
-
-/* End the open span with a marker (before the queue is waited for). */
-static void ev_close(struct evlist *l) {
-  if (!l->open) return;
-  l->open = 0;
-  cl_event *end = &l->ev[2 * (l->n - 1) + 1];
-  if (clEnqueueMarkerWithWaitList(l->q, 0, NULL, end) != CL_SUCCESS) *end = NULL;
-}
-
-/* The event slot for a command of `phase`: NULL inside a span of that phase. */
-static cl_event *ev_new(struct evlist *l, int phase) {
-  if (l->open && l->phase[l->n - 1] == phase) return NULL;
-  ev_close(l);
-  if (l->n == l->cap) {
-    l->cap = 2 * l->cap + 16;
-    l->ev = hy_realloc("OpenCL events", l->ev, l->cap, 2 * sizeof *l->ev);
-    l->phase = hy_realloc("OpenCL events", l->phase, l->cap, sizeof *l->phase);
-  }
-  l->ev[2 * l->n] = l->ev[2 * l->n + 1] = NULL;
-  l->phase[l->n] = phase;
-  l->n++;
-  l->open = 1;
-  return &l->ev[2 * (l->n - 1)];
-}
-
-static void ev_finish(struct evlist *l, double t[PH_N]) {
-  ev_close(l);
-  for (size_t i = 0; i < l->n; i++) {
-    cl_event a = l->ev[2 * i], b = l->ev[2 * i + 1];
-    cl_ulong t0 = 0, t1 = 0;
-    if (t && a && b && clGetEventProfilingInfo(a, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
-        clGetEventProfilingInfo(b, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 > t0)
-      t[l->phase[i]] += 1e-9 * (double)(t1 - t0);
-    if (a) clReleaseEvent(a);
-    if (b) clReleaseEvent(b);
-  }
-  hy_free(l->ev);
-  hy_free(l->phase);
-  memset(l, 0, sizeof *l);
-}
-
-int hy_cl_set_args(struct hy_cl *cl, cl_kernel k, const char *name, struct hy_err *err, ...) {
-  va_list ap;
-  va_start(ap, err);
-  for (cl_uint i = 0;; i++) {
-    size_t size = va_arg(ap, size_t);
-    if (size == 0) break;
-    const void *val = va_arg(ap, const void *);
-    cl_int e = clSetKernelArg(k, i, size, val);
-    if (e != CL_SUCCESS) {
-      va_end(ap);
-      return hy_err_set(err, "OpenCL: clSetKernelArg(%s, %u) failed on %s: %s", name, (unsigned)i, cl->name,
-                        hy_cl_errname(e));
-    }
-  }
-  va_end(ap);
-  return 0;
-}
-
-int hy_cl_launch(struct hy_cl *cl, cl_kernel k, const char *name, size_t items, cl_event *ev, struct hy_err *err) {
-  size_t local = cl->build_wg;
-  size_t global = (items + local - 1) / local * local;
-  if (global == 0) global = local;
-  cl_int e = clEnqueueNDRangeKernel(hy_cl_queue(cl), k, 1, NULL, &global, &local, 0, NULL, ev);
-  if (e != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: launching %s (%zu work-items) failed on %s: %s", name, global, cl->name,
-                      hy_cl_errname(e));
-  return 0;
-}
-
-/* The radix sort's histogram of the queue in use (hy_cl_on_side: the
- * second queue's own, as its commands run beside the first's). */
-static struct cl_buf *sort_hist(struct hy_cl *cl) { return hy_cl_on_side ? &cl->hist_side : &cl->hist; }
-
-#define M(b) sizeof(cl_mem), (const void *)&(b).mem
-#define V(v) sizeof(v), (const void *)&(v)
-#define END ((size_t)0)
-
-/* Exclusive scan in place of n values of data (uint), using scan level `level`. */
-static int scan(struct hy_cl *cl, cl_mem data, size_t n, int level, struct evlist *ev, int phase,
-                struct hy_err *err) {
-  if (level >= HY_CL_SCAN_LEVELS) return hy_err_set(err, "internal error: device scan of %zu values too deep", n);
-  const size_t block = 4 * cl->build_wg;
-  const size_t nb = (n + block - 1) / block;
-  /* the second queue's commands run beside the first's: sums of their own */
-  struct cl_buf *sums = hy_cl_on_side ? &cl->scan_side[level] : &cl->scan[level];
-  if (hy_cl_ensure_buf(cl, sums, nb * sizeof(cl_uint), "scan partial sums", err) != 0) return -1;
-  cl_uint un = (cl_uint)n;
-  if (hy_cl_set_args(cl, cl->k_scan_block, "hy_scan_block", err, sizeof(cl_mem), (const void *)&data, V(un),
-               M(*sums), END) ||
-      hy_cl_launch(cl, cl->k_scan_block, "hy_scan_block", nb * cl->build_wg, ev_new(ev, phase), err))
-    return -1;
-  if (nb == 1) return 0;
-  if (scan(cl, sums->mem, nb, level + 1, ev, phase, err) != 0) return -1;
-  if (hy_cl_set_args(cl, cl->k_scan_add, "hy_scan_add", err, sizeof(cl_mem), (const void *)&data, V(un),
-               M(*sums), END) ||
-      hy_cl_launch(cl, cl->k_scan_add, "hy_scan_add", n, ev_new(ev, phase), err))
-    return -1;
-  return 0;
-}
-
-/* Sort of n (key, val) pairs by merging (hy_tile_sort, hy_merge_pass in
- * build.cl): the order of (key, val), which is the stable order of the keys
- * when val grows with the position or the keys are distinct, as in every
- * caller. kb[0], ib[0] -> sorted back into kb[0], ib[0]; kb[1], ib[1] are
- * scratch. */
-static int merge_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n,
-                            struct evlist *ev, int phase, struct hy_err *err) {
-  const size_t tile = 4 * cl->build_wg; /* HY_MTILE */
-  const cl_uint un = (cl_uint)n;
-  if (hy_cl_set_args(cl, cl->k_tile_sort, "hy_tile_sort", err, M(*kb[0]), M(*ib[0]), V(un), END) ||
-      hy_cl_launch(cl, cl->k_tile_sort, "hy_tile_sort", (n + tile - 1) / tile * cl->build_wg, ev_new(ev, phase),
-                   err))
-    return -1;
-  int s = 0;
-  for (size_t w = tile; w < n; w *= 2) {
-    const cl_uint uw = (cl_uint)w;
-    if (hy_cl_set_args(cl, cl->k_merge_pass, "hy_merge_pass", err, M(*kb[s]), M(*ib[s]), V(un), V(uw),
-                       M(*kb[1 - s]), M(*ib[1 - s]), END) ||
-        hy_cl_launch(cl, cl->k_merge_pass, "hy_merge_pass", n, ev_new(ev, phase), err))
-      return -1;
-    s = 1 - s;
-  }
-  if (s == 1) {
-    cl_int e;
-    if ((e = clEnqueueCopyBuffer(hy_cl_queue(cl), kb[1]->mem, kb[0]->mem, 0, 0, n * 8, 0, NULL, ev_new(ev, phase))) !=
-            CL_SUCCESS ||
-        (e = clEnqueueCopyBuffer(hy_cl_queue(cl), ib[1]->mem, ib[0]->mem, 0, 0, n * 4, 0, NULL, ev_new(ev, phase))) !=
-            CL_SUCCESS)
-      return hy_err_set(err, "OpenCL: copying %zu sorted pairs failed on %s: %s", n, cl->name, hy_cl_errname(e));
-  }
-  return 0;
-}
-
-/* Stable LSD radix sort of n (key, val) pairs by the key's low `bits` bits
- * (kb[0], ib[0] -> sorted back into kb[0], ib[0]; kb[1], ib[1] are scratch),
- * HY_RADIX_BITS per pass, an even number of passes. cl->hist (on the
- * second queue cl->hist_side) must hold RADIX entries per sort tile. */
-static int sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
-                      struct evlist *ev, int phase, struct hy_err *err) {
-  if (n <= cl->merge_sort_max) return merge_sort_pairs(cl, kb, ib, n, ev, phase, err);
-  const size_t tile = cl->build_wg * SORT_PER;
-  const size_t n_tiles = (n + tile - 1) / tile;
-  unsigned passes = (bits + RADIX_BITS - 1) / RADIX_BITS;
-  passes += passes & 1u; /* the result lands in the first pair */
-  const cl_uint un = (cl_uint)n;
-  const struct cl_buf *hist = sort_hist(cl); /* as scan's sums */
-  int s = 0;
-  for (cl_uint shift = 0; shift < passes * RADIX_BITS; shift += RADIX_BITS) {
-    if (hy_cl_set_args(cl, cl->k_count, "hy_radix_count", err, M(*kb[s]), V(un), V(shift), M(*hist), END) ||
-        hy_cl_launch(cl, cl->k_count, "hy_radix_count", n_tiles * cl->build_wg, ev_new(ev, phase), err) ||
-        scan(cl, hist->mem, n_tiles * RADIX, 0, ev, phase, err) ||
-        hy_cl_set_args(cl, cl->k_scatter, "hy_radix_scatter", err, M(*kb[s]), M(*ib[s]), V(un), V(shift),
-                 M(*hist), M(*kb[1 - s]), M(*ib[1 - s]), END) ||
-        hy_cl_launch(cl, cl->k_scatter, "hy_radix_scatter", n_tiles * cl->build_wg, ev_new(ev, phase), err))
-      return -1;
-    s = 1 - s;
-  }
-  return 0;
-}
-
-size_t hy_cl_merge_sort_default(const struct hy_cl *cl) { return (cl->type & CL_DEVICE_TYPE_GPU) ? SIZE_MAX : 0; }
-
-void hy_cl_set_merge_sort_max(struct hy_cl *cl, size_t max) { cl->merge_sort_max = max; }
-
-int hy_cl_scan(struct hy_cl *cl, cl_mem data, size_t n, struct hy_err *err) {
-  if (n == 0) return 0;
-  if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_check_int(n, "scan", err)) return -1;
-  struct evlist ev = {.q = hy_cl_queue(cl)};
-  int rc = scan(cl, data, n, 0, &ev, PH_SORT, err);
-  if (rc != 0) clFinish(hy_cl_queue(cl));
-  ev_finish(&ev, NULL);
-  return rc;
-}
-
-int hy_cl_sort_pairs(struct hy_cl *cl, struct cl_buf *kb[2], struct cl_buf *ib[2], size_t n, unsigned bits,
-                     struct hy_err *err) {
-  if (n < 2) return 0;
-  if (hy_cl_build_kernels(cl, err) != 0 || hy_cl_check_int(n, "sort pairs", err)) return -1;
-  const size_t tile = cl->build_wg * SORT_PER;
-  const size_t n_tiles = (n + tile - 1) / tile;
-  if (hy_cl_ensure_buf(cl, sort_hist(cl), hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
-                       err) != 0)
-    return -1;
-  struct evlist ev = {.q = hy_cl_queue(cl)};
-  int rc = sort_pairs(cl, kb, ib, n, bits, &ev, PH_SORT, err);
-  if (rc != 0) clFinish(hy_cl_queue(cl));
-  ev_finish(&ev, NULL);
-  return rc;
-}
-
-/* The keys of the state's positions first .. first + n - 1 (hy_st_keys:
- * double, absolute) into key, idx. */
-static int state_keys(struct hy_cl *cl, size_t first, size_t n, const double lo[3], double scale, struct cl_buf *key,
-                      struct cl_buf *idx, struct evlist *ev, int phase, struct hy_err *err) {
-  if (!cl->k_st_keys) return hy_err_set(err, "internal error: keys of a device state without its kernels");
-  const cl_uint uf = (cl_uint)first, un = (cl_uint)n;
-  return hy_cl_set_args(cl, cl->k_st_keys, "hy_st_keys", err, M(cl->s_pos), V(uf), V(un), V(lo[0]), V(lo[1]),
-                        V(lo[2]), V(scale), M(*key), M(*idx), END) ||
-                 hy_cl_launch(cl, cl->k_st_keys, "hy_st_keys", n, ev_new(ev, phase), err)
-             ? -1
-             : 0;
-}
-
-/* The presort's events: waited for, their device time into *seconds (NULL:
- * dropped), freed. */
-static void presort_drop(struct hy_cl *cl, double *seconds) {
-  struct evlist *l = cl->presort_ev;
-  if (!l) return;
-  clFinish(l->q);
-  double t[PH_N] = {0};
-  ev_finish(l, seconds ? t : NULL);
-  if (seconds) *seconds += t[PH_SORT];
-  hy_free(l);
-  cl->presort_ev = NULL;
-}
-
-int hy_cl_presort_wait(struct hy_cl *cl) {
-  struct evlist *l = cl->presort_ev;
-  if (!l || l->n == 0 || l->open) return 0;
-  cl_event end = l->ev[2 * (l->n - 1) + 1];
-  if (end) (void)clWaitForEvents(1, &end); /* a failure shows in the caller's next clFinish */
-  return 1;
-}
-
-/* The presort's keys and their sort, on the queue in use (hy_cl_queue):
- * the keys of the state's first n positions into (pkey, pidx), those of
- * the m holes from their sources' positions (pfix, uploaded before), and
- * the sort; its events in a new list (cl->presort_ev), flushed. */
-static int presort_enqueue(struct hy_cl *cl, size_t n, size_t m, const double lo[3], double scale,
-                           struct hy_err *err) {
-  const size_t tile = cl->build_wg * SORT_PER, n_tiles = (n + tile - 1) / tile;
-  if (hy_cl_ensure_buf(cl, &cl->pkey, hy_size_mul_or_die(n, 8, "keys"), "presorted keys", err) ||
-      hy_cl_ensure_buf(cl, &cl->pidx, hy_size_mul_or_die(n, 4, "keys"), "presorted indices", err) ||
-      hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(n, 8, "keys"), "sort keys", err) ||
-      hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(n, 4, "keys"), "sort indices", err) ||
-      hy_cl_ensure_buf(cl, sort_hist(cl), hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"), "sort histogram",
-                       err))
-    return -1;
-  struct evlist *ev = hy_calloc("OpenCL events", 1, sizeof *ev);
-  ev->q = hy_cl_queue(cl);
-  cl->presort_ev = ev;
-  struct cl_buf *kb[2] = {&cl->pkey, &cl->key[1]}, *ib[2] = {&cl->pidx, &cl->idx_tmp};
-  const cl_uint um = (cl_uint)m;
-  if (state_keys(cl, 0, n, lo, scale, &cl->pkey, &cl->pidx, ev, PH_SORT, err) != 0 ||
-      (m && (hy_cl_set_args(cl, cl->k_st_keys_fix, "hy_st_keys_fix", err, M(cl->s_pos), M(cl->pfix), V(um), V(lo[0]),
-                            V(lo[1]), V(lo[2]), V(scale), M(cl->pkey), END) ||
-             hy_cl_launch(cl, cl->k_st_keys_fix, "hy_st_keys_fix", m, ev_new(ev, PH_SORT), err))) ||
-      sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0)
-    return -1;
-  ev_close(ev);
-  const cl_int e = clFlush(ev->q); /* started now, beside the host's work */
-  if (e != CL_SUCCESS) return hy_err_set(err, "OpenCL: clFlush failed on %s: %s", cl->name, hy_cl_errname(e));
-  return 0;
-}
-
-int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
-                        const double lo[3], double scale, struct hy_err *err) {
-  presort_drop(cl, NULL);
-  cl->presort_n = 0;
-  if (n_keep < 1 || n_keep > cl->state_n || m > n_keep)
-    return hy_err_set(err, "internal error: presort of %zu of %zu particles (%zu moves)", n_keep, cl->state_n, m);
-  if (hy_cl_build_kernels(cl, err) != 0 ||
-      (m && hy_cl_ensure_buf(cl, &cl->pfix, hy_size_mul_or_die(m, 8, "moves"), "presort moves", err)))
-    return -1;
-  cl_int e;
-  if (m && ((e = clEnqueueWriteBuffer(cl->q, cl->pfix.mem, CL_FALSE, 0, m * 4, hole, 0, NULL, NULL)) != CL_SUCCESS ||
-            (e = clEnqueueWriteBuffer(cl->q, cl->pfix.mem, CL_TRUE, m * 4, m * 4, src, 0, NULL, NULL)) != CL_SUCCESS)) {
-    clFinish(cl->q);
-    return hy_err_set(err, "OpenCL: uploading the moves failed on %s: %s", cl->name, hy_cl_errname(e));
-  }
-  if (presort_enqueue(cl, n_keep, m, lo, scale, err) != 0) {
-    presort_drop(cl, NULL); /* nothing left queued */
-    return -1;
-  }
-  memcpy(cl->presort_lo, lo, sizeof cl->presort_lo);
-  cl->presort_scale = scale;
-  cl->presort_n = n_keep;
-  return 0;
-}
+/* ------------------------------------------------------------- builds */
 
 /* A build whose first na positions' keys are sorted already, in (akey,
  * aidx): the other n - na keys, which the caller put in (key[1], idx_tmp)
@@ -465,15 +84,15 @@ int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, c
  * an element of a before the others' of the same key, which is the order of
  * a stable sort of the whole. */
 static int sort_merge_in(struct hy_cl *cl, struct cl_tree *T, const struct cl_buf *akey, const struct cl_buf *aidx,
-                         size_t na, size_t n, struct evlist *ev, struct hy_err *err) {
+                         size_t na, size_t n, struct cl_evlist *ev, struct hy_err *err) {
   const cl_uint ua = (cl_uint)na, um = (cl_uint)(n - na);
   struct cl_buf *mk[2] = {&cl->key[1], &cl->key[0]}, *mi[2] = {&cl->idx_tmp, &T->idx};
-  return sort_pairs(cl, mk, mi, n - na, 3 * HY_KEY_BITS, ev, PH_SORT, err) ||
+  return hy_cl_sort_pairs_ev(cl, mk, mi, n - na, 3 * HY_KEY_BITS, ev, PH_SORT, err) ||
                  hy_cl_ensure_buf(cl, &cl->ibefore, hy_size_mul_or_die(n + 1, 4, "merged positions"), "items before",
                                   err) ||
                  hy_cl_set_args(cl, cl->k_merge_keys, "hy_merge_keys", err, M(*akey), M(*aidx), V(ua), M(cl->key[1]),
                                 M(cl->idx_tmp), V(um), M(cl->key[0]), M(T->idx), M(cl->ibefore), END) ||
-                 hy_cl_launch(cl, cl->k_merge_keys, "hy_merge_keys", n, ev_new(ev, PH_SORT), err)
+                 hy_cl_launch(cl, cl->k_merge_keys, "hy_merge_keys", n, hy_cl_ev_new(ev, PH_SORT), err)
              ? -1
              : 0;
 }
@@ -498,18 +117,18 @@ static int ensure_build_buffers(struct hy_cl *cl, struct cl_tree *T, int slot, s
          hy_cl_ensure_buf(cl, &cl->big, hy_size_mul_or_die(n / BMAX_SERIAL + 1, 4, "cells"), "large cells", err) ||
          hy_cl_ensure_buf(cl, &cl->n_big, MAX_GENERATIONS * 4, "large cell counts", err) ||
          hy_cl_ensure_buf(cl, &cl->n_graft, 16, "copied cell count", err) ||
-         hy_cl_ensure_buf(cl, sort_hist(cl), hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
+         hy_cl_ensure_buf(cl, hy_cl_sort_hist(cl), hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
                           "sort histogram", err);
 }
 
 /* graft: a merged build whose cells without items copy the moments of the
  * slot-0 tree's same cells (hy_moments) */
 static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d, int graft,
-                           struct evlist *ev, struct hy_err *err);
-static int enqueue_boxes(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, cl_uint total, struct evlist *ev,
+                           struct cl_evlist *ev, struct hy_err *err);
+static int enqueue_boxes(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, cl_uint total, struct cl_evlist *ev,
                          struct hy_err *err);
 static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t nl, cl_uint total, double a_err_d,
-                         struct evlist *ev, struct hy_err *err);
+                         struct cl_evlist *ev, struct hy_err *err);
 
 /* Host memory that the non-blocking writes of the cells read: it must
  * outlive those commands (enqueue_cells' blocking read of the table ends
@@ -542,7 +161,7 @@ struct build_plan {
 /* Buffers, the positions and the LET item moments; the slot's last tree is
  * forgotten. */
 static int upload_inputs(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b,
-                         struct evlist *ev, struct hy_err *err) {
+                         struct cl_evlist *ev, struct hy_err *err) {
   const size_t n = b->n;
   const int slot = b->slot;
   struct cl_tree *T = b->T;
@@ -555,7 +174,8 @@ static int upload_inputs(struct hy_cl *cl, const struct hy_cl_build_args *a, str
   T->n_gen = 0;
   cl_int e;
   if (a->pos) {
-    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->pos.mem, CL_FALSE, 0, n * 16, a->pos, 0, NULL, ev_new(ev, PH_UPLOAD));
+    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->pos.mem, CL_FALSE, 0, n * 16, a->pos, 0, NULL,
+                             hy_cl_ev_new(ev, PH_UPLOAD));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: uploading %zu particle positions failed on %s: %s", n, cl->name,
                         hy_cl_errname(e));
@@ -569,7 +189,8 @@ static int upload_inputs(struct hy_cl *cl, const struct hy_cl_build_args *a, str
   if (a->grp) {
     if (hy_cl_ensure_buf(cl, &T->grp, hy_size_mul_or_die(n, 8, "particle groups"), "LET item moments", err) != 0)
       return -1;
-    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->grp.mem, CL_FALSE, 0, n * 8, a->grp, 0, NULL, ev_new(ev, PH_UPLOAD));
+    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->grp.mem, CL_FALSE, 0, n * 8, a->grp, 0, NULL,
+                             hy_cl_ev_new(ev, PH_UPLOAD));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: uploading %zu LET item moments failed on %s: %s", n, cl->name,
                         hy_cl_errname(e));
@@ -598,14 +219,14 @@ static void plan_reuse(const struct hy_cl *cl, const struct hy_cl_build_args *a,
  * slot-0 build; the other m positions' keys sorted into (key[1], idx_tmp),
  * then both merged into (key[0], T->idx). With lend, each local particle's
  * first slot-0 cell (hy_first_cells). */
-static int sort_merged(struct hy_cl *cl, struct build_plan *b, struct hy_cl_build_result *res, struct evlist *ev,
+static int sort_merged(struct hy_cl *cl, struct build_plan *b, struct hy_cl_build_result *res, struct cl_evlist *ev,
                        struct hy_err *err) {
   const struct cl_tree *L = b->L;
   const size_t n = b->n, nl = b->nl;
   const cl_uint first = (cl_uint)nl, um = (cl_uint)(n - nl);
   if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(b->T->pos), V(first), V(um), V(b->lo[0]), V(b->lo[1]),
                      V(b->lo[2]), V(b->scale), M(cl->key[1]), M(cl->idx_tmp), END) ||
-      hy_cl_launch(cl, cl->k_keys, "hy_keys", n - nl, ev_new(ev, PH_SORT), err) ||
+      hy_cl_launch(cl, cl->k_keys, "hy_keys", n - nl, hy_cl_ev_new(ev, PH_SORT), err) ||
       sort_merge_in(cl, b->T, &L->skey, &L->idx, nl, n, ev, err))
     return -1;
   res->merged = 1;
@@ -617,11 +238,11 @@ static int sort_merged(struct hy_cl *cl, struct build_plan *b, struct hy_cl_buil
   if (hy_cl_ensure_buf(cl, &cl->first_at, hy_size_mul_or_die(nl, 4, "first cells"), "first cells", err) != 0)
     return -1;
   const cl_int e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->first_at.mem, &none, sizeof none, 0, nl * 4, 0, NULL,
-                                       ev_new(ev, PH_SORT));
+                                       hy_cl_ev_new(ev, PH_SORT));
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
   if (hy_cl_set_args(cl, cl->k_first_cells, "hy_first_cells", err, M(L->c_lo), V(nc), M(cl->first_at), END) ||
-      hy_cl_launch(cl, cl->k_first_cells, "hy_first_cells", nc, ev_new(ev, PH_SORT), err))
+      hy_cl_launch(cl, cl->k_first_cells, "hy_first_cells", nc, hy_cl_ev_new(ev, PH_SORT), err))
     return -1;
   b->graft = 1;
   return 0;
@@ -631,59 +252,59 @@ static int sort_merged(struct hy_cl *cl, struct build_plan *b, struct hy_cl_buil
  * ones' sorted into (key[1], idx_tmp) and merged in behind equal keys, as a
  * stable sort of the whole set would place them. */
 static int sort_presorted(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b,
-                          struct hy_cl_build_result *res, struct evlist *ev, struct hy_err *err) {
+                          struct hy_cl_build_result *res, struct cl_evlist *ev, struct hy_err *err) {
   const size_t n = b->n, pn = a->presorted;
   if (b->slot != 0 || a->pos || !a->state_keys || cl->presort_n != pn || pn > n ||
       memcmp(cl->presort_lo, a->key_lo, sizeof cl->presort_lo) != 0 || cl->presort_scale != a->key_scale)
     return hy_err_set(err, "internal error: a build of %zu particles with %zu presorted keys that are not there", n,
                       pn);
   cl->presort_n = 0;
-  presort_drop(cl, &res->presort);
+  hy_cl_presort_drop(cl, &res->presort);
   if (pn < n)
-    return state_keys(cl, pn, n - pn, a->key_lo, a->key_scale, &cl->key[1], &cl->idx_tmp, ev, PH_SORT, err) ||
+    return hy_cl_state_keys(cl, pn, n - pn, a->key_lo, a->key_scale, &cl->key[1], &cl->idx_tmp, ev, PH_SORT, err) ||
                    sort_merge_in(cl, b->T, &cl->pkey, &cl->pidx, pn, n, ev, err)
                ? -1
                : 0;
   /* all presorted: copied into where a sort ends, (key[0], T->idx) */
   cl_int e;
   if ((e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->pkey.mem, cl->key[0].mem, 0, 0, n * 8, 0, NULL,
-                               ev_new(ev, PH_SORT))) != CL_SUCCESS ||
+                               hy_cl_ev_new(ev, PH_SORT))) != CL_SUCCESS ||
       (e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->pidx.mem, b->T->idx.mem, 0, 0, n * 4, 0, NULL,
-                               ev_new(ev, PH_SORT))) != CL_SUCCESS)
+                               hy_cl_ev_new(ev, PH_SORT))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: copying %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
   return 0;
 }
 
 /* The keys of all positions (from the state, uploaded, or hy_keys) and
  * their sort. */
-static int sort_all(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b, struct evlist *ev,
+static int sort_all(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b, struct cl_evlist *ev,
                     struct hy_err *err) {
   const size_t n = b->n;
   /* the sort's ping-pong pairs: (key[0], T->idx), where it ends, and (key[1], idx_tmp) */
   struct cl_buf *kb[2] = {&cl->key[0], &cl->key[1]}, *ib[2] = {&b->T->idx, &cl->idx_tmp};
   cl_int e;
   if (a->state_keys) {
-    if (state_keys(cl, 0, n, a->key_lo, a->key_scale, kb[0], ib[0], ev, PH_SORT, err) != 0) return -1;
+    if (hy_cl_state_keys(cl, 0, n, a->key_lo, a->key_scale, kb[0], ib[0], ev, PH_SORT, err) != 0) return -1;
   } else if (a->keys) {
     if ((e = clEnqueueWriteBuffer(hy_cl_queue(cl), kb[0]->mem, CL_FALSE, 0, n * 8, a->keys, 0, NULL,
-                                  ev_new(ev, PH_SORT))) != CL_SUCCESS ||
+                                  hy_cl_ev_new(ev, PH_SORT))) != CL_SUCCESS ||
         (e = clEnqueueWriteBuffer(hy_cl_queue(cl), ib[0]->mem, CL_FALSE, 0, n * 4, a->keys + n, 0, NULL,
-                                  ev_new(ev, PH_SORT))) != CL_SUCCESS)
+                                  hy_cl_ev_new(ev, PH_SORT))) != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: uploading %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
   } else {
     const cl_uint zero = 0, un = (cl_uint)n;
     if (hy_cl_set_args(cl, cl->k_keys, "hy_keys", err, M(b->T->pos), V(zero), V(un), V(b->lo[0]), V(b->lo[1]),
                        V(b->lo[2]), V(b->scale), M(*kb[0]), M(*ib[0]), END) ||
-        hy_cl_launch(cl, cl->k_keys, "hy_keys", n, ev_new(ev, PH_SORT), err))
+        hy_cl_launch(cl, cl->k_keys, "hy_keys", n, hy_cl_ev_new(ev, PH_SORT), err))
       return -1;
   }
-  return sort_pairs(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err);
+  return hy_cl_sort_pairs_ev(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err);
 }
 
 /* Slot 0: keep this build's sorted keys for a merged build, or forget the
  * last ones. */
 static int keep_sorted_keys(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b,
-                            struct evlist *ev, struct hy_err *err) {
+                            struct cl_evlist *ev, struct hy_err *err) {
   struct cl_tree *T = b->T;
   const size_t n = b->n;
   if (b->slot != 0) return 0;
@@ -691,7 +312,7 @@ static int keep_sorted_keys(struct hy_cl *cl, const struct hy_cl_build_args *a, 
   if (!a->keep_keys) return 0;
   if (hy_cl_ensure_buf(cl, &T->skey, hy_size_mul_or_die(n, 8, "keys"), "kept keys", err) != 0) return -1;
   const cl_int e = clEnqueueCopyBuffer(hy_cl_queue(cl), cl->key[0].mem, T->skey.mem, 0, 0, n * 8, 0, NULL,
-                                       ev_new(ev, PH_SORT));
+                                       hy_cl_ev_new(ev, PH_SORT));
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: copying %zu keys failed on %s: %s", n, cl->name, hy_cl_errname(e));
   T->skey_n = n;
@@ -704,7 +325,7 @@ static int keep_sorted_keys(struct hy_cl *cl, const struct hy_cl_build_args *a, 
 /* The generation table with the root (cell 0, all particles) as generation
  * 0, and the root's next; a grafted build's positions' links unset
  * (INT_MIN) unless a merged cell sets them (hy_graft_links). */
-static int write_root(struct hy_cl *cl, struct build_plan *b, struct evlist *ev, struct hy_err *err) {
+static int write_root(struct hy_cl *cl, struct build_plan *b, struct cl_evlist *ev, struct hy_err *err) {
   struct cl_tree *T = b->T;
   struct cells_host *h = &b->host;
   const size_t n = b->n;
@@ -714,20 +335,20 @@ static int write_root(struct hy_cl *cl, struct build_plan *b, struct evlist *ev,
   h->root_next = HY_NONE;
   cl_int e;
   if ((e = clEnqueueWriteBuffer(hy_cl_queue(cl), cl->gen.mem, CL_FALSE, 0, sizeof h->table, h->table, 0, NULL,
-                                ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
+                                hy_cl_ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
       (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->c_lo.mem, CL_FALSE, 0, sizeof(cl_uint), &h->root_range[0], 0,
-                                NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
+                                NULL, hy_cl_ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
       (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->c_hi.mem, CL_FALSE, 0, sizeof(cl_uint), &h->root_range[1], 0,
-                                NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
+                                NULL, hy_cl_ev_new(ev, PH_CELLS))) != CL_SUCCESS ||
       (e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->nxt.mem, CL_FALSE, n * sizeof(cl_int), sizeof(cl_int),
-                                &h->root_next, 0, NULL, ev_new(ev, PH_CELLS))) != CL_SUCCESS)
+                                &h->root_next, 0, NULL, hy_cl_ev_new(ev, PH_CELLS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: writing the root cell failed on %s: %s", cl->name, hy_cl_errname(e));
   if (!b->whole) return 0;
   const cl_int unset = INT_MIN;
   if (hy_cl_ensure_buf(cl, &cl->graft_gl, hy_size_mul_or_die(n, 4, "cells"), "merged cells taken whole", err) != 0)
     return -1;
   if ((e = clEnqueueFillBuffer(hy_cl_queue(cl), T->nxt.mem, &unset, sizeof unset, 0, n * sizeof(cl_int), 0, NULL,
-                               ev_new(ev, PH_CELLS))) != CL_SUCCESS)
+                               hy_cl_ev_new(ev, PH_CELLS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
   return 0;
 }
@@ -736,7 +357,7 @@ static int write_root(struct hy_cl *cl, struct build_plan *b, struct evlist *ev,
  * `groups` work-groups. Grafted: each cell's slot-0 cell (else valid
  * buffers that are not read). */
 static int enqueue_generation(struct hy_cl *cl, const struct build_plan *b, cl_uint g, size_t groups,
-                              struct evlist *ev, struct hy_err *err) {
+                              struct cl_evlist *ev, struct hy_err *err) {
   const struct cl_tree *T = b->T, *L = b->L;
   const int whole = b->whole;
   const cl_int use_whole = whole ? 1 : 0, l_np = whole ? (cl_int)b->nl : 0, n_part = (cl_int)b->n;
@@ -747,14 +368,15 @@ static int enqueue_generation(struct hy_cl *cl, const struct build_plan *b, cl_u
   return hy_cl_set_args(cl, cl->k_gen_count, "hy_gen_count", err, M(cl->key[0]), M(cl->gen), V(g), M(T->c_lo),
                         M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), V(use_whole), M(*w_ib), M(*w_first),
                         M(*w_hi), M(*w_mor), V(l_np), M(*w_gl), END) ||
-                 hy_cl_launch(cl, cl->k_gen_count, "hy_gen_count", groups * cl->build_wg, ev_new(ev, PH_CELLS), err) ||
+                 hy_cl_launch(cl, cl->k_gen_count, "hy_gen_count", groups * cl->build_wg, hy_cl_ev_new(ev, PH_CELLS),
+                              err) ||
                  hy_cl_set_args(cl, cl->k_gen_scan, "hy_gen_scan", err, M(cl->gen), V(g), M(cl->gen_sums), V(ng),
                                 V(max_cells), END) ||
-                 hy_cl_launch(cl, cl->k_gen_scan, "hy_gen_scan", cl->build_wg, ev_new(ev, PH_CELLS), err) ||
+                 hy_cl_launch(cl, cl->k_gen_scan, "hy_gen_scan", cl->build_wg, hy_cl_ev_new(ev, PH_CELLS), err) ||
                  hy_cl_set_args(cl, cl->k_gen_emit, "hy_gen_emit", err, M(cl->key[0]), M(cl->gen), V(g), M(T->c_lo),
                                 M(T->c_hi), V(crit), M(cl->n_child), M(cl->gen_sums), V(n_part), M(T->nxt),
                                 M(T->mor), V(use_whole), M(*w_gl), END) ||
-                 hy_cl_launch(cl, cl->k_gen_emit, "hy_gen_emit", groups * cl->build_wg, ev_new(ev, PH_CELLS), err)
+                 hy_cl_launch(cl, cl->k_gen_emit, "hy_gen_emit", groups * cl->build_wg, hy_cl_ev_new(ev, PH_CELLS), err)
              ? -1
              : 0;
 }
@@ -780,7 +402,7 @@ static void record_generations(struct build_plan *b, const cl_uint table[GEN_TAB
  * next one), so the host enqueues a batch of generations and reads the
  * table once; a tree whose generations outnumber the batch gets another. */
 static int enqueue_cells(struct hy_cl *cl, const struct hy_cl_build_args *a, struct build_plan *b,
-                         struct hy_cl_build_result *res, struct evlist *ev, struct hy_err *err) {
+                         struct hy_cl_build_result *res, struct cl_evlist *ev, struct hy_err *err) {
   struct cl_tree *T = b->T;
   const size_t n = b->n;
   cl_uint *table = b->host.table;
@@ -802,7 +424,7 @@ static int enqueue_cells(struct hy_cl *cl, const struct hy_cl_build_args *a, str
       bound = 8 * bound < n / 2 + 1 ? 8 * bound : n / 2 + 1;
     }
     const cl_int e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->gen.mem, CL_TRUE, 0, sizeof b->host.table, table, 0,
-                                         NULL, ev_new(ev, PH_CELLS));
+                                         NULL, hy_cl_ev_new(ev, PH_CELLS));
     if (e != CL_SUCCESS)
       return hy_err_set(err, "OpenCL: reading the cell generations failed on %s: %s (a kernel fault?)", cl->name,
                         hy_cl_errname(e));
@@ -821,7 +443,7 @@ static int enqueue_cells(struct hy_cl *cl, const struct hy_cl_build_args *a, str
  * tree's boxes, or a grafted tree's), a merged tree's sinks, and r_b^2 =
  * FLT_MAX in every cell of an open-all tree. */
 static int enqueue_records(struct hy_cl *cl, const struct hy_cl_build_args *a, const struct build_plan *b,
-                           struct evlist *ev, struct hy_err *err) {
+                           struct cl_evlist *ev, struct hy_err *err) {
   struct cl_tree *T = b->T;
   const size_t n = b->n;
   const int slot = b->slot;
@@ -840,13 +462,13 @@ static int enqueue_records(struct hy_cl *cl, const struct hy_cl_build_args *a, c
     cl->sink_id = 0;
     if (hy_cl_set_args(cl, cl->k_merged_sinks, "hy_merged_sinks", err, V(un), M(cl->ibefore), M(cl->node[slot]),
                        M(cl->sink), END) ||
-        hy_cl_launch(cl, cl->k_merged_sinks, "hy_merged_sinks", n, ev_new(ev, PH_MOMENTS), err))
+        hy_cl_launch(cl, cl->k_merged_sinks, "hy_merged_sinks", n, hy_cl_ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
   if (a->open_all && !boxes && total > 0) { /* every cell opened by every sink: r_b^2 = FLT_MAX */
     cl_uint nc = total;
     if (hy_cl_set_args(cl, cl->k_open_cells, "hy_open_cells", err, M(cl->node[slot]), V(n_part), V(nc), END) ||
-        hy_cl_launch(cl, cl->k_open_cells, "hy_open_cells", nc, ev_new(ev, PH_MOMENTS), err))
+        hy_cl_launch(cl, cl->k_open_cells, "hy_open_cells", nc, hy_cl_ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
   return 0;
@@ -855,9 +477,9 @@ static int enqueue_records(struct hy_cl *cl, const struct hy_cl_build_args *a, c
 /* Waits for the build and records the tree: in the slot, the engine's
  * resident ids and res. */
 static int finish_build(struct hy_cl *cl, const struct hy_cl_build_args *a, const struct build_plan *b,
-                        struct hy_cl_build_result *res, struct evlist *ev, struct hy_err *err) {
+                        struct hy_cl_build_result *res, struct cl_evlist *ev, struct hy_err *err) {
   const size_t n = b->n, nl = b->nl;
-  ev_close(ev);
+  hy_cl_ev_close(ev);
   cl_int e = clFinish(hy_cl_queue(cl));
   if (e != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: the device tree build failed on %s: %s (a kernel fault or too little device "
@@ -888,7 +510,7 @@ static int finish_build(struct hy_cl *cl, const struct hy_cl_build_args *a, cons
 }
 
 static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
-                          struct evlist *ev, struct hy_err *err) {
+                          struct cl_evlist *ev, struct hy_err *err) {
   struct build_plan b = {.n = a->n, .slot = a->slot, .T = &cl->tree[a->slot], .L = &cl->tree[0],
                          .nl = a->merge_local};
   if (upload_inputs(cl, a, &b, ev, err) != 0) return -1;
@@ -910,7 +532,7 @@ static int build_enqueued(struct hy_cl *cl, const struct hy_cl_build_args *a, st
  * the other cells from the deepest generation up; the sinks in the sink
  * buffer. n: merged positions, nl of them local; total: merged cells. */
 static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t nl, cl_uint total, double a_err_d,
-                         struct evlist *ev, struct hy_err *err) {
+                         struct cl_evlist *ev, struct hy_err *err) {
   const struct cl_tree *L = &cl->tree[0];
   const size_t m = n - nl, nodes = nl + L->n_cell + m + total;
   if (hy_cl_check_int(hy_size_mul_or_die(nodes, 2, "tree nodes"), "grafted tree node records", err) ||
@@ -927,19 +549,19 @@ static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t n
   const cl_uint zero = 0;
   cl_int e;
   if ((e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->n_graft.mem, &zero, sizeof zero, 0, sizeof zero, 0, NULL,
-                               ev_new(ev, PH_MOMENTS))) != CL_SUCCESS ||
-      (T->n_gen > 0 && (e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->n_big.mem, &zero, sizeof zero, 0,
-                                                (size_t)T->n_gen * sizeof zero, 0, NULL, ev_new(ev, PH_MOMENTS))) !=
-                           CL_SUCCESS))
+                               hy_cl_ev_new(ev, PH_MOMENTS))) != CL_SUCCESS ||
+      (T->n_gen > 0 &&
+       (e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->n_big.mem, &zero, sizeof zero, 0, (size_t)T->n_gen * sizeof zero,
+                                0, NULL, hy_cl_ev_new(ev, PH_MOMENTS))) != CL_SUCCESS))
     return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
   if (hy_cl_set_args(cl, cl->k_graft_links, "hy_graft_links", err, V(nm), V(l_npart), V(item_base), V(u_base),
                      M(cl->ibefore), M(cl->graft_gl), M(T->nxt), M(T->idx), M(T->pos), M(T->grp), M(cl->node[0]),
                      M(cl->item_b2), M(cl->sink), END) ||
-      hy_cl_launch(cl, cl->k_graft_links, "hy_graft_links", n, ev_new(ev, PH_MOMENTS), err) ||
+      hy_cl_launch(cl, cl->k_graft_links, "hy_graft_links", n, hy_cl_ev_new(ev, PH_MOMENTS), err) ||
       hy_cl_set_args(cl, cl->k_graft_stubs, "hy_graft_stubs", err, V(nc), V(nm), V(l_npart), V(item_base), V(u_base),
                      M(cl->ibefore), M(cl->graft_gl), M(T->nxt), M(L->nxt), M(L->mor), M(cl->node[0]),
                      M(cl->n_graft), END) ||
-      hy_cl_launch(cl, cl->k_graft_stubs, "hy_graft_stubs", total, ev_new(ev, PH_MOMENTS), err))
+      hy_cl_launch(cl, cl->k_graft_stubs, "hy_graft_stubs", total, hy_cl_ev_new(ev, PH_MOMENTS), err))
     return -1;
   for (int g = T->n_gen - 1; g >= 0; g--) {
     const cl_uint gi = (cl_uint)g;
@@ -947,31 +569,31 @@ static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t n
                        M(T->c_lo), M(T->c_hi), M(T->nxt), M(T->mor), M(cl->ibefore), M(cl->graft_gl), V(l_npart),
                        V(item_base), V(u_base), M(L->c_b2), M(cl->item_b2), M(T->c_b2), V(a_err), M(cl->node[0]),
                        M(cl->big), M(cl->n_big), V(gi), END) ||
-        hy_cl_launch(cl, cl->k_graft_moments, "hy_graft_moments", T->gen_count[g], ev_new(ev, PH_MOMENTS), err) ||
+        hy_cl_launch(cl, cl->k_graft_moments, "hy_graft_moments", T->gen_count[g], hy_cl_ev_new(ev, PH_MOMENTS), err) ||
         hy_cl_set_args(cl, cl->k_graft_bmax_big, "hy_graft_bmax_big", err, M(T->c_lo), M(T->c_hi), M(T->c_b2),
                        M(cl->big), M(cl->n_big), V(gi), V(a_err), M(cl->node[0]), M(cl->ibefore), V(item_base),
                        V(u_base), END) ||
-        hy_cl_launch(cl, cl->k_graft_bmax_big, "hy_graft_bmax_big", BMAX_GROUPS * cl->build_wg, ev_new(ev, PH_MOMENTS),
-                     err))
+        hy_cl_launch(cl, cl->k_graft_bmax_big, "hy_graft_bmax_big", BMAX_GROUPS * cl->build_wg,
+                     hy_cl_ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
   return 0;
 }
 
 /* The particle records in key order (hy_gather). */
-static int enqueue_gather(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, struct evlist *ev,
+static int enqueue_gather(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, struct cl_evlist *ev,
                           struct hy_err *err) {
   const cl_uint un = (cl_uint)n;
   return hy_cl_set_args(cl, cl->k_gather, "hy_gather", err, M(T->pos), M(T->idx), V(un), M(T->nxt), M(cl->node[slot]),
                         END) ||
-                 hy_cl_launch(cl, cl->k_gather, "hy_gather", n, ev_new(ev, PH_MOMENTS), err)
+                 hy_cl_launch(cl, cl->k_gather, "hy_gather", n, hy_cl_ev_new(ev, PH_MOMENTS), err)
              ? -1
              : 0;
 }
 
 /* An open-all tree (build.cl, "Open-all trees"): the particle records, then
  * every cell's sphere from the boxes of its particles, r_b^2 = FLT_MAX. */
-static int enqueue_boxes(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, cl_uint total, struct evlist *ev,
+static int enqueue_boxes(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, cl_uint total, struct cl_evlist *ev,
                          struct hy_err *err) {
   const size_t n1 = (n + BOX_SMALL - 1) / BOX_SMALL, n2 = (n1 + BOX_SMALL - 1) / BOX_SMALL;
   if (hy_cl_ensure_buf(cl, &cl->boxes, hy_size_mul_or_die(n1 + n2, 32, "particle boxes"), "particle boxes", err) ||
@@ -981,12 +603,12 @@ static int enqueue_boxes(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n
   const cl_uint un = (cl_uint)n, un1 = (cl_uint)n1;
   const cl_int n_part = (cl_int)n;
   if (hy_cl_set_args(cl, cl->k_box_small, "hy_box_small", err, M(cl->node[slot]), V(un), M(cl->boxes), END) ||
-      hy_cl_launch(cl, cl->k_box_small, "hy_box_small", n1, ev_new(ev, PH_MOMENTS), err) ||
+      hy_cl_launch(cl, cl->k_box_small, "hy_box_small", n1, hy_cl_ev_new(ev, PH_MOMENTS), err) ||
       hy_cl_set_args(cl, cl->k_box_large, "hy_box_large", err, M(cl->boxes), V(un1), END) ||
-      hy_cl_launch(cl, cl->k_box_large, "hy_box_large", n2, ev_new(ev, PH_MOMENTS), err) ||
+      hy_cl_launch(cl, cl->k_box_large, "hy_box_large", n2, hy_cl_ev_new(ev, PH_MOMENTS), err) ||
       hy_cl_set_args(cl, cl->k_box_cells, "hy_box_cells", err, V(n_part), V(total), M(T->c_lo), M(T->c_hi), M(T->nxt),
                      M(T->mor), M(cl->boxes), V(un1), M(cl->node[slot]), END) ||
-      hy_cl_launch(cl, cl->k_box_cells, "hy_box_cells", total, ev_new(ev, PH_MOMENTS), err))
+      hy_cl_launch(cl, cl->k_box_cells, "hy_box_cells", total, hy_cl_ev_new(ev, PH_MOMENTS), err))
     return -1;
   return 0;
 }
@@ -994,7 +616,7 @@ static int enqueue_boxes(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n
 /* Particle records in key order, then the cell moments from the deepest
  * generation up (the generations of T). */
 static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, double a_err_d, int graft,
-                           struct evlist *ev, struct hy_err *err) {
+                           struct cl_evlist *ev, struct hy_err *err) {
   const cl_int n_part = (cl_int)n;
   const int n_gen = T->n_gen;
   const cl_uint *gen_first = T->gen_first, *gen_count = T->gen_count;
@@ -1013,12 +635,13 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
                       *g_hi = graft ? &L->c_hi : &T->c_hi, *g_mor = graft ? &L->mor : &T->mor,
                       *g_node = graft ? &cl->node[0] : &cl->node[slot], *g_b2 = graft ? &L->c_b2 : &T->c_b2;
   if ((e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->n_graft.mem, &zero, sizeof zero, 0, sizeof zero, 0, NULL,
-                               ev_new(ev, PH_MOMENTS))) != CL_SUCCESS)
+                               hy_cl_ev_new(ev, PH_MOMENTS))) != CL_SUCCESS)
     return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
   /* a count of listed large cells per generation, all cleared here: one
    * command instead of one before every generation */
-  if (n_gen > 0 && (e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->n_big.mem, &zero, sizeof zero, 0, (size_t)n_gen * sizeof zero,
-                                            0, NULL, ev_new(ev, PH_MOMENTS))) != CL_SUCCESS)
+  if (n_gen > 0 && (e = clEnqueueFillBuffer(hy_cl_queue(cl), cl->n_big.mem, &zero, sizeof zero, 0,
+                                            (size_t)n_gen * sizeof zero, 0, NULL, hy_cl_ev_new(ev, PH_MOMENTS))) !=
+                       CL_SUCCESS)
     return hy_err_set(err, "OpenCL: clEnqueueFillBuffer failed on %s: %s", cl->name, hy_cl_errname(e));
   for (int g = n_gen - 1; g >= 0; g--) {
     const cl_uint gi = (cl_uint)g;
@@ -1026,14 +649,14 @@ static int enqueue_moments(struct hy_cl *cl, struct cl_tree *T, int slot, size_t
                  M(T->c_hi), M(T->nxt), M(T->mor), M(T->c_b2), V(a_err), M(cl->node[slot]), M(cl->big),
                  M(cl->n_big), V(gi), M(T->idx), M(*grp), V(has_grp), V(use_graft), M(*g_ib), M(*g_first), M(*g_hi),
                  M(*g_mor), M(*g_node), M(*g_b2), V(l_npart), M(cl->n_graft), V(T->n_crit), END) ||
-        hy_cl_launch(cl, cl->k_moments, "hy_moments", gen_count[g], ev_new(ev, PH_MOMENTS), err))
+        hy_cl_launch(cl, cl->k_moments, "hy_moments", gen_count[g], hy_cl_ev_new(ev, PH_MOMENTS), err))
       return -1;
     /* cells of more than BMAX_SERIAL particles (each holds that many, so
      * there are fewer than n / BMAX_SERIAL of them) */
     if (hy_cl_set_args(cl, cl->k_bmax_big, "hy_bmax_big", err, V(n_part), M(T->c_lo), M(T->c_hi), M(T->c_b2),
                  M(cl->big), M(cl->n_big), V(gi), V(a_err), M(cl->node[slot]), M(T->idx), M(*grp), V(has_grp),
                  END) ||
-        hy_cl_launch(cl, cl->k_bmax_big, "hy_bmax_big", BMAX_GROUPS * cl->build_wg, ev_new(ev, PH_MOMENTS), err))
+        hy_cl_launch(cl, cl->k_bmax_big, "hy_bmax_big", BMAX_GROUPS * cl->build_wg, hy_cl_ev_new(ev, PH_MOMENTS), err))
       return -1;
   }
   return 0;
@@ -1050,29 +673,17 @@ int hy_cl_tree_build(struct hy_cl *cl, const struct hy_cl_build_args *a, struct 
     return hy_err_set(err, "device tree build: %zu particles on one rank exceed the 32-bit range of the node records "
                            "(at most %d); use more ranks", a->n, INT_MAX / 4);
   if (!(a->side > 0.0)) return hy_err_set(err, "internal error: device tree build with cube side %g", a->side);
-  if (hy_cl_build_kernels(cl, err) != 0) return -1;
-  struct evlist ev = {.q = hy_cl_queue(cl)};
+  if (hy_cl_tree_kernels(cl, err) != 0) return -1;
+  struct cl_evlist ev = {.q = hy_cl_queue(cl)};
   int rc = build_enqueued(cl, a, res, &ev, err);
   if (rc != 0) clFinish(hy_cl_queue(cl));
   double t[PH_N] = {0};
-  ev_finish(&ev, rc == 0 ? t : NULL);
+  hy_cl_ev_finish(&ev, rc == 0 ? t : NULL);
   res->upload = t[PH_UPLOAD];
   res->sort = t[PH_SORT];
   res->cells = t[PH_CELLS];
   res->moments = t[PH_MOMENTS];
   return rc;
-}
-
-int hy_cl_side_queue(struct hy_cl *cl, struct hy_err *err) {
-  if (cl->q2) return 0; /* made here, once: only distributed runs on a device need it */
-  cl_int e;
-  cl->q2 = clCreateCommandQueue(cl->ctx, cl->device, CL_QUEUE_PROFILING_ENABLE, &e);
-  if (e != CL_SUCCESS) {
-    cl->q2 = NULL;
-    return hy_err_set(err, "OpenCL: clCreateCommandQueue (second queue) failed on %s: %s", cl->name,
-                      hy_cl_errname(e));
-  }
-  return 0;
 }
 
 int hy_cl_tree_build_side(struct hy_cl *cl, const struct hy_cl_build_args *a, struct hy_cl_build_result *res,
@@ -1104,31 +715,31 @@ int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, flo
   if (n != T->sorted_n || n_cell != T->n_cell || T->n_gen == 0)
     return hy_err_set(err, "internal error: download of a tree of %zu particles and %zu cells without it", n,
                       n_cell);
-  struct evlist ev = {.q = hy_cl_queue(cl)};
+  struct cl_evlist ev = {.q = hy_cl_queue(cl)};
   cl_int e;
   if ((e = clEnqueueReadBuffer(hy_cl_queue(cl), cl->node[slot].mem, CL_FALSE, hy_size_mul_or_die(n, 32, "tree nodes"),
-                               n_cell * 32, cells, 0, NULL, ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
+                               n_cell * 32, cells, 0, NULL, hy_cl_ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
       (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->nxt.mem, CL_FALSE, 0, n * 4, next, 0, NULL,
-                               ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
-      (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->c_b2.mem, CL_FALSE, 0, n_cell * 4, b2, 0, NULL, ev_new(&ev, PH_UPLOAD))) !=
-          CL_SUCCESS ||
+                               hy_cl_ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
+      (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->c_b2.mem, CL_FALSE, 0, n_cell * 4, b2, 0, NULL,
+                               hy_cl_ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
       (e = clEnqueueReadBuffer(hy_cl_queue(cl), T->idx.mem, CL_FALSE, 0, n * 4, idx, 0, NULL,
-                               ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
-      (ev_close(&ev), (e = clFinish(hy_cl_queue(cl))) != CL_SUCCESS)) {
+                               hy_cl_ev_new(&ev, PH_UPLOAD))) != CL_SUCCESS ||
+      (hy_cl_ev_close(&ev), (e = clFinish(hy_cl_queue(cl))) != CL_SUCCESS)) {
     clFinish(hy_cl_queue(cl));
-    ev_finish(&ev, NULL);
+    hy_cl_ev_finish(&ev, NULL);
     return hy_err_set(err, "OpenCL: reading the device-built tree (%zu particles, %zu cells) failed on %s: %s", n,
                       n_cell, cl->name, hy_cl_errname(e));
   }
   double t[PH_N] = {0};
-  ev_finish(&ev, t);
+  hy_cl_ev_finish(&ev, t);
   *seconds = t[PH_UPLOAD];
   return 0;
 }
 
 int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, cl_mem sink, int sink_stride, size_t n_sink,
                      double r2, const float *box, cl_event *ev, struct hy_err *err) {
-  if (hy_cl_build_kernels(cl, err) != 0) return -1;
+  if (hy_cl_tree_kernels(cl, err) != 0) return -1;
   const size_t nb = (n_sink + HY_SINK_BLOCK - 1) / HY_SINK_BLOCK;
   if (hy_cl_ensure_buf(cl, &cl->blocks, nb + 1, "sink block flags", err) != 0) return -1;
   const cl_int np = n_part, rt = root;
@@ -1149,7 +760,7 @@ int hy_cl_block_mark(struct hy_cl *cl, int slot, int n_part, int root, cl_mem si
 }
 
 int hy_cl_item_blocks(struct hy_cl *cl, int slot, size_t n_sink, size_t n_local, cl_event *ev, struct hy_err *err) {
-  if (hy_cl_build_kernels(cl, err) != 0) return -1;
+  if (hy_cl_tree_kernels(cl, err) != 0) return -1;
   if (n_sink != cl->tree[slot].sorted_n || n_local > n_sink)
     return hy_err_set(err, "internal error: item blocks of %zu sinks (%zu local) of a tree of %zu", n_sink, n_local,
                       cl->tree[slot].sorted_n);

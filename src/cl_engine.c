@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
- * cl_engine.c: see cl_engine.h. Every cl* call is checked; failures become
- * an error message naming the call, the status and the device. */
+ * cl_engine.c: see cl_engine.h. The top layer of the OpenCL engine
+ * (cl_internal.h): device choice, creation and free, the walk and direct
+ * programs, walks and direct sums. Every cl* call is checked; failures
+ * become an error message naming the call, the status and the device. */
 #include "config.h"
 
 #include "cl_engine.h"
@@ -13,8 +15,8 @@
 
 #include "alloc.h"
 #include "cl_check.h"
-#include "hy_shared.h"
 #include "cl_internal.h"
+#include "hy_shared.h"
 
 extern const char hy_cl_source_walk[];
 extern const unsigned long hy_cl_source_walk_len;
@@ -243,12 +245,6 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
   return 0;
 }
 
-void hy_cl_buf_release(struct cl_buf *b) {
-  if (b->mem) clReleaseMemObject(b->mem);
-  b->mem = NULL;
-  b->size = 0;
-}
-
 void hy_cl_free(struct hy_cl *cl) {
   if (!cl) return;
   if (cl->q2) clFinish(cl->q2);
@@ -265,6 +261,7 @@ void hy_cl_free(struct hy_cl *cl) {
   hy_cl_let_free(cl);
   hy_cl_build_free(cl);
   hy_cl_state_free(cl);
+  hy_cl_core_free(cl);
   hy_cl_buf_release(&cl->node[0]);
   hy_cl_buf_release(&cl->node[1]);
   hy_cl_buf_release(&cl->sink);
@@ -285,83 +282,7 @@ const char *hy_cl_device_name(const struct hy_cl *cl) { return cl->name; }
 int hy_cl_is_gpu(const struct hy_cl *cl) { return (cl->type & CL_DEVICE_TYPE_GPU) != 0; }
 int hy_cl_is_cpu(const struct hy_cl *cl) { return (cl->type & CL_DEVICE_TYPE_CPU) != 0; }
 
-/* ------------------------------------------------------------ builds */
-
-static char *read_kernel_file(const char *dir, const char *file, struct hy_err *err) {
-  char path[4096];
-  if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path) {
-    hy_err_set(err, "HYTREE_KERNEL_DIR: path too long");
-    return NULL;
-  }
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    hy_err_set(err, "HYTREE_KERNEL_DIR: cannot open %s: %s", path, strerror(errno));
-    return NULL;
-  }
-  size_t cap = 65536, n = 0;
-  char *buf = hy_malloc("kernel source", cap, 1);
-  size_t r;
-  while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-    n += r;
-    if (n + 1 == cap) {
-      cap *= 2;
-      buf = hy_realloc("kernel source", buf, cap, 1);
-    }
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    hy_free(buf);
-    hy_err_set(err, "HYTREE_KERNEL_DIR: cannot read %s", path);
-    return NULL;
-  }
-  buf[n] = '\0';
-  return buf;
-}
-
-int hy_cl_build_program(struct hy_cl *cl, const char *file, const char *embedded, const char *defines,
-                         cl_program *out, struct hy_err *err) {
-  const char *dir = getenv("HYTREE_KERNEL_DIR");
-  char *disk = NULL;
-  const char *src = embedded;
-  char options[8192];
-  if (dir && *dir) {
-    disk = read_kernel_file(dir, file, err);
-    if (!disk) return -1;
-    src = disk;
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -I %s %s", dir, defines);
-  } else {
-    snprintf(options, sizeof options, "-cl-std=CL1.2 %s", defines);
-  }
-  cl_int e;
-  cl_program prog = clCreateProgramWithSource(cl->ctx, 1, &src, NULL, &e);
-  hy_free(disk);
-  if (e != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: clCreateProgramWithSource(%s) failed on %s: %s", file, cl->name,
-                      hy_cl_errname(e));
-  e = clBuildProgram(prog, 1, &cl->device, options, NULL, NULL);
-  if (e != CL_SUCCESS) {
-    size_t log_size = 0;
-    char *log = NULL;
-    if (clGetProgramBuildInfo(prog, cl->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &log_size) == CL_SUCCESS &&
-        log_size > 0) {
-      log = hy_malloc("OpenCL build log", log_size + 1, 1);
-      if (clGetProgramBuildInfo(prog, cl->device, CL_PROGRAM_BUILD_LOG, log_size, log, NULL) != CL_SUCCESS)
-        log[0] = '\0';
-      log[log_size] = '\0';
-    }
-    fflush(stdout);
-    fprintf(stderr, "hytree: OpenCL build log for %s on %s (options: %s%s):\n%s\n", file, cl->name, options,
-            dir && *dir ? "; source from HYTREE_KERNEL_DIR" : "; embedded source", log ? log : "(empty)");
-    fflush(stderr);
-    hy_free(log);
-    clReleaseProgram(prog);
-    return hy_err_set(err, "OpenCL: building %s for %s failed: %s (options: %s); the build log is above", file,
-                      cl->name, hy_cl_errname(e), options);
-  }
-  *out = prog;
-  return 0;
-}
+/* ------------------------------------------------------------ kernels */
 
 static int get_walk_kernel(struct hy_cl *cl, int mode, int pot, cl_kernel *k, struct hy_err *err) {
   if (mode < 0 || mode >= HY_WALK_NMODES) return hy_err_set(err, "walk: bad mode %d", mode);
@@ -398,103 +319,11 @@ int hy_cl_build_all(struct hy_cl *cl, struct hy_err *err) {
   for (int m = 0; m < HY_WALK_NMODES; m++)
     for (int p = 0; p < 2; p++)
       if (get_walk_kernel(cl, m, p, &k, err) != 0) return -1;
-  if (hy_cl_build_kernels(cl, err) != 0) return -1;
+  if (hy_cl_tree_kernels(cl, err) != 0) return -1;
   return get_direct_kernel(cl, err);
 }
 
-/* ----------------------------------------------------------- buffers */
-
-_Thread_local int hy_cl_on_side;
-
-void hy_cl_mem_lock(struct hy_cl *cl) {
-  if (cl->mem_lock_ok && pthread_mutex_lock(&cl->mem_lock) != 0) hy_die("OpenCL engine: pthread_mutex_lock failed");
-}
-
-void hy_cl_mem_unlock(struct hy_cl *cl) {
-  if (cl->mem_lock_ok && pthread_mutex_unlock(&cl->mem_lock) != 0)
-    hy_die("OpenCL engine: pthread_mutex_unlock failed");
-}
-
-static int ensure_buf_locked(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label,
-                             struct hy_err *err);
-
-/* The buffer bookkeeping (in_use) under mem_lock: a build on the side queue
- * (hy_cl_tree_build_side) may grow its buffers while another thread's walk
- * grows its own. */
-int hy_cl_ensure_buf(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label, struct hy_err *err) {
-  if (bytes == 0) bytes = 16;
-  if (b->mem && b->size >= bytes) return 0;
-  hy_cl_mem_lock(cl);
-  const int rc = ensure_buf_locked(cl, b, bytes, label, err);
-  hy_cl_mem_unlock(cl);
-  return rc;
-}
-
-static int ensure_buf_locked(struct hy_cl *cl, struct cl_buf *b, size_t bytes, const char *label,
-                             struct hy_err *err) {
-  size_t want = bytes + bytes / 4;
-  if (want > cl->max_alloc) want = bytes;
-  if (bytes > cl->max_alloc)
-    return hy_err_set(err,
-                      "OpenCL device %s: buffer '%s' needs %zu bytes but the device allows at most %llu bytes per "
-                      "allocation (%llu bytes of global memory); use more ranks or a larger device",
-                      cl->name, label, bytes, (unsigned long long)cl->max_alloc,
-                      (unsigned long long)cl->global_mem);
-  size_t others = cl->in_use - b->size;
-  if (others + bytes > cl->mem_limit)
-    return hy_err_set(err,
-                      "OpenCL device %s: out of device memory: buffer '%s' needs %zu bytes, %zu of the %zu bytes "
-                      "are free (%zu in use by other buffers); use more ranks or a device with more memory",
-                      cl->name, label, bytes, others < cl->mem_limit ? cl->mem_limit - others : 0, cl->mem_limit,
-                      others);
-  if (others + want > cl->mem_limit) want = bytes;
-  cl->in_use = others;
-  hy_cl_buf_release(b);
-  cl_int e;
-  b->mem = clCreateBuffer(cl->ctx, CL_MEM_READ_WRITE, want, NULL, &e);
-  if (e != CL_SUCCESS) {
-    b->mem = NULL;
-    return hy_err_set(err,
-                      "OpenCL device %s: cannot allocate buffer '%s' of %zu bytes (%s); the device has %llu bytes "
-                      "of global memory",
-                      cl->name, label, want, hy_cl_errname(e), (unsigned long long)cl->global_mem);
-  }
-  b->size = want;
-  cl->in_use += want;
-  return 0;
-}
-
-int hy_cl_kernel(struct hy_cl *cl, cl_program prog, const char *name, cl_kernel *k, struct hy_err *err) {
-  cl_int e;
-  *k = clCreateKernel(prog, name, &e);
-  if (e != CL_SUCCESS) {
-    *k = NULL;
-    return hy_err_set(err, "OpenCL: clCreateKernel(%s) failed on %s: %s", name, cl->name, hy_cl_errname(e));
-  }
-  return 0;
-}
-
-int hy_cl_ensure_buf_keep(struct hy_cl *cl, struct cl_buf *b, size_t bytes, size_t keep, const char *label,
-                       struct hy_err *err) {
-  if (b->mem && b->size >= bytes) return 0;
-  struct cl_buf old = *b;
-  b->mem = NULL;
-  b->size = 0;
-  if (hy_cl_ensure_buf(cl, b, bytes, label, err) != 0) {
-    *b = old;
-    return -1;
-  }
-  cl_int e = keep ? clEnqueueCopyBuffer(hy_cl_queue(cl), old.mem, b->mem, 0, 0, keep, 0, NULL, NULL) : CL_SUCCESS;
-  if (e == CL_SUCCESS) e = clFinish(hy_cl_queue(cl));
-  hy_cl_mem_lock(cl);
-  cl->in_use -= old.size;
-  hy_cl_mem_unlock(cl);
-  hy_cl_buf_release(&old);
-  if (e != CL_SUCCESS)
-    return hy_err_set(err, "OpenCL: copying '%s' into a larger buffer failed on %s: %s", label, cl->name,
-                      hy_cl_errname(e));
-  return 0;
-}
+/* -------------------------------------------------------------- walks */
 
 /* The device time from the first of the events' starts to the last one's end. */
 static double events_span(const cl_event *ev, int n) {
@@ -511,26 +340,6 @@ static double events_span(const cl_event *ev, int n) {
   }
   return any && hi > lo ? 1e-9 * (double)(hi - lo) : 0.0;
 }
-
-double hy_cl_event_seconds(cl_event ev) {
-  cl_ulong t0 = 0, t1 = 0;
-  if (!ev) return 0.0;
-  if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) != CL_SUCCESS) return 0.0;
-  if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) != CL_SUCCESS) return 0.0;
-  return t1 > t0 ? 1e-9 * (double)(t1 - t0) : 0.0;
-}
-
-void hy_cl_release_events(cl_event *ev, int n) {
-  for (int i = 0; i < n; i++)
-    if (ev[i]) clReleaseEvent(ev[i]);
-}
-
-int hy_cl_check_int(size_t v, const char *what, struct hy_err *err) {
-  if (v > (size_t)INT_MAX) return hy_err_set(err, "OpenCL: %s = %zu exceeds the 32-bit range of the kernels", what, v);
-  return 0;
-}
-
-/* -------------------------------------------------------------- walks */
 
 enum { EV_NODE, EV_SINK, EV_MARK, EV_KERNEL, EV_UNSORT0, EV_UNSORT1, EV_OUT0, EV_OUT1, EV_COUNTS, EV_N };
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
  * cl_let.c: the LET selection on the device (opencl/let.cl); see
- * cl_engine.h. Every cl* call is checked. */
+ * cl_engine.h. Uses only the core (cl_core.h). Every cl* call is checked. */
 #include "config.h"
 
 #include <stdarg.h>
@@ -45,10 +45,6 @@ void hy_cl_let_free(struct hy_cl *cl) {
                          &cl->l_val[0], &cl->l_val[1], &cl->l_items};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
 }
-
-#define M(b) sizeof(cl_mem), (const void *)&(b).mem
-#define V(v) sizeof(v), (const void *)&(v)
-#define END ((size_t)0)
 
 static unsigned bits_for(size_t v) { /* bits to hold 0 .. v */
   unsigned b = 0;

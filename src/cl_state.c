@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
- * cl_state.c: the device-resident particle state (opencl/state.cl); see
- * cl_engine.h. Every cl* call is checked. */
+ * cl_state.c: the device-resident particle state (opencl/state.cl) and
+ * the presort of its keys for the next tree build; see cl_engine.h. Uses
+ * only the core (cl_core.h). Every cl* call is checked. */
 #include "config.h"
 
 #include <math.h>
@@ -17,22 +18,6 @@ extern const unsigned long hy_cl_source_state_len;
 #define STATE_GROUPS 1024 /* work-groups of the state kernels (grid-stride loops) */
 #define PACK_RED 11
 #define RED_DOUBLES (STATE_GROUPS * PACK_RED + 3 * HY_TREE_SAMPLE) /* the pack's results and sample */
-
-int hy_cl_has_fp64(struct hy_cl *cl) {
-  if (cl->has_fp64 == 0) { /* 0: not asked yet, 1: no, 2: yes */
-    size_t size = 0;
-    cl->has_fp64 = 1;
-    if (clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, 0, NULL, &size) == CL_SUCCESS && size > 0) {
-      char *ext = hy_malloc("OpenCL extensions", size + 1, 1);
-      if (clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, size, ext, NULL) == CL_SUCCESS) {
-        ext[size] = '\0';
-        if (strstr(ext, "cl_khr_fp64")) cl->has_fp64 = 2;
-      }
-      hy_free(ext);
-    }
-  }
-  return cl->has_fp64 == 2;
-}
 
 static int state_kernel(struct hy_cl *cl, const char *name, cl_kernel *k, struct hy_err *err) {
   return hy_cl_kernel(cl, cl->state_prog, name, k, err);
@@ -58,7 +43,7 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
 }
 
 void hy_cl_state_free(struct hy_cl *cl) {
-  hy_cl_presort_wait(cl); /* a queued presort may still read the state */
+  hy_cl_presort_drop(cl, NULL); /* a queued presort may still read the state */
   if (cl->gather_ev) { /* a gather begun and never ended (a failed step): its read into staging memory first */
     clWaitForEvents(1, &cl->gather_ev);
     clReleaseEvent(cl->gather_ev);
@@ -330,6 +315,94 @@ int hy_cl_state_append_copy(struct hy_cl *cl, struct hy_err *err) {
                       hy_cl_errname(e));
   }
   cl->appended_copy = 0;
+  return 0;
+}
+
+/* The keys of the state's positions first .. first + n - 1 (hy_st_keys:
+ * double, absolute) into key, idx. */
+int hy_cl_state_keys(struct hy_cl *cl, size_t first, size_t n, const double lo[3], double scale, struct cl_buf *key,
+                     struct cl_buf *idx, struct cl_evlist *ev, int phase, struct hy_err *err) {
+  if (!cl->k_st_keys) return hy_err_set(err, "internal error: keys of a device state without its kernels");
+  const cl_uint uf = (cl_uint)first, un = (cl_uint)n;
+  return hy_cl_set_args(cl, cl->k_st_keys, "hy_st_keys", err, M(cl->s_pos), V(uf), V(un), V(lo[0]), V(lo[1]),
+                        V(lo[2]), V(scale), M(*key), M(*idx), END) ||
+                 hy_cl_launch(cl, cl->k_st_keys, "hy_st_keys", n, hy_cl_ev_new(ev, phase), err)
+             ? -1
+             : 0;
+}
+
+void hy_cl_presort_drop(struct hy_cl *cl, double *seconds) {
+  struct cl_evlist *l = cl->presort_ev;
+  if (!l) return;
+  clFinish(l->q);
+  double t[PH_N] = {0};
+  hy_cl_ev_finish(l, seconds ? t : NULL);
+  if (seconds) *seconds += t[PH_SORT];
+  hy_free(l);
+  cl->presort_ev = NULL;
+}
+
+int hy_cl_presort_wait(struct hy_cl *cl) {
+  struct cl_evlist *l = cl->presort_ev;
+  if (!l || l->n == 0 || l->open) return 0;
+  cl_event end = l->ev[2 * (l->n - 1) + 1];
+  if (end) (void)clWaitForEvents(1, &end); /* a failure shows in the caller's next clFinish */
+  return 1;
+}
+
+/* The presort's keys and their sort, on the queue in use (hy_cl_queue):
+ * the keys of the state's first n positions into (pkey, pidx), those of
+ * the m holes from their sources' positions (pfix, uploaded before), and
+ * the sort; its events in a new list (cl->presort_ev), flushed. */
+static int presort_enqueue(struct hy_cl *cl, size_t n, size_t m, const double lo[3], double scale,
+                           struct hy_err *err) {
+  const size_t tile = cl->build_wg * SORT_PER, n_tiles = (n + tile - 1) / tile;
+  if (hy_cl_ensure_buf(cl, &cl->pkey, hy_size_mul_or_die(n, 8, "keys"), "presorted keys", err) ||
+      hy_cl_ensure_buf(cl, &cl->pidx, hy_size_mul_or_die(n, 4, "keys"), "presorted indices", err) ||
+      hy_cl_ensure_buf(cl, &cl->key[1], hy_size_mul_or_die(n, 8, "keys"), "sort keys", err) ||
+      hy_cl_ensure_buf(cl, &cl->idx_tmp, hy_size_mul_or_die(n, 4, "keys"), "sort indices", err) ||
+      hy_cl_ensure_buf(cl, hy_cl_sort_hist(cl), hy_size_mul_or_die(n_tiles, RADIX * 4, "sort histogram"),
+                       "sort histogram", err))
+    return -1;
+  struct cl_evlist *ev = hy_calloc("OpenCL events", 1, sizeof *ev);
+  ev->q = hy_cl_queue(cl);
+  cl->presort_ev = ev;
+  struct cl_buf *kb[2] = {&cl->pkey, &cl->key[1]}, *ib[2] = {&cl->pidx, &cl->idx_tmp};
+  const cl_uint um = (cl_uint)m;
+  if (hy_cl_state_keys(cl, 0, n, lo, scale, &cl->pkey, &cl->pidx, ev, PH_SORT, err) != 0 ||
+      (m && (hy_cl_set_args(cl, cl->k_st_keys_fix, "hy_st_keys_fix", err, M(cl->s_pos), M(cl->pfix), V(um), V(lo[0]),
+                            V(lo[1]), V(lo[2]), V(scale), M(cl->pkey), END) ||
+             hy_cl_launch(cl, cl->k_st_keys_fix, "hy_st_keys_fix", m, hy_cl_ev_new(ev, PH_SORT), err))) ||
+      hy_cl_sort_pairs_ev(cl, kb, ib, n, 3 * HY_KEY_BITS, ev, PH_SORT, err) != 0)
+    return -1;
+  hy_cl_ev_close(ev);
+  const cl_int e = clFlush(ev->q); /* started now, beside the host's work */
+  if (e != CL_SUCCESS) return hy_err_set(err, "OpenCL: clFlush failed on %s: %s", cl->name, hy_cl_errname(e));
+  return 0;
+}
+
+int hy_cl_state_presort(struct hy_cl *cl, size_t n_keep, const uint32_t *hole, const uint32_t *src, size_t m,
+                        const double lo[3], double scale, struct hy_err *err) {
+  hy_cl_presort_drop(cl, NULL);
+  cl->presort_n = 0;
+  if (n_keep < 1 || n_keep > cl->state_n || m > n_keep)
+    return hy_err_set(err, "internal error: presort of %zu of %zu particles (%zu moves)", n_keep, cl->state_n, m);
+  if (hy_cl_build_kernels(cl, err) != 0 ||
+      (m && hy_cl_ensure_buf(cl, &cl->pfix, hy_size_mul_or_die(m, 8, "moves"), "presort moves", err)))
+    return -1;
+  cl_int e;
+  if (m && ((e = clEnqueueWriteBuffer(cl->q, cl->pfix.mem, CL_FALSE, 0, m * 4, hole, 0, NULL, NULL)) != CL_SUCCESS ||
+            (e = clEnqueueWriteBuffer(cl->q, cl->pfix.mem, CL_TRUE, m * 4, m * 4, src, 0, NULL, NULL)) != CL_SUCCESS)) {
+    clFinish(cl->q);
+    return hy_err_set(err, "OpenCL: uploading the moves failed on %s: %s", cl->name, hy_cl_errname(e));
+  }
+  if (presort_enqueue(cl, n_keep, m, lo, scale, err) != 0) {
+    hy_cl_presort_drop(cl, NULL); /* nothing left queued */
+    return -1;
+  }
+  memcpy(cl->presort_lo, lo, sizeof cl->presort_lo);
+  cl->presort_scale = scale;
+  cl->presort_n = n_keep;
   return 0;
 }
 

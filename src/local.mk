@@ -9,7 +9,8 @@ src_libhytree_a_SOURCES = \
 	src/tree.c src/tree.h src/tree_internal.h src/tree_sort.c src/tree_points.c src/split.h \
 	src/force_cpu.c src/force_cpu.h src/force.c src/force.h src/force_internal.h src/force_state.c src/force_let.c \
 	src/diag.c src/diag.h src/sim.c src/sim.h src/let.c src/let.h src/shm.c src/shm.h \
-	src/cl_engine.c src/cl_engine.h src/cl_internal.h src/cl_build.c src/cl_state.c src/cl_let.c src/cl_check.c src/cl_check.h \
+	src/cl_engine.c src/cl_engine.h src/cl_internal.h src/cl_core.c src/cl_core.h src/cl_build.c src/cl_state.c \
+	src/cl_let.c src/cl_check.c src/cl_check.h \
 	src/decomp.c src/decomp.h src/decomp_internal.h src/decomp_cut.c src/decomp_cost.c \
 	src/decomp_exchange.c src/restart.c src/restart.h src/lsan.h \
 	src/trace.c src/trace.h

@@ -76,6 +76,8 @@ EXTRA_DIST += tests/galaxy_snapshot.sh
 # output. The directory is distributed whole.
 TESTS += tests/bad_input_corpus.sh
 EXTRA_DIST += tests/bad_input_corpus.sh tests/bad-input
+TESTS += tests/cl_layers.sh
+EXTRA_DIST += tests/cl_layers.sh
 TESTS += tests/mpi_run.sh
 EXTRA_DIST += tests/mpi_run.sh tests/same_run.sh
 

@@ -9,3 +9,5 @@ tools_let_counts_LDADD = src/libhytree.a $(HY_LIBS)
 
 # Benchmark driver (not installed): tools/benchmark.sh -N N -d gpu
 EXTRA_DIST += tools/benchmark.sh tools/scaling.sh tools/trace_report.py tools/plot_vs_bonsai.py
+# The cl_*.c files' calls between each other, checked for cycles (tests/cl_layers.sh)
+EXTRA_DIST += tools/cl_deps.py
