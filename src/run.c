@@ -30,7 +30,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "cl_engine.h"
@@ -367,7 +366,7 @@ struct loop {
   long first_step, n_steps, next_snap, next_energy;
   double len;           /* a (soft) step's length */
   double wall0, last_log, last_restart;
-  int tty, have_energy, stopped;
+  int have_energy, stopped;
   struct hy_run_totals sum;
 };
 
@@ -468,7 +467,6 @@ static void plan_steps(struct hy_run *r, struct loop *L, double span) {
   L->wall0 = hy_wtime();
   L->last_log = 0.0;
   L->last_restart = L->wall0;
-  L->tty = isatty(STDOUT_FILENO);
   hy_run_totals_begin(r, &L->sum);
   if (L->first_step > L->n_steps) hy_msg("the restart set is already at or past TimeEnd: nothing to integrate");
 }
@@ -514,11 +512,13 @@ static int energy_output(struct hy_run *r, struct loop *L, double t, struct hy_e
   return 0;
 }
 
-/* Progress: every step when stdout is not a terminal (a log file), at most
- * once a second on a terminal. */
-static void log_progress(struct loop *L, long s, double t, int final) {
+/* Progress: the first and the last step, and the others at most once per
+ * ProgressInterval (0: every step). Whether stdout is a terminal does not
+ * matter: MPI launchers give the ranks terminal-like output even when the
+ * job's output goes to a file. */
+static void log_progress(const struct hy_run *r, struct loop *L, long s, double t, int final) {
   double el = hy_wtime() - L->wall0;
-  if (!(final || s == L->first_step || !L->tty || el - L->last_log >= 1.0)) return;
+  if (!(final || s == L->first_step || el - L->last_log >= r->progress_dt)) return;
   L->last_log = el;
   double per = el / (double)(s - L->first_step + 1);
   if (L->have_energy)
@@ -582,7 +582,7 @@ static int one_step(struct hy_run *r, struct loop *L, long s, struct hy_err *err
   if (hy_run_step_records(r, s, t, &tm, err) != 0) return -1;
   if (energy && energy_output(r, L, t, err) != 0) return -1;
   hy_run_totals_add(&L->sum, &tm);
-  log_progress(L, s, t, final);
+  log_progress(r, L, s, t, final);
   if (snap && snapshot_output(r, L, t, err) != 0) return -1;
   return restart_point(r, L, s, t, final, err);
 }
@@ -635,7 +635,7 @@ static int simulate(struct hy_run *r, struct hy_cl *cl, struct hy_pool *pool, st
 static int restart_may_change(const char *key) {
   static const char *ok[] = {"InitCondFile",       "InitCondFormat",   "TimeEnd",          "SnapshotInterval",
                              "SnapshotFields",     "NumFilesPerSnapshot", "EnergyInterval", "OpenCLDevice",
-                             "RestartInterval",    "RestartEverySoftSteps"};
+                             "RestartInterval",    "RestartEverySoftSteps", "ProgressInterval"};
   for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
     if (strcmp(key, ok[k]) == 0) return 1;
   return 0;
@@ -907,6 +907,7 @@ static int read_run_keys(struct hy_run *r, struct hy_err *err) {
   r->t_end = hy_params_get_number(r->par, "TimeEnd");
   r->snap_dt = hy_params_get_number(r->par, "SnapshotInterval");
   r->energy_dt = hy_params_get_number(r->par, "EnergyInterval");
+  r->progress_dt = hy_params_get_number(r->par, "ProgressInterval");
   r->snap_fields = (hy_params_list_has(r->par, "SnapshotFields", "Acceleration") ? HY_FIELD_ACC : 0u) |
                    (hy_params_list_has(r->par, "SnapshotFields", "Potential") ? HY_FIELD_POT : 0u);
   r->snap_files = (int)hy_params_get_int(r->par, "NumFilesPerSnapshot");

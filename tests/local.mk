@@ -78,6 +78,9 @@ TESTS += tests/bad_input_corpus.sh
 EXTRA_DIST += tests/bad_input_corpus.sh tests/bad-input
 TESTS += tests/mpi_run.sh
 EXTRA_DIST += tests/mpi_run.sh tests/same_run.sh
+# every step in the log of a run under the MPI launcher (pipe and terminal)
+TESTS += tests/progress_log.sh
+EXTRA_DIST += tests/progress_log.sh
 
 check_PROGRAMS += tests/test_decomp
 tests_test_decomp_LDADD = $(HY_TESTLIBS)
