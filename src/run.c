@@ -529,9 +529,10 @@ static void log_progress(const struct hy_run *r, struct loop *L, long s, double 
            per * (double)(L->n_steps - s));
 }
 
-static int snapshot_output(struct hy_run *r, struct loop *L, double t, struct hy_err *err) {
-  L->next_snap = next_due(r->t0, r->snap_dt, L->next_snap, t, L->len);
-  return hy_run_write_snapshot(r, t, err);
+static int snapshot_output(struct hy_run *r, struct loop *L, double t_next, double t, int final,
+                           struct hy_err *err) {
+  if (hy_sim_sync(L->sim, err) != 0) return -1;
+  return hy_run_snapshots(r, &L->next_snap, L->len, t_next, t, final, err);
 }
 
 /* Whether a restart set is due after step s: by step count, wall clock
@@ -573,9 +574,10 @@ static int restart_point(struct hy_run *r, struct loop *L, long s, double t, int
 static int one_step(struct hy_run *r, struct loop *L, long s, struct hy_err *err) {
   const double t_next = r->t0 + (double)s * L->len;
   const int final = s == L->n_steps;
-  const int snap = final || (r->snap_dt > 0.0 && reaches(t_next, r->t0, r->snap_dt, L->next_snap, L->len));
+  int off;
+  const int snap = hy_run_snaps_due(r, L->next_snap, L->len, t_next, &off) || final;
   const int energy = final || r->energy_dt == 0.0 || reaches(t_next, r->t0, r->energy_dt, L->next_energy, L->len);
-  const unsigned want = (snap ? L->snap_want : 0u) | (energy ? HY_WANT_POT : 0u);
+  const unsigned want = (snap ? L->snap_want : 0u) | (off ? HY_WANT_ACC : 0u) | (energy ? HY_WANT_POT : 0u);
   struct hy_step_times tm;
   if (inject_test_nan(r, L, s, err) != 0 || advance(r, L, s, want, &tm, err) != 0) return -1;
   const double t = hy_sim_time(L->sim);
@@ -583,7 +585,7 @@ static int one_step(struct hy_run *r, struct loop *L, long s, struct hy_err *err
   if (energy && energy_output(r, L, t, err) != 0) return -1;
   hy_run_totals_add(&L->sum, &tm);
   log_progress(r, L, s, t, final);
-  if (snap && snapshot_output(r, L, t, err) != 0) return -1;
+  if (snap && snapshot_output(r, L, t_next, t, final, err) != 0) return -1;
   return restart_point(r, L, s, t, final, err);
 }
 

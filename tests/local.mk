@@ -69,6 +69,10 @@ EXTRA_DIST += tests/config_matrix.sh tests/config_matrix.py
 
 check_PROGRAMS += tests/check_snapshot
 tests_check_snapshot_LDADD = $(HY_TESTLIBS)
+check_PROGRAMS += tests/snap_orbit
+tests_snap_orbit_LDADD = $(HY_TESTLIBS)
+TESTS += tests/snapshot_times.sh
+EXTRA_DIST += tests/snapshot_times.sh
 TESTS += tests/galaxy_snapshot.sh
 EXTRA_DIST += tests/galaxy_snapshot.sh
 # Bad input: every file of the corpus tests/bad-input/ (parameter files and
