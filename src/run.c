@@ -450,7 +450,8 @@ static void resume(struct hy_run *r, struct loop *L) {
   hy_force_set_last_hard_items(L->f, r->rs.last_hard);
   L->d0.etot = r->rs.e0;
   L->first_step = (long)r->rs.step + 1;
-  L->next_snap = (long)r->rs.next_snap;
+  /* from the interval now in force: SnapshotInterval may change on a restart */
+  L->next_snap = hy_run_snap_next(r, hy_sim_step_length(L->sim), hy_sim_time(L->sim));
   L->next_energy = (long)r->rs.next_energy;
   r->snap_count = r->rs.snap_count;
   hy_msg("resumed from %s/restart at t = %.9g (step %lld)", r->restart_dir, hy_sim_time(L->sim),

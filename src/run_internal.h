@@ -98,6 +98,10 @@ int hy_run_write_snapshot(struct hy_run *r, double t, struct hy_err *err);
  *  the total acceleration p->acc (HY_WANT_ACC). */
 int hy_run_snaps_due(const struct hy_run *r, long next_snap, double len, double t_next, int *off);
 
+/** The first requested snapshot time t0 + k SnapshotInterval (k >= 1) after
+ *  the step end t of a step of length len: where a resumed run goes on. */
+long hy_run_snap_next(const struct hy_run *r, double len, double t);
+
 /** After the step ending at t (t_next on the step grid), p current on the
  *  host: one snapshot per requested time it reached, *next_snap moved past
  *  them, and after the last step (final) one at t unless a requested time

@@ -347,6 +347,15 @@ int hy_run_snaps_due(const struct hy_run *r, long next_snap, double len, double 
   return due;
 }
 
+long hy_run_snap_next(const struct hy_run *r, double len, double t) {
+  if (!(r->snap_dt > 0.0)) return 1;
+  /* from below the answer (rounding of the quotient) up, without a long count from 1 */
+  const double q = floor((t - r->t0) / r->snap_dt) - 1.0;
+  long k = q > 1.0 && q < 1e15 ? (long)q : 1;
+  while (snap_reached(r, k, len, t)) k++;
+  return k;
+}
+
 int hy_run_snapshots(struct hy_run *r, long *next_snap, double len, double t_next, double t, int final,
                      struct hy_err *err) {
   int at_end = 0;

@@ -22,7 +22,8 @@
 #    bounds;
 #  - a run stopped by SIGTERM after step 3 and resumed from its restart set
 #    writes the same snapshots, bit for bit (h5diff), as the run that did
-#    not stop;
+#    not stop; resumed with SnapshotInterval 0.1 instead, it goes on with
+#    0.2, 0.3, ..., 1 (snapshot_003..011);
 #  - energy.csv does not change with snapshots off the step grid: a
 #    2048-body Plummer sphere, hybrid with SnapshotFields
 #    Acceleration,Potential, SnapshotInterval 0.1 (on the grid) and 0.095
@@ -121,6 +122,17 @@ if command -v h5diff >/dev/null 2>&1; then
 fi
 [ ! -e "$(snap "$tmp/stop" 16)" ] || { echo "FAIL: resumed run: more than 16 snapshots"; fail=1; }
 cmp -s "$tmp/p07/energy.csv" "$tmp/stop/energy.csv" || { echo "FAIL: resumed run: energy.csv differs"; fail=1; }
+# resumed with SnapshotInterval 0.1: the next ones at 0.2, 0.3, ..., 1
+HYTREE_TEST_SIGNAL_AT_STEP=3 "$HYTREE" run "$tmp/k.txt" -P "OutputDir=$tmp/stop2" -P SnapshotInterval=0.07 \
+  >"$tmp/stop2.log" 2>&1
+"$HYTREE" run --restart "$tmp/stop2" -P SnapshotInterval=0.1 --quiet || { echo "FAIL: resumed run, 0.1"; fail=1; }
+k=2
+while [ $k -le 10 ]; do
+  "$orbit" check "$(snap "$tmp/stop2" $((k + 1)))" $k 0.1 >/dev/null ||
+    { echo "FAIL: resumed with SnapshotInterval 0.1: snapshot $((k + 1)) is not at $k x 0.1"; fail=1; }
+  k=$((k + 1))
+done
+[ ! -e "$(snap "$tmp/stop2" 12)" ] || { echo "FAIL: resumed with SnapshotInterval 0.1: more than 12 snapshots"; fail=1; }
 
 # energy.csv with snapshots on and off the step grid
 cat >"$tmp/pl.txt" <<EOP
