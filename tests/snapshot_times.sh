@@ -132,7 +132,8 @@ while [ $k -le 10 ]; do
     { echo "FAIL: resumed with SnapshotInterval 0.1: snapshot $((k + 1)) is not at $k x 0.1"; fail=1; }
   k=$((k + 1))
 done
-[ ! -e "$(snap "$tmp/stop2" 12)" ] || { echo "FAIL: resumed with SnapshotInterval 0.1: more than 12 snapshots"; fail=1; }
+[ ! -e "$(snap "$tmp/stop2" 12)" ] ||
+  { echo "FAIL: resumed with SnapshotInterval 0.1: more than 12 snapshots"; fail=1; }
 
 # energy.csv with snapshots on and off the step grid
 cat >"$tmp/pl.txt" <<EOP
@@ -151,8 +152,9 @@ same_energy() { # WHAT, args A, args B (one -P each)
   fi
   rm -rf "$tmp/ea" "$tmp/eb"
 }
-same_energy "hybrid, SnapshotInterval 0.1 against 0.095" "-PSnapshotInterval=0.1 -PSnapshotFields=Acceleration,Potential" \
-  "-PSnapshotInterval=0.095 -PSnapshotFields=Acceleration,Potential"
+fields=-PSnapshotFields=Acceleration,Potential
+same_energy "hybrid, SnapshotInterval 0.1 against 0.095" "-PSnapshotInterval=0.1 $fields" \
+  "-PSnapshotInterval=0.095 $fields"
 same_energy "tree, SnapshotInterval 0 against 0.07" "-PSnapshotInterval=0 -PScheme=tree" \
   "-PSnapshotInterval=0.07 -PScheme=tree"
 
