@@ -304,7 +304,8 @@ int hy_run_write_snapshot(struct hy_run *r, double t, struct hy_err *err) {
 /* The snapshot at t_out from the state at the step end t, each rank's
  * particles predicted by d = t_out - t: x + v d + a d^2/2, v + a d, with a
  * the total acceleration p->acc of that step end (acc_w is the kick's
- * weighted one in hybrid runs); the error is O(|d|^3 da/dt). */
+ * weighted one in hybrid runs): the position is off by O(|d|^3 da/dt), the
+ * velocity by O(d^2 da/dt). */
 static int write_predicted(struct hy_run *r, double t, double t_out, struct hy_err *err) {
   const double d = t_out - t;
   const struct hy_part *p = &r->p;
