@@ -74,6 +74,9 @@ static const struct hy_param_def schema[] = {
    "of ranks (K <= number of ranks)"},
   {"EnergyInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "code time",
    "Time between energy diagnostics (energy.csv), >= 0; 0 = every soft step"},
+  {"ProgressInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "seconds",
+   "Wall-clock seconds between progress lines, >= 0; 0 = a line after every step (the first and the last "
+   "step always get one)"},
   {"RestartInterval", HY_PT_NUMBER, "0", 0.0, NOMAX, 0, 0, NULL, "minutes",
    "Wall-clock minutes between restart sets (OutputDir/restart), >= 0; 0 = none by time"},
   {"RestartEverySoftSteps", HY_PT_INT, "0", 0.0, 1e9, 0, 0, NULL, "",

@@ -30,7 +30,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "cl_engine.h"
@@ -367,7 +366,7 @@ struct loop {
   long first_step, n_steps, next_snap, next_energy;
   double len;           /* a (soft) step's length */
   double wall0, last_log, last_restart;
-  int tty, have_energy, stopped;
+  int have_energy, stopped;
   struct hy_run_totals sum;
 };
 
@@ -451,7 +450,8 @@ static void resume(struct hy_run *r, struct loop *L) {
   hy_force_set_last_hard_items(L->f, r->rs.last_hard);
   L->d0.etot = r->rs.e0;
   L->first_step = (long)r->rs.step + 1;
-  L->next_snap = (long)r->rs.next_snap;
+  /* from the interval now in force: SnapshotInterval may change on a restart */
+  L->next_snap = hy_run_snap_next(r, hy_sim_step_length(L->sim), hy_sim_time(L->sim));
   L->next_energy = (long)r->rs.next_energy;
   r->snap_count = r->rs.snap_count;
   hy_msg("resumed from %s/restart at t = %.9g (step %lld)", r->restart_dir, hy_sim_time(L->sim),
@@ -468,7 +468,6 @@ static void plan_steps(struct hy_run *r, struct loop *L, double span) {
   L->wall0 = hy_wtime();
   L->last_log = 0.0;
   L->last_restart = L->wall0;
-  L->tty = isatty(STDOUT_FILENO);
   hy_run_totals_begin(r, &L->sum);
   if (L->first_step > L->n_steps) hy_msg("the restart set is already at or past TimeEnd: nothing to integrate");
 }
@@ -514,11 +513,13 @@ static int energy_output(struct hy_run *r, struct loop *L, double t, struct hy_e
   return 0;
 }
 
-/* Progress: every step when stdout is not a terminal (a log file), at most
- * once a second on a terminal. */
-static void log_progress(struct loop *L, long s, double t, int final) {
+/* Progress: the first and the last step, and the others at most once per
+ * ProgressInterval (0: every step). Whether stdout is a terminal does not
+ * matter: MPI launchers give the ranks terminal-like output even when the
+ * job's output goes to a file. */
+static void log_progress(const struct hy_run *r, struct loop *L, long s, double t, int final) {
   double el = hy_wtime() - L->wall0;
-  if (!(final || s == L->first_step || !L->tty || el - L->last_log >= 1.0)) return;
+  if (!(final || s == L->first_step || el - L->last_log >= r->progress_dt)) return;
   L->last_log = el;
   double per = el / (double)(s - L->first_step + 1);
   if (L->have_energy)
@@ -529,9 +530,10 @@ static void log_progress(struct loop *L, long s, double t, int final) {
            per * (double)(L->n_steps - s));
 }
 
-static int snapshot_output(struct hy_run *r, struct loop *L, double t, struct hy_err *err) {
-  L->next_snap = next_due(r->t0, r->snap_dt, L->next_snap, t, L->len);
-  return hy_run_write_snapshot(r, t, err);
+static int snapshot_output(struct hy_run *r, struct loop *L, double t_next, double t, int final,
+                           struct hy_err *err) {
+  if (hy_sim_sync(L->sim, err) != 0) return -1;
+  return hy_run_snapshots(r, &L->next_snap, L->len, t_next, t, final, err);
 }
 
 /* Whether a restart set is due after step s: by step count, wall clock
@@ -573,17 +575,18 @@ static int restart_point(struct hy_run *r, struct loop *L, long s, double t, int
 static int one_step(struct hy_run *r, struct loop *L, long s, struct hy_err *err) {
   const double t_next = r->t0 + (double)s * L->len;
   const int final = s == L->n_steps;
-  const int snap = final || (r->snap_dt > 0.0 && reaches(t_next, r->t0, r->snap_dt, L->next_snap, L->len));
+  int off;
+  const int snap = hy_run_snaps_due(r, L->next_snap, L->len, t_next, &off) || final;
   const int energy = final || r->energy_dt == 0.0 || reaches(t_next, r->t0, r->energy_dt, L->next_energy, L->len);
-  const unsigned want = (snap ? L->snap_want : 0u) | (energy ? HY_WANT_POT : 0u);
+  const unsigned want = (snap ? L->snap_want : 0u) | (off ? HY_WANT_ACC : 0u) | (energy ? HY_WANT_POT : 0u);
   struct hy_step_times tm;
   if (inject_test_nan(r, L, s, err) != 0 || advance(r, L, s, want, &tm, err) != 0) return -1;
   const double t = hy_sim_time(L->sim);
   if (hy_run_step_records(r, s, t, &tm, err) != 0) return -1;
   if (energy && energy_output(r, L, t, err) != 0) return -1;
   hy_run_totals_add(&L->sum, &tm);
-  log_progress(L, s, t, final);
-  if (snap && snapshot_output(r, L, t, err) != 0) return -1;
+  log_progress(r, L, s, t, final);
+  if (snap && snapshot_output(r, L, t_next, t, final, err) != 0) return -1;
   return restart_point(r, L, s, t, final, err);
 }
 
@@ -635,7 +638,7 @@ static int simulate(struct hy_run *r, struct hy_cl *cl, struct hy_pool *pool, st
 static int restart_may_change(const char *key) {
   static const char *ok[] = {"InitCondFile",       "InitCondFormat",   "TimeEnd",          "SnapshotInterval",
                              "SnapshotFields",     "NumFilesPerSnapshot", "EnergyInterval", "OpenCLDevice",
-                             "RestartInterval",    "RestartEverySoftSteps"};
+                             "RestartInterval",    "RestartEverySoftSteps", "ProgressInterval"};
   for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
     if (strcmp(key, ok[k]) == 0) return 1;
   return 0;
@@ -907,6 +910,7 @@ static int read_run_keys(struct hy_run *r, struct hy_err *err) {
   r->t_end = hy_params_get_number(r->par, "TimeEnd");
   r->snap_dt = hy_params_get_number(r->par, "SnapshotInterval");
   r->energy_dt = hy_params_get_number(r->par, "EnergyInterval");
+  r->progress_dt = hy_params_get_number(r->par, "ProgressInterval");
   r->snap_fields = (hy_params_list_has(r->par, "SnapshotFields", "Acceleration") ? HY_FIELD_ACC : 0u) |
                    (hy_params_list_has(r->par, "SnapshotFields", "Potential") ? HY_FIELD_POT : 0u);
   r->snap_files = (int)hy_params_get_int(r->par, "NumFilesPerSnapshot");

@@ -27,6 +27,7 @@ struct hy_run {
   enum hy_scheme scheme;
   int n_ratio;
   double G, eps, r1, r2, a_err, dt_h, t_end, snap_dt, energy_dt;
+  double progress_dt; /* ProgressInterval: wall seconds between progress lines, 0 every step */
   unsigned snap_fields;
   int snap_files;   /* NumFilesPerSnapshot */
   struct hy_units units;
@@ -90,6 +91,23 @@ int hy_run_close_files(struct hy_run *r, int status);
 
 /** Write the next snapshot (collective). */
 int hy_run_write_snapshot(struct hy_run *r, double t, struct hy_err *err);
+
+/** Whether a step ending at t_next (of length len) reaches a requested
+ *  snapshot time t0 + k SnapshotInterval, k >= next_snap, and (*off) whether
+ *  one of them lies off that step end: its snapshot is predicted and needs
+ *  the total acceleration p->acc (HY_WANT_ACC). */
+int hy_run_snaps_due(const struct hy_run *r, long next_snap, double len, double t_next, int *off);
+
+/** The first requested snapshot time t0 + k SnapshotInterval (k >= 1) after
+ *  the step end t of a step of length len: where a resumed run goes on. */
+long hy_run_snap_next(const struct hy_run *r, double len, double t);
+
+/** After the step ending at t (t_next on the step grid), p current on the
+ *  host: one snapshot per requested time it reached, *next_snap moved past
+ *  them, and after the last step (final) one at t unless a requested time
+ *  fell there (collective). */
+int hy_run_snapshots(struct hy_run *r, long *next_snap, double len, double t_next, double t, int final,
+                     struct hy_err *err);
 
 /** The energy diagnostics at time t against the initial energy e0 into d,
  *  and rank 0's row of energy.csv (collective). */

@@ -69,6 +69,10 @@ EXTRA_DIST += tests/config_matrix.sh tests/config_matrix.py
 
 check_PROGRAMS += tests/check_snapshot
 tests_check_snapshot_LDADD = $(HY_TESTLIBS)
+check_PROGRAMS += tests/snap_orbit
+tests_snap_orbit_LDADD = $(HY_TESTLIBS)
+TESTS += tests/snapshot_times.sh
+EXTRA_DIST += tests/snapshot_times.sh
 TESTS += tests/galaxy_snapshot.sh
 EXTRA_DIST += tests/galaxy_snapshot.sh
 # Bad input: every file of the corpus tests/bad-input/ (parameter files and
@@ -80,6 +84,9 @@ TESTS += tests/cl_layers.sh
 EXTRA_DIST += tests/cl_layers.sh
 TESTS += tests/mpi_run.sh
 EXTRA_DIST += tests/mpi_run.sh tests/same_run.sh
+# every step in the log of a run under the MPI launcher (pipe and terminal)
+TESTS += tests/progress_log.sh
+EXTRA_DIST += tests/progress_log.sh
 
 check_PROGRAMS += tests/test_decomp
 tests_test_decomp_LDADD = $(HY_TESTLIBS)

@@ -38,6 +38,7 @@ static const char *all_keys_text =
     "SnapshotFields    Potential,Acceleration\n"
     "NumFilesPerSnapshot 4\n"
     "EnergyInterval    0.125\n"
+    "ProgressInterval  2.5\n"
     "RestartInterval   30\n"
     "RestartEverySoftSteps 100\n"
     "OpenCLDevice      1:2\n"
@@ -85,7 +86,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 32);
+  HY_CHECK_INT(n, 33);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);
@@ -119,6 +120,7 @@ static void test_all_keys(void) {
   HY_CHECK(hy_params_list_has(p, "SnapshotFields", "Acceleration"));
   HY_CHECK(hy_params_list_has(p, "SnapshotFields", "Potential"));
   HY_CHECK_ABS(hy_params_get_number(p, "EnergyInterval"), 0.125, 0);
+  HY_CHECK_ABS(hy_params_get_number(p, "ProgressInterval"), 2.5, 0);
   int kind, plat, dev;
   hy_params_get_device(p, &kind, &plat, &dev);
   HY_CHECK_INT(kind, 3);
@@ -152,6 +154,7 @@ static void test_defaults(void) {
   HY_CHECK_ABS(hy_params_get_number(p, "GravityConstant"), 1, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "SnapshotInterval"), 0, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "EnergyInterval"), 0, 0);
+  HY_CHECK_ABS(hy_params_get_number(p, "ProgressInterval"), 0, 0);
   HY_CHECK_ABS(hy_params_get_number(p, "UnitMass_in_g"), 1, 0);
   HY_CHECK(hy_params_is_auto(p, "R1"));
   HY_CHECK(hy_params_is_auto(p, "R2"));
