@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "decomp.h"
 #include "hy_shared.h"
 #include "trace.h"
 
@@ -43,10 +44,13 @@ struct hy_sim {
   int lazy;       /* sync p only when a step computed a `want` */
   int dev_acc, dev_pot; /* the last device force made p->acc, p->pot */
   struct hy_moved moved; /* the last decomposition */
-  int pre_next;          /* the next step of the decomposition made ahead (cfg.dd_pre), 3: done */
-  int pre_dev;           /* its samples come from the device */
-  int pre_last;          /* the hard step under way is the soft step's last */
+  int ahead;             /* how far the hard steps made the next decomposition (enum ahead) */
+  int ahead_dev;         /* its samples come from the device */
 };
+
+/* The next soft step's decomposition made ahead in its hard steps
+ * (cfg.dd_ahead, hy_decomp_pre_*): what is done of it, in this order. */
+enum ahead { AHEAD_NONE, AHEAD_DRAWN, AHEAD_SAMPLED, AHEAD_CUT };
 
 int hy_scheme_parse(const char *name, enum hy_scheme *out) {
   static const char *names[] = {"hybrid", "tree", "direct"};
@@ -304,54 +308,64 @@ static void take_stats(struct hy_sim *s, struct hy_step_times *tm, int hard) {
   }
 }
 
-/* The decomposition made ahead (cfg.dd_pre), step by step (0 draw, 1
- * sample, 2 cut): each runs once per soft step, in this order. */
-static int pre_step(struct hy_sim *s, int step, struct hy_err *err) {
-  if (step != s->pre_next) return 0;
-  const struct hy_decomp_dev *dev = step == 1 && s->pre_dev ? hy_force_decomp_source(s->f) : NULL;
-  if (s->cfg.dd_pre(s->cfg.decompose_ctx, s->p, dev, step, err) != 0) return -1;
-  s->pre_next++;
-  return 0;
-}
-
-static int pre_finish(struct hy_sim *s, struct hy_err *err);
-
 /* Whether the soft step's decomposition is made ahead, in its hard steps. */
-static int pre_on(const struct hy_sim *s) {
-  return s->cfg.decompose && s->cfg.dd_pre && s->cfg.scheme == HY_SCHEME_HYBRID;
+static int ahead_on(const struct hy_sim *s) {
+  return s->cfg.decompose && s->cfg.dd_ahead && s->cfg.scheme == HY_SCHEME_HYBRID;
 }
 
-/* The decomposition made ahead in the waits of the device's hard steps
- * (hy_force_set_overlap, phase as there): the draw (host work) after the
- * first hard step's LET exchange, while its local walk runs (N_hard of that
- * exchange, as the host path takes it after the step); in the last hard
- * step the samples' gather queued on the device ahead of the local walk
- * (phase 0) and the cut, with its gather on rank 0 and broadcast, while
- * that walk runs (with one hard step the draw and the gather come there
- * too, the gather then behind the walk). */
-static int pre_overlap(void *ctx, int phase, struct hy_err *err) {
-  struct hy_sim *s = ctx;
-  if (phase == 0) return s->pre_last && s->pre_next == 1 ? pre_step(s, 1, err) : 0;
-  if (phase != 1) return 0;
-  return s->pre_last ? pre_finish(s, err) : pre_step(s, 0, err);
+/* The decomposition made ahead, part by part: each once per soft step, and
+ * each making the ones before it that are not made yet. The draw takes
+ * N_hard of the last hard LET exchange, as the decomposition would. */
+static void ahead_draw(struct hy_sim *s) {
+  if (s->ahead >= AHEAD_DRAWN) return;
+  hy_decomp_pre_draw(s->cfg.dd_ahead, s->p->n, (double)hy_force_last_hard_items(s->f));
+  s->ahead = AHEAD_DRAWN;
 }
 
-/* What hard step k of n does of the decomposition made ahead: its state
- * reset at the first (samples from the device: dev). */
-static void pre_begin(struct hy_sim *s, int k, int n, int dev) {
-  if (k == 1) {
-    s->pre_next = 0;
-    s->pre_dev = dev;
-  }
-  s->pre_last = k == n - 1;
-}
-
-/* After the last hard step: the steps not made in its waits (a rank on
- * the host path makes them all here). */
-static int pre_finish(struct hy_sim *s, struct hy_err *err) {
-  while (s->pre_next < 3)
-    if (pre_step(s, s->pre_next, err) != 0) return -1;
+/* The samples' positions (from the device: a gather queued there, which the cut completes). */
+static int ahead_sample(struct hy_sim *s, struct hy_err *err) {
+  ahead_draw(s);
+  if (s->ahead >= AHEAD_SAMPLED) return 0;
+  const struct hy_decomp_dev *dev = s->ahead_dev ? hy_force_decomp_source(s->f) : NULL;
+  if (hy_decomp_pre_sample(s->cfg.dd_ahead, s->p, dev, err) != 0) return -1;
+  s->ahead = AHEAD_SAMPLED;
   return 0;
+}
+
+/* The cut (collective), on a thread of rank 0's: the exchange at the soft step waits for it. */
+static int ahead_cut(struct hy_sim *s, struct hy_err *err) {
+  if (ahead_sample(s, err) != 0) return -1;
+  if (s->ahead >= AHEAD_CUT) return 0;
+  if (hy_decomp_pre_cut_begin(s->cfg.dd_ahead, err) != 0) return -1;
+  s->ahead = AHEAD_CUT;
+  return 0;
+}
+
+/* The hard force of a distributed run with the state on the device, with
+ * the decomposition made ahead (ahead) in the waits of its walk: the
+ * draw (host work) in the first hard step, after the LET exchange while
+ * the local walk runs (N_hard of that exchange, as the host path takes it
+ * after the step); in the last hard step the samples' gather queued on
+ * the device ahead of the local walk when drawn already, and the cut,
+ * with its gather on rank 0 and broadcast, while that walk runs (with one
+ * hard step the draw and the gather come there too, the gather then
+ * behind the walk). */
+static int device_hard_force(struct hy_sim *s, int ahead, int last, struct hy_err *err) {
+  struct hy_force *f = s->f;
+  const int waits = hy_force_state_force_begin(f, s->p, HY_WALK_HARD, 0, err);
+  if (waits <= 0) return waits;
+  int rc = 0;
+  /* the device idle: what is queued now runs ahead of the local walk */
+  if (ahead && last && s->ahead == AHEAD_DRAWN) rc = ahead_sample(s, err);
+  if (rc == 0) rc = hy_force_state_force_exchange(f, s->p, err);
+  /* while the device walks the local tree */
+  if (rc == 0 && ahead) {
+    if (last)
+      rc = ahead_cut(s, err);
+    else
+      ahead_draw(s);
+  }
+  return hy_force_state_force_end(f, s->p, rc, err);
 }
 
 /* One hard step on the host: drift, the hard force, kick. */
@@ -433,18 +447,20 @@ static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_time
     double t0 = hy_wtime();
     /* the soft step's decomposition drawn in the first hard step, sampled
      * and cut in the last, in their waits for the device (or after them) */
-    const int pre = pre_on(s);
-    if (pre) pre_begin(s, k, n, dev);
+    const int ahead = ahead_on(s), last = k == n - 1;
+    if (ahead && k == 1) {
+      s->ahead = AHEAD_NONE;
+      s->ahead_dev = dev;
+    }
     if (dev) {
-      if (pre) hy_force_set_overlap(f, pre_overlap, s);
-      const int rc = hy_force_state_move(f, 0, dt, err) != 0 ||
-                     hy_force_state_force(f, p, HY_WALK_HARD, 0, err) != 0 || hy_force_state_move(f, 1, dt, err) != 0;
-      hy_force_set_overlap(f, NULL, NULL);
-      if (rc) return -1;
+      if (hy_force_state_move(f, 0, dt, err) != 0 || device_hard_force(s, ahead, last, err) != 0 ||
+          hy_force_state_move(f, 1, dt, err) != 0)
+        return -1;
     } else if (host_hard_step(s, dt, err) != 0) {
       return -1;
     }
-    if (pre && (k == n - 1 ? pre_finish(s, err) : pre_step(s, 0, err)) != 0) return -1;
+    if (ahead && last && ahead_cut(s, err) != 0) return -1;
+    if (ahead && !last) ahead_draw(s);
     tm->hard[k - 1] = hy_wtime() - t0;
     hy_trace(HY_TRACE_MAIN, "hard_step", t0);
     take_stats(s, tm, 1);
@@ -504,9 +520,13 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
     double t0 = hy_wtime();
     if (host_hard_step(s, dt, err) != 0) return -1;
     /* the soft step's decomposition drawn, sampled and cut ahead, as on the device */
-    if (pre_on(s)) {
-      pre_begin(s, k, n, 0);
-      if ((k == n - 1 ? pre_finish(s, err) : pre_step(s, 0, err)) != 0) return -1;
+    if (ahead_on(s)) {
+      if (k == 1) {
+        s->ahead = AHEAD_NONE;
+        s->ahead_dev = 0;
+      }
+      if (k == n - 1 && ahead_cut(s, err) != 0) return -1;
+      if (k < n - 1) ahead_draw(s);
     }
     tm->hard[k - 1] = hy_wtime() - t0;
     hy_trace(HY_TRACE_MAIN, "hard_step", t0);
