@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
  * sim.h: the time integrators. Owns the state between steps (time, the kick
- * acceleration acc_w valid at the current positions) and the step sequences:
+ * acceleration acc_w valid at the current positions) and the step schedule,
+ * one sequence for every scheme, rank count and place of the particle state
+ * (sim.c), with the part of the next domain decomposition that the hard
+ * steps make in the waits of the device's walks:
  *  - hybrid: symmetric multi-rate leapfrog (r-RESPA) with n hard steps per
  *    soft step; the soft-step kicks use a_hard + n a_soft from one walk with
  *    weight n - (n - 1) K(r), the hard steps use the cut-off hard walk;
