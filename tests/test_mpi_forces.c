@@ -168,11 +168,11 @@ static void ref_save(const char *path, const struct ref_head *h, double *const v
 }
 
 /* -S: the next decomposition made ahead in the last hard walk's waits
- * (hy_force_state_force_begin, _exchange, _end), as the integrator makes
- * it when that walk is the first hard one too: the draw and the device's
- * gather of the samples queued before the local walk, the cut begun while
- * it runs (rank 0 cuts on a thread, joined when the decomposition is
- * freed). Returns the number of waits the walk had (0 or 2), or -1. */
+ * (hy_force_state_force_begin, _exchange, _end), as the integrator's last
+ * hard step makes it (its draw, here too): the device's gather of the
+ * samples queued before the local walk, the cut begun while it runs (rank
+ * 0 cuts on a thread, joined when the decomposition is freed). Returns the
+ * number of waits the walk had (0 or 2), or -1. */
 static int hard_force_ahead(struct hy_force *f, struct hy_part *p, struct hy_decomp *dd, struct hy_err *err) {
   const int waits = hy_force_state_force_begin(f, p, HY_WALK_HARD, 0, err);
   if (waits <= 0) return waits;
