@@ -123,9 +123,10 @@ int hy_decomp_cost_update(struct hy_decomp *d, const double seconds[2], double w
 double hy_decomp_cost(const struct hy_decomp *d, double *lo, double *hi);
 
 /** The sampling and cutting of the next exchange made ahead, in three
- *  steps that a caller can spread over work of its own (a distributed hard
- *  step: the draw while the device walks, the positions when it is idle,
- *  the cut while it walks again): hy_decomp_pre_draw draws the sample
+ *  steps that a caller can spread over work of its own (the integrator's
+ *  hard steps, sim.c: the draw while the device walks the first hard step,
+ *  the positions' gather queued ahead of the last one's walk, the cut while
+ *  that walk runs): hy_decomp_pre_draw draws the sample
  *  indices for n particles with the exchange's count (no communication),
  *  hy_decomp_pre_sample takes their positions from p or from dev (p->n must
  *  still be n; with dev's gather_begin it only starts the device's gather,

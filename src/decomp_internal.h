@@ -59,7 +59,9 @@ struct hy_decomp {
   /* the next exchange's boundaries made ahead (hy_decomp_pre_*): the step
    * done last (PRE_NONE, PRE_DRAWN, PRE_SAMPLING: the device's gather
    * begun by pre_dev, PRE_SAMPLED, PRE_CUT: new_bounds hold them on every
-   * rank), for pre_n particles with pre_ns samples of pre_total */
+   * rank), for pre_n particles with pre_ns samples of pre_total; only a
+   * record of the caller's calls, whose order the integrator's schedule
+   * sets (sim.c), and the exchange checks */
   int pre;
   const struct hy_decomp_dev *pre_dev;
   pthread_t cut_thread; /* rank 0, PRE_CUTTING: the thread that cuts (cut_main) */

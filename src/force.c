@@ -602,11 +602,6 @@ void hy_force_restore_frame(struct hy_force *f, const double frame[3]) {
   memcpy(f->origin, frame, 3 * sizeof(double));
 }
 
-void hy_force_set_overlap(struct hy_force *f, hy_force_overlap_fn fn, void *ctx) {
-  f->ov = fn;
-  f->ov_ctx = ctx;
-}
-
 void hy_force_set_let_open(struct hy_force *f, double factor) {
   if (f->let) hy_let_set_full_open(f->let, factor);
 }

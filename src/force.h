@@ -175,19 +175,6 @@ int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_acc
 /** Copy them back, with the total accelerations (with_acc: the last force
  *  was HY_WALK_SPLIT) and the potentials (with_pot: the last force made them). */
 int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err);
-/** Work of the caller's own that hy_force_state_force's distributed hard
- *  walk (the local and the remote tree walked in turn, HY_LET_SEPARATE)
- *  runs while it waits: fn(ctx, 0) after the build and the LET selection,
- *  before the local walk is queued (device commands the caller queues then
- *  run ahead of the walk), fn(ctx, 1) after the LET exchange while the
- *  device walks the local tree, fn(ctx, 2) when that walk is done and the
- *  device is idle (the caller may use the device then), fn(ctx, 3) while
- *  the device walks the remote tree (or right after 2 when there is none).
- *  Each returns 0 or -1 with err set; a call that fails ends the force
- *  with -1 (after 0, before anything else is queued). Other walks make no
- *  calls. fn NULL: none. */
-typedef int (*hy_force_overlap_fn)(void *ctx, int step, struct hy_err *err);
-void hy_force_set_overlap(struct hy_force *f, hy_force_overlap_fn fn, void *ctx);
 /** Where a domain decomposition finds the state's positions and velocities
  *  (hy_decomp_exchange_dev): on the device, whose kernels find every
  *  particle's rank and list the leavers and the stayers that fill their
@@ -219,6 +206,26 @@ int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *
  *  the potential. p gives the IDs (for the non-finite report) and, on
  *  several ranks, the masses of the LET items. */
 int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err);
+/** hy_force_state_force in three calls, so that the caller can do work of
+ *  its own in the waits of a distributed walk of the local and the remote
+ *  tree in turn (HY_LET_SEPARATE: the hard walks), as the integrator's
+ *  schedule does (sim.c):
+ *  - begin builds the tree and selects the LET items; returns 1 with the
+ *    local walk not yet queued (device commands the caller queues now run
+ *    ahead of it), or 0 when the force is whole already (one rank, a merged
+ *    walk, mode < 0), or -1 with err set;
+ *  - exchange (after begin returned 1) queues the local walk and exchanges
+ *    the LET while the device walks; returns while it still walks (N_hard
+ *    of hy_force_last_hard_items is this walk's then), 0 or -1 with err set;
+ *  - end builds the remote tree, waits for the walks and unpacks their
+ *    results; rc: 0, or -1 when exchange or the caller's work since begin
+ *    failed (err set): end then waits for what is queued and returns -1.
+ *  After begin returned 1, end must come (when anything in between failed
+ *  too). */
+int hy_force_state_force_begin(struct hy_force *f, const struct hy_part *p, int mode, int want_pot,
+                               struct hy_err *err);
+int hy_force_state_force_exchange(struct hy_force *f, const struct hy_part *p, struct hy_err *err);
+int hy_force_state_force_end(struct hy_force *f, const struct hy_part *p, int rc, struct hy_err *err);
 /** Number of particles with a non-finite position, velocity or kick acceleration. */
 int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err);
 

@@ -27,8 +27,11 @@ struct walk_job {
 };
 
 struct hy_force {
-  hy_force_overlap_fn ov; /* hy_force_set_overlap */
-  void *ov_ctx;
+  struct { /* the device force between hy_force_state_force_begin and _end */
+    int mode, want_pot;
+    int queued; /* the local walk is queued (end waits for it) */
+    double t1;  /* the walk's start (walk_wall) */
+  } sf;
   struct hy_cl *cl;
   struct hy_pool *pool;
   struct hy_force_cfg cfg;

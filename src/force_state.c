@@ -436,10 +436,9 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   return 0;
 }
 
-int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err) {
-  if (hy_force_pot_invalid(mode, want_pot))
-    return hy_err_set(err, "internal error: potential requested from a hard walk");
-  const int merged = hy_force_walk_merged(f, mode);
+/* The tree of the device positions (the first part of every state force):
+ * the frame and key cube, the pack, and the build. */
+static int state_build(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
   double t0 = hy_wtime(), red[11], tk = 0.0;
   /* the frame: this build's centre of mass, from a first pass in the
    * absolute frame (so it depends on the positions only), or the bulk's
@@ -466,52 +465,77 @@ int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, 
   f->pre_n = 0;
   if (hy_force_build_packed(f, 0, p->n, 0, NULL, NULL, centre, half, hy_wtime() - t0, NULL, pre, err) != 0) return -1;
   f->packed_n = 0; /* nothing of this build is in the host's staging buffer */
+  return 0;
+}
+
+int hy_force_state_force_begin(struct hy_force *f, const struct hy_part *p, int mode, int want_pot,
+                               struct hy_err *err) {
+  if (hy_force_pot_invalid(mode, want_pot))
+    return hy_err_set(err, "internal error: potential requested from a hard walk");
+  f->sf.queued = 0;
+  if (state_build(f, p, err) != 0) return -1;
   if (mode < 0) return 0; /* the tree only */
-  double t1 = hy_wtime();
-  if (merged) {
+  const double t1 = hy_wtime();
+  if (hy_force_walk_merged(f, mode)) {
     if (state_select(f, mode, 0, err) != 0 || state_merged_walk(f, p, mode, want_pot, err) != 0) return -1;
     f->st.n_walks++;
     f->st.walk_wall += hy_wtime() - t1;
     return 0;
   }
+  f->sf.mode = mode;
+  f->sf.want_pot = want_pot;
+  f->sf.t1 = t1;
+  if (!f->let) /* one rank: no waits to give the caller */
+    return hy_force_state_force_end(f, p, hy_force_state_force_exchange(f, p, err), err);
   /* the items' read beside the local walk (hy_cl_let_wait in hy_force_exchange_let) */
-  if (f->let && state_select(f, mode, 1, err) != 0) return -1;
-  /* distributed: the caller's work in the waits (hy_force_set_overlap),
-   * first what the device must do ahead of the walk */
-  const hy_force_overlap_fn ov = f->let ? f->ov : NULL;
-  if (ov && ov(f->ov_ctx, 0, err) != 0) return -1;
+  if (state_select(f, mode, 1, err) != 0) return -1;
+  return 1;
+}
+
+int hy_force_state_force_exchange(struct hy_force *f, const struct hy_part *p, struct hy_err *err) {
   struct walk_job *lj = &f->job[0];
-  const struct hy_walk_cfg wc = hy_force_walk_cfg(f, mode, want_pot);
+  const struct hy_walk_cfg wc = hy_force_walk_cfg(f, f->sf.mode, f->sf.want_pot);
   hy_force_resident_walk_job(f, lj, &wc, 0);
   hy_worker_submit(f->worker, hy_force_walk_job_run, lj);
+  f->sf.queued = 1;
   /* the LET exchange and the remote items packed while the device walks */
-  int rc = f->let ? hy_force_remote_tree(f, p, mode, 1, err) : 0;
-  if (rc == 0 && ov) rc = ov(f->ov_ctx, 1, err);
+  return f->let ? hy_force_remote_tree(f, p, f->sf.mode, 1, err) : 0;
+}
+
+int hy_force_state_force_end(struct hy_force *f, const struct hy_part *p, int rc, struct hy_err *err) {
+  if (!f->sf.queued)
+    return rc != 0 ? -1 : hy_err_set(err, "internal error: a device force ended that was not under way");
+  f->sf.queued = 0;
+  struct walk_job *lj = &f->job[0];
   /* after the caller's host work: the build holds this thread until its
    * last kernel, which may wait for the local walk's end */
   if (rc == 0) rc = hy_force_remote_build_side(f, err);
   if (hy_force_wait_job(f, lj, rc == 0 ? err : &lj->err) != 0) rc = -1;
-  if (rc == 0 && ov) rc = ov(f->ov_ctx, 2, err);
   if (rc == 0 && f->let && f->n_items > 0) { /* its results added to the local walk's, on the device */
     struct walk_job *rj = &f->job[1];
     hy_force_second_tree_job(f, rj, &lj->wc, p->n, 0, -1, NULL, NULL);
     rj->a.sinks_resident = 1;
     rj->a.add_unsorted = 1;
     hy_worker_submit(f->worker, hy_force_walk_job_run, rj);
-    if (ov) rc = ov(f->ov_ctx, 3, err);
-    if (hy_force_wait_job(f, rj, rc == 0 ? err : &rj->err) != 0) rc = -1;
-  } else if (rc == 0 && ov) {
-    rc = ov(f->ov_ctx, 3, err);
+    if (hy_force_wait_job(f, rj, err) != 0) rc = -1;
   }
   f->st.device_busy += hy_worker_take_busy(f->worker);
   if (rc != 0) return -1;
+  const int mode = f->sf.mode;
   double tu = 0.0;
   const double tq = hy_trace_t();
-  if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot, &tu, err) != 0)
+  if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, f->sf.want_pot, &tu, err) !=
+      0)
     return -1;
   hy_trace(HY_TRACE_MAIN, "unpack", tq);
   f->st.kernel += tu;
   f->st.n_walks++;
-  f->st.walk_wall += hy_wtime() - t1;
+  f->st.walk_wall += hy_wtime() - f->sf.t1;
   return 0;
+}
+
+int hy_force_state_force(struct hy_force *f, const struct hy_part *p, int mode, int want_pot, struct hy_err *err) {
+  const int waits = hy_force_state_force_begin(f, p, mode, want_pot, err);
+  if (waits <= 0) return waits;
+  return hy_force_state_force_end(f, p, hy_force_state_force_exchange(f, p, err), err);
 }

@@ -268,18 +268,6 @@ static int decompose_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev
   return rc == HY_DECOMP_NONFINITE ? 0 : rc;
 }
 
-/* The next soft step's decomposition made ahead (hy_dd_pre_fn): N_hard of
- * eq 13 from this hard step's LET, as the decomposition would take it. */
-static int dd_pre_cb(void *ctx, struct hy_part *p, const struct hy_decomp_dev *dev, int step, struct hy_err *err) {
-  struct hy_run *r = ctx;
-  if (step == 0) {
-    hy_decomp_pre_draw(r->dd, p->n, (double)hy_force_last_hard_items(r->force));
-    return 0;
-  }
-  /* the cut on a thread of rank 0's: the exchange at the soft step waits for it */
-  return step == 1 ? hy_decomp_pre_sample(r->dd, p, dev, err) : hy_decomp_pre_cut_begin(r->dd, err);
-}
-
 /* ----------------------------------------------------- non-finite state */
 
 struct finite_job {
@@ -400,7 +388,7 @@ static struct hy_sim *create_sim(struct hy_run *r, struct hy_force *f, struct hy
                           .n_ratio = r->n_ratio,
                           .decompose = r->size > 1 ? decompose_cb : NULL,
                           .decompose_ctx = r,
-                          .dd_pre = r->size > 1 ? dd_pre_cb : NULL,
+                          .dd_ahead = r->size > 1 ? r->dd : NULL,
                           .dd_every = 4,
                           .state = device_choice_of(r, "ParticleState")};
   struct hy_sim *sim = hy_sim_create(&r->p, f, pool, &sc, r->t0);

@@ -14,7 +14,18 @@
  * build's keys, so a tree kept from an earlier step with its particles
  * refitted groups sinks that have since drifted apart, and each sink's
  * force errors then depend on its neighbours' relative velocities: they do
- * net work, and the energy drifts (tests/test_forces.c). */
+ * net work, and the energy drifts (tests/test_forces.c).
+ *
+ * The schedule (hy_sim_step, the last section) is this one sequence for
+ * every scheme (tree and direct: n = 1), rank count and place of the state
+ * (host or device arithmetic, chosen per call by the helpers):
+ *   opening half kick
+ *   hard steps: drift; hard force (distributed: the hard LET exchanged in
+ *     it); kick; with the next soft step's decomposition made ahead in
+ *     them (distributed hybrid): the draw in the first, while the device
+ *     walks the local tree; in the last the samples' gather queued ahead of
+ *     that walk and the cut while it runs (on the host: after the kick)
+ *   closing drift; the decomposition; the soft-step force; closing half kick */
 #include "config.h"
 
 #include "sim.h"
@@ -23,6 +34,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "decomp.h"
 #include "hy_shared.h"
 #include "trace.h"
 
@@ -43,10 +55,13 @@ struct hy_sim {
   int lazy;       /* sync p only when a step computed a `want` */
   int dev_acc, dev_pot; /* the last device force made p->acc, p->pot */
   struct hy_moved moved; /* the last decomposition */
-  int pre_next;          /* the next step of the decomposition made ahead (cfg.dd_pre), 3: done */
-  int pre_dev;           /* its samples come from the device */
-  int pre_last;          /* the hard step under way is the soft step's last */
+  int ahead;             /* how far the hard steps made the next decomposition (enum ahead) */
+  int ahead_dev;         /* its samples come from the device */
 };
+
+/* The next soft step's decomposition made ahead in its hard steps
+ * (cfg.dd_ahead, hy_decomp_pre_*): what is done of it, in this order. */
+enum ahead { AHEAD_NONE, AHEAD_DRAWN, AHEAD_SAMPLED, AHEAD_CUT };
 
 int hy_scheme_parse(const char *name, enum hy_scheme *out) {
   static const char *names[] = {"hybrid", "tree", "direct"};
@@ -304,63 +319,112 @@ static void take_stats(struct hy_sim *s, struct hy_step_times *tm, int hard) {
   }
 }
 
-/* The decomposition made ahead (cfg.dd_pre), step by step (0 draw, 1
- * sample, 2 cut): each runs once per soft step, in this order. */
-static int pre_step(struct hy_sim *s, int step, struct hy_err *err) {
-  if (step != s->pre_next) return 0;
-  const struct hy_decomp_dev *dev = step == 1 && s->pre_dev ? hy_force_decomp_source(s->f) : NULL;
-  if (s->cfg.dd_pre(s->cfg.decompose_ctx, s->p, dev, step, err) != 0) return -1;
-  s->pre_next++;
-  return 0;
-}
-
-static int pre_finish(struct hy_sim *s, struct hy_err *err);
-
 /* Whether the soft step's decomposition is made ahead, in its hard steps. */
-static int pre_on(const struct hy_sim *s) {
-  return s->cfg.decompose && s->cfg.dd_pre && s->cfg.scheme == HY_SCHEME_HYBRID;
+static int ahead_on(const struct hy_sim *s) {
+  return s->cfg.decompose && s->cfg.dd_ahead && s->cfg.scheme == HY_SCHEME_HYBRID;
 }
 
-/* The decomposition made ahead in the waits of the device's hard steps
- * (hy_force_set_overlap, phase as there): the draw (host work) after the
- * first hard step's LET exchange, while its local walk runs (N_hard of that
- * exchange, as the host path takes it after the step); in the last hard
- * step the samples' gather queued on the device ahead of the local walk
- * (phase 0) and the cut, with its gather on rank 0 and broadcast, while
- * that walk runs (with one hard step the draw and the gather come there
- * too, the gather then behind the walk). */
-static int pre_overlap(void *ctx, int phase, struct hy_err *err) {
-  struct hy_sim *s = ctx;
-  if (phase == 0) return s->pre_last && s->pre_next == 1 ? pre_step(s, 1, err) : 0;
-  if (phase != 1) return 0;
-  return s->pre_last ? pre_finish(s, err) : pre_step(s, 0, err);
+/* The decomposition made ahead, part by part: each once per soft step, and
+ * each making the ones before it that are not made yet. The draw takes
+ * N_hard of the last hard LET exchange, as the decomposition would. */
+static void ahead_draw(struct hy_sim *s) {
+  if (s->ahead >= AHEAD_DRAWN) return;
+  hy_decomp_pre_draw(s->cfg.dd_ahead, s->p->n, (double)hy_force_last_hard_items(s->f));
+  s->ahead = AHEAD_DRAWN;
 }
 
-/* What hard step k of n does of the decomposition made ahead: its state
- * reset at the first (samples from the device: dev). */
-static void pre_begin(struct hy_sim *s, int k, int n, int dev) {
-  if (k == 1) {
-    s->pre_next = 0;
-    s->pre_dev = dev;
-  }
-  s->pre_last = k == n - 1;
-}
-
-/* After the last hard step: the steps not made in its waits (a rank on
- * the host path makes them all here). */
-static int pre_finish(struct hy_sim *s, struct hy_err *err) {
-  while (s->pre_next < 3)
-    if (pre_step(s, s->pre_next, err) != 0) return -1;
+/* The samples' positions (from the device: a gather queued there, which the cut completes). */
+static int ahead_sample(struct hy_sim *s, struct hy_err *err) {
+  ahead_draw(s);
+  if (s->ahead >= AHEAD_SAMPLED) return 0;
+  const struct hy_decomp_dev *dev = s->ahead_dev ? hy_force_decomp_source(s->f) : NULL;
+  if (hy_decomp_pre_sample(s->cfg.dd_ahead, s->p, dev, err) != 0) return -1;
+  s->ahead = AHEAD_SAMPLED;
   return 0;
 }
 
-/* One hard step on the host: drift, the hard force, kick. */
-static int host_hard_step(struct hy_sim *s, double dt, struct hy_err *err) {
+/* The cut (collective), on a thread of rank 0's: the exchange at the soft step waits for it. */
+static int ahead_cut(struct hy_sim *s, struct hy_err *err) {
+  if (ahead_sample(s, err) != 0) return -1;
+  if (s->ahead >= AHEAD_CUT) return 0;
+  if (hy_decomp_pre_cut_begin(s->cfg.dd_ahead, err) != 0) return -1;
+  s->ahead = AHEAD_CUT;
+  return 0;
+}
+
+/* ---------------------------------------- the state, on the host or device */
+
+/* Where the state lives for a step: on the device, or on the host (the
+ * host state, or a distributed rank that holds fewer than two particles). */
+static int dev_now(const struct hy_sim *s) { return s->on_device && s->p->n >= 2; }
+
+/* x += dt v where the state lives. */
+static int state_drift(struct hy_sim *s, int dev, double dt, struct hy_err *err) {
+  if (dev) return hy_force_state_move(s->f, 0, dt, err);
   drift(s, dt);
-  if (hy_force_build(s->f, s->p, err) != 0 ||
-      hy_force_walk(s->f, s->p, HY_WALK_HARD, s->p->acc_w, NULL, NULL, err) != 0)
-    return -1;
+  return 0;
+}
+
+/* v += dt acc_w where the state lives. */
+static int state_kick(struct hy_sim *s, int dev, double dt, struct hy_err *err) {
+  if (dev) return hy_force_state_move(s->f, 1, dt, err);
   kick(s, s->p->acc_w, dt);
+  return 0;
+}
+
+/* The opening half kick, with a stale device copy sent first: on one rank
+ * with the kick acceleration, kicked there; distributed kicked on the host,
+ * then sent without it (the next force makes it anew). */
+static int opening_kick(struct hy_sim *s, int dev, double dt, struct hy_err *err) {
+  if (dev && !s->dev_fresh && s->cfg.decompose) {
+    kick(s, s->p->acc_w, dt);
+    hy_sim_host_changed(s);
+    if (to_device(s, 0, err) != 0) return -1;
+    s->host_fresh = 0;
+    return 0;
+  }
+  if (dev) {
+    if (to_device(s, 1, err) != 0) return -1;
+    s->host_fresh = 0;
+  }
+  return state_kick(s, dev, dt, err);
+}
+
+/* The soft step's decomposition (distributed runs; tree and direct: every
+ * dd_every-th step); *dev: where the state lives after it. With the state
+ * on the device: first the key cube, so that the device sorts the kept
+ * particles' keys while the host exchanges the others
+ * (hy_force_cube_ahead); the decomposition reads the device's positions
+ * and velocities (p's masses, IDs and types are current); then the device
+ * moves the kept particles into the holes and receives the others. */
+static int soft_decompose(struct hy_sim *s, struct hy_step_times *tm, int *dev, struct hy_err *err) {
+  if (!s->cfg.decompose) return 0;
+  const int every = s->cfg.scheme == HY_SCHEME_HYBRID || s->cfg.dd_every < 1 ? 1 : s->cfg.dd_every;
+  if ((s->step + 1) % every != 0) return 0;
+  if (!s->on_device) return decompose(s, tm, 0, err);
+  const int was_dev = *dev;
+  if (hy_force_cube_ahead(s->f, s->p, was_dev, err) != 0 || decompose(s, tm, was_dev, err) != 0) return -1;
+  *dev = dev_now(s);
+  const struct hy_moved *m = &s->moved;
+  if (was_dev && *dev && m->known) {
+    if (hy_force_state_patch(s->f, s->p, m->holes, m->srcs, m->n_holes, m->n_keep, err) != 0) return -1;
+    s->dev_fresh = 1;
+    s->host_fresh = 0;
+  } else if (was_dev && *dev) {
+    return hy_err_set(err, "internal error: a decomposition of the device state that says nothing of its moves");
+  } else {
+    hy_sim_host_changed(s); /* p is complete (hy_decomp_exchange_dev completes a rank left with one) */
+  }
+  return 0;
+}
+
+/* The soft-step force at the current positions where the state lives:
+ * acc_w = a_h + n a_s (tree, direct: the full force), and the extras in
+ * `want`. */
+static int soft_force(struct hy_sim *s, int dev, unsigned want, struct hy_err *err) {
+  if (!dev) return boundary_force(s, want, err);
+  if (to_device(s, 0, err) != 0 || device_boundary_force(s, want, err) != 0) return -1;
+  s->host_fresh = 0;
   return 0;
 }
 
@@ -375,151 +439,95 @@ static void end_step(struct hy_sim *s, struct hy_step_times *tm, double t_start,
   s->t = s->t0 + (double)s->step * (double)s->cfg.n_ratio * s->cfg.dt_h;
 }
 
-/* hy_sim_step with the state on the device: the same sequence of kicks,
- * drifts and forces, in the same double-precision arithmetic. */
-static int device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err) {
+/* ------------------------------------------------------ the step schedule */
+
+/* The hard force of a distributed run with the state on the device, with
+ * the decomposition made ahead (ahead) in the waits of its walk: the
+ * draw (host work) in the first hard step, after the LET exchange while
+ * the local walk runs (N_hard of that exchange, as the host path takes it
+ * after the step); in the last hard step the samples' gather queued on
+ * the device ahead of the local walk when drawn already, and the cut,
+ * with its gather on rank 0 and broadcast, while that walk runs (with one
+ * hard step the draw and the gather come there too, the gather then
+ * behind the walk). */
+static int device_hard_force(struct hy_sim *s, int ahead, int last, struct hy_err *err) {
   struct hy_force *f = s->f;
-  const double dt = s->cfg.dt_h;
-  const int n = s->cfg.n_ratio;
-  double t_start = hy_wtime();
-  if (to_device(s, 1, err) != 0) return -1;
-  s->host_fresh = 0;
-  s->dev_acc = s->dev_pot = 0;
-  if (hy_force_state_move(f, 1, 0.5 * dt, err) != 0) return -1;
-  for (int k = 1; k < n; k++) {
-    double t0 = hy_wtime();
-    if (hy_force_state_move(f, 0, dt, err) != 0 || hy_force_state_force(f, s->p, HY_WALK_HARD, 0, err) != 0 ||
-        hy_force_state_move(f, 1, dt, err) != 0)
-      return -1;
-    tm->hard[k - 1] = hy_wtime() - t0;
-    hy_trace(HY_TRACE_MAIN, "hard_step", t0);
-    take_stats(s, tm, 1);
+  const int waits = hy_force_state_force_begin(f, s->p, HY_WALK_HARD, 0, err);
+  if (waits <= 0) return waits;
+  int rc = 0;
+  /* the device idle: what is queued now runs ahead of the local walk */
+  if (ahead && last && s->ahead == AHEAD_DRAWN) rc = ahead_sample(s, err);
+  if (rc == 0) rc = hy_force_state_force_exchange(f, s->p, err);
+  /* while the device walks the local tree */
+  if (rc == 0 && ahead) {
+    if (last)
+      rc = ahead_cut(s, err);
+    else
+      ahead_draw(s);
   }
-  tm->n_hard = n - 1;
-  double t0 = hy_wtime();
-  if (hy_force_state_move(f, 0, dt, err) != 0 || device_boundary_force(s, want, err) != 0 ||
-      hy_force_state_move(f, 1, 0.5 * dt, err) != 0)
+  return hy_force_state_force_end(f, s->p, rc, err);
+}
+
+/* The hard force into acc_w where the state lives (distributed: with the
+ * hard LET's exchange, and on the device the decomposition made ahead in
+ * its waits). */
+static int hard_force(struct hy_sim *s, int dev, int ahead, int last, struct hy_err *err) {
+  if (dev) return device_hard_force(s, ahead, last, err);
+  if (hy_force_build(s->f, s->p, err) != 0) return -1;
+  return hy_force_walk(s->f, s->p, HY_WALK_HARD, s->p->acc_w, NULL, NULL, err);
+}
+
+/* Hard step k of n (1 <= k < n): drift, the hard force (distributed: the
+ * hard LET's exchange in it), the two merged half kicks. In distributed
+ * hybrid runs the next soft step's decomposition is made ahead: drawn in
+ * the first hard step, sampled and cut in the last, in the waits of the
+ * device's walk (device_hard_force), and what they left (all of it on the
+ * host) after the kick. */
+static int hard_step(struct hy_sim *s, int dev, int k, int n, struct hy_err *err) {
+  const double dt = s->cfg.dt_h;
+  const int ahead = ahead_on(s), last = k == n - 1;
+  if (ahead && k == 1) {
+    s->ahead = AHEAD_NONE;
+    s->ahead_dev = dev;
+  }
+  if (state_drift(s, dev, dt, err) != 0 || hard_force(s, dev, ahead, last, err) != 0 ||
+      state_kick(s, dev, dt, err) != 0)
     return -1;
-  if ((want || !s->lazy) && hy_sim_sync(s, err) != 0) return -1;
-  end_step(s, tm, t_start, t0);
+  if (ahead && last) return ahead_cut(s, err);
+  if (ahead) ahead_draw(s);
   return 0;
 }
 
-/* hy_sim_step of a distributed hybrid run with the state on the device
- * (ranks holding fewer than two particles take the host path for the part
- * of the step they hold them in: the same LET collectives in the same
- * order): the hard steps there; the soft step's decomposition reads the
- * device's positions and velocities (hy_force_decomp_source), the device
- * moves the kept particles and receives the others, and the soft-step
- * force (merged LET tree) and the closing half kick run there. */
-static int dist_device_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err) {
-  struct hy_part *p = s->p;
-  struct hy_force *f = s->f;
-  const double dt = s->cfg.dt_h;
-  const int n = s->cfg.n_ratio;
-  int dev = p->n >= 2;
-  double t_start = hy_wtime();
-  if (dev && s->dev_fresh) {
-    if (hy_force_state_move(f, 1, 0.5 * dt, err) != 0) return -1;
-  } else {
-    kick(s, p->acc_w, 0.5 * dt); /* the opening half kick on the host: the device needs no kick acceleration */
-    if (dev) {
-      hy_sim_host_changed(s);
-      if (to_device(s, 0, err) != 0) return -1;
-    }
-  }
-  if (dev) s->host_fresh = 0;
-  for (int k = 1; k < n; k++) {
-    double t0 = hy_wtime();
-    /* the soft step's decomposition drawn in the first hard step, sampled
-     * and cut in the last, in their waits for the device (or after them) */
-    const int pre = pre_on(s);
-    if (pre) pre_begin(s, k, n, dev);
-    if (dev) {
-      if (pre) hy_force_set_overlap(f, pre_overlap, s);
-      const int rc = hy_force_state_move(f, 0, dt, err) != 0 ||
-                     hy_force_state_force(f, p, HY_WALK_HARD, 0, err) != 0 || hy_force_state_move(f, 1, dt, err) != 0;
-      hy_force_set_overlap(f, NULL, NULL);
-      if (rc) return -1;
-    } else if (host_hard_step(s, dt, err) != 0) {
-      return -1;
-    }
-    if (pre && (k == n - 1 ? pre_finish(s, err) : pre_step(s, 0, err)) != 0) return -1;
-    tm->hard[k - 1] = hy_wtime() - t0;
-    hy_trace(HY_TRACE_MAIN, "hard_step", t0);
-    take_stats(s, tm, 1);
-  }
-  tm->n_hard = n - 1;
-  double t0 = hy_wtime();
-  if (dev) {
-    if (hy_force_state_move(f, 0, dt, err) != 0) return -1;
-  } else {
-    drift(s, dt);
-  }
-  /* the decomposition: with the state on the device it reads the device's
-   * positions and velocities (p's masses, IDs and types are current); its
-   * kick accelerations are not needed (the soft step makes them anew) */
-  const int was_dev = dev;
-  s->dev_acc = s->dev_pot = 0;
-  /* the key cube first, so that the device sorts the kept particles' keys
-   * while the host exchanges the others (hy_force_cube_ahead) */
-  if (hy_force_cube_ahead(f, p, was_dev, err) != 0) return -1;
-  if (decompose(s, tm, was_dev, err) != 0) return -1;
-  dev = p->n >= 2;
-  if (was_dev && dev && s->moved.known) {
-    /* the device holds the kept particles: move them into the holes, send the received ones */
-    if (hy_force_state_patch(f, p, s->moved.holes, s->moved.srcs, s->moved.n_holes, s->moved.n_keep, err) != 0)
-      return -1;
-    s->dev_fresh = 1;
-    s->host_fresh = 0;
-  } else if (was_dev && dev) {
-    return hy_err_set(err, "internal error: a decomposition of the device state that says nothing of its moves");
-  } else {
-    hy_sim_host_changed(s); /* p is complete (hy_decomp_exchange_dev completes a rank left with one) */
-  }
-  if (dev) {
-    if (to_device(s, 0, err) != 0 || device_boundary_force(s, want, err) != 0 ||
-        hy_force_state_move(f, 1, 0.5 * dt, err) != 0)
-      return -1;
-    s->host_fresh = 0;
-    if ((want || !s->lazy) && hy_sim_sync(s, err) != 0) return -1;
-  } else {
-    if (boundary_force(s, want, err) != 0) return -1;
-    kick(s, p->acc_w, 0.5 * dt);
-  }
-  end_step(s, tm, t_start, t0);
-  return 0;
-}
-
+/* The one schedule of a step for every scheme (tree and direct: n = 1),
+ * rank count and place of the state: the helpers above run each part on
+ * the host or the device, where the state lives, the same sequence of
+ * kicks, drifts and forces in double precision. */
 int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struct hy_err *err) {
-  struct hy_part *p = s->p;
   const double dt = s->cfg.dt_h;
   const int n = s->cfg.n_ratio;
   memset(tm, 0, sizeof *tm);
   hy_force_stats_reset(s->f);
-  if (s->on_device) return s->cfg.decompose ? dist_device_step(s, want, tm, err) : device_step(s, want, tm, err);
-  double t_start = hy_wtime();
-  kick(s, p->acc_w, 0.5 * dt); /* opening half kick: (a_h + n a_s) dt_h / 2 */
+  const double t_start = hy_wtime();
+  int dev = dev_now(s);
+  s->dev_acc = s->dev_pot = 0;
+  /* opening half kick: (a_h + n a_s) dt_h / 2 */
+  if (opening_kick(s, dev, 0.5 * dt, err) != 0) return -1;
   for (int k = 1; k < n; k++) {
-    double t0 = hy_wtime();
-    if (host_hard_step(s, dt, err) != 0) return -1;
-    /* the soft step's decomposition drawn, sampled and cut ahead, as on the device */
-    if (pre_on(s)) {
-      pre_begin(s, k, n, 0);
-      if ((k == n - 1 ? pre_finish(s, err) : pre_step(s, 0, err)) != 0) return -1;
-    }
+    const double t0 = hy_wtime();
+    if (hard_step(s, dev, k, n, err) != 0) return -1;
     tm->hard[k - 1] = hy_wtime() - t0;
     hy_trace(HY_TRACE_MAIN, "hard_step", t0);
     take_stats(s, tm, 1);
   }
   tm->n_hard = n - 1;
-  double t0 = hy_wtime();
-  drift(s, dt);
-  /* hybrid: decompose at every soft step; tree and direct: every dd_every steps */
-  int every = s->cfg.scheme == HY_SCHEME_HYBRID || s->cfg.dd_every < 1 ? 1 : s->cfg.dd_every;
-  if ((s->step + 1) % every == 0 && decompose(s, tm, 0, err) != 0) return -1;
-  if (boundary_force(s, want, err) != 0) return -1;
-  kick(s, p->acc_w, 0.5 * dt);
+  const double t0 = hy_wtime();
+  /* closing drift */
+  if (state_drift(s, dev, dt, err) != 0) return -1;
+  /* the decomposition, with the boundaries made ahead in the hard steps */
+  if (soft_decompose(s, tm, &dev, err) != 0) return -1;
+  /* the soft-step force and the closing half kick */
+  if (soft_force(s, dev, want, err) != 0 || state_kick(s, dev, 0.5 * dt, err) != 0) return -1;
+  if (dev && (want || !s->lazy) && hy_sim_sync(s, err) != 0) return -1;
   end_step(s, tm, t_start, t0);
   return 0;
 }

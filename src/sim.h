@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
  * sim.h: the time integrators. Owns the state between steps (time, the kick
- * acceleration acc_w valid at the current positions) and the step sequences:
+ * acceleration acc_w valid at the current positions) and the step schedule,
+ * one sequence for every scheme, rank count and place of the particle state
+ * (sim.c), with the part of the next domain decomposition that the hard
+ * steps make in the waits of the device's walks:
  *  - hybrid: symmetric multi-rate leapfrog (r-RESPA) with n hard steps per
  *    soft step; the soft-step kicks use a_hard + n a_soft from one walk with
  *    weight n - (n - 1) K(r), the hard steps use the cut-off hard walk;
@@ -58,6 +61,7 @@ struct hy_moved {
   size_t n_holes, n_keep;
 };
 
+struct hy_decomp;
 struct hy_decomp_dev;
 
 /** Domain decomposition hook (distributed runs): may move particles between
@@ -67,16 +71,6 @@ struct hy_decomp_dev;
  *  with err set. */
 typedef int (*hy_decompose_fn)(void *ctx, struct hy_part *p, const struct hy_decomp_dev *dev, struct hy_moved *moved,
                                struct hy_err *err);
-
-/** Distributed hybrid runs: the next soft step's decomposition sampled and
- *  cut ahead, during the last hard step (hy_decomp_pre_*): step 0 draws the
- *  samples, 1 takes their positions (dev as for hy_decompose_fn, NULL: p's
- *  are current), 2 cuts the domains (collective). The integrator makes the
- *  steps in the hard step's waits for the device (hy_force_set_overlap),
- *  or after its force where that walk has none. Returns 0 or -1 with err
- *  set. */
-typedef int (*hy_dd_pre_fn)(void *ctx, struct hy_part *p, const struct hy_decomp_dev *dev, int step,
-                            struct hy_err *err);
 
 /** Where the particle state lives between steps (hy_sim_cfg.state). */
 enum hy_state_place {
@@ -91,7 +85,8 @@ struct hy_sim_cfg {
   int n_ratio;  /**< hard steps per soft step (hybrid) */
   hy_decompose_fn decompose; /**< NULL: none (one rank) */
   void *decompose_ctx;
-  hy_dd_pre_fn dd_pre; /**< with decompose, hybrid: the decomposition made ahead (same ctx); NULL: none */
+  struct hy_decomp *dd_ahead; /**< with decompose, hybrid: the decomposition whose next exchange the hard
+                                   steps sample and cut ahead (hy_decomp_pre_*); NULL: none */
   int dd_every; /**< tree and direct: decompose before every dd_every-th force (hybrid: every soft step) */
   int state;      /**< enum hy_state_place: where the particle state lives between steps */
 };

@@ -168,27 +168,19 @@ static void ref_save(const char *path, const struct ref_head *h, double *const v
 }
 
 /* -S: the next decomposition made ahead in the last hard walk's waits
- * (hy_force_set_overlap, phases 0-3 in order), as the integrator makes it
- * when that walk is the first hard one too: the draw and the device's
- * gather of the samples queued before the local walk (phase 0), the cut
- * begun while it runs (1: rank 0 cuts on a thread, joined when the
- * decomposition is freed). */
-struct ahead {
-  struct hy_decomp *dd;
-  struct hy_force *f;
-  struct hy_part *p;
-  int next;
-};
-
-static int ahead_step(void *ctx, int phase, struct hy_err *err) {
-  struct ahead *a = ctx;
-  if (phase != a->next) return hy_err_set(err, "overlap phase %d came before phase %d", phase, a->next);
-  a->next++;
-  if (phase == 0) {
-    hy_decomp_pre_draw(a->dd, a->p->n, 0.0);
-    return hy_decomp_pre_sample(a->dd, a->p, hy_force_decomp_source(a->f), err);
-  }
-  return phase == 1 ? hy_decomp_pre_cut_begin(a->dd, err) : 0;
+ * (hy_force_state_force_begin, _exchange, _end), as the integrator's last
+ * hard step makes it (its draw, here too): the device's gather of the
+ * samples queued before the local walk, the cut begun while it runs (rank
+ * 0 cuts on a thread, joined when the decomposition is freed). Returns the
+ * number of waits the walk had (0 or 2), or -1. */
+static int hard_force_ahead(struct hy_force *f, struct hy_part *p, struct hy_decomp *dd, struct hy_err *err) {
+  const int waits = hy_force_state_force_begin(f, p, HY_WALK_HARD, 0, err);
+  if (waits <= 0) return waits;
+  hy_decomp_pre_draw(dd, p->n, 0.0);
+  int rc = hy_decomp_pre_sample(dd, p, hy_force_decomp_source(f), err);
+  if (rc == 0) rc = hy_force_state_force_exchange(f, p, err);
+  if (rc == 0) rc = hy_decomp_pre_cut_begin(dd, err);
+  return hy_force_state_force_end(f, p, rc, err) == 0 ? 2 : -1;
 }
 
 int main(int argc, char **argv) {
@@ -325,13 +317,10 @@ int main(int argc, char **argv) {
       die("hard walks of the device state after the drift", &err);
     /* the last one with the next decomposition sampled and cut in its
      * waits, as the integrator does it (under TSan in make check-tsan) */
-    struct ahead ah = {.dd = dd, .f = f, .p = &p};
-    hy_force_set_overlap(f, ahead_step, &ah);
-    const int rc = hy_force_state_force(f, &p, HY_WALK_HARD, 0, &err);
-    hy_force_set_overlap(f, NULL, NULL);
-    if (rc != 0 || hy_force_state_get(f, &p, 0, 0, &err) != 0)
+    const int waits = hard_force_ahead(f, &p, dd, &err);
+    if (waits < 0 || hy_force_state_get(f, &p, 0, 0, &err) != 0)
       die("hard walks of the device state after the drift", &err);
-    HY_CHECK_INT(ah.next, P > 1 ? 4 : 0); /* the four phases, in the distributed walk only */
+    HY_CHECK_INT(waits, P > 1 ? 2 : 0); /* the waits, in the distributed walk only */
     memcpy(hard, p.acc_w, 3 * n * sizeof(double));
   } else {
     for (size_t i = 0; i < 3 * n; i++) p.pos[i] += drift / 3.0 * p.vel[i];
