@@ -34,6 +34,10 @@
  * multiple of the walk's sinks per work-item. */
 #define HY_SINK_BLOCK 64
 
+/* The sums of a row of energy.csv (src/diag.c on the host, state.cl's
+ * hy_st_energy on the device): K, W, the momentum, the angular momentum. */
+#define HY_ENERGY_SUMS 8
+
 /* The rules that the host and the kernels apply alike, one definition each
  * (integer constants, so that each side computes in its own precision, float
  * or double, with the same operations). */

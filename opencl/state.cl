@@ -152,6 +152,41 @@ __kernel void hy_st_finite(__global const double *pos, __global const double *ve
   }
 }
 
+/* Per work-group the sums of energy.csv (src/diag.c's, in the same
+ * order): K = sum m v^2 / 2, W = sum m phi / 2, the momentum and the
+ * angular momentum about the origin; the host adds the groups' sums, so
+ * that only 8 doubles a group come back instead of the whole state. */
+__kernel void hy_st_energy(__global const double *pos, __global const double *vel, __global const double *mass,
+                           __global const double *pot, const uint n, __global double *red) {
+  __local double l[HY_WG];
+  const uint lid = (uint)get_local_id(0);
+  double s[HY_ENERGY_SUMS];
+  for (int k = 0; k < HY_ENERGY_SUMS; k++) s[k] = 0.0;
+  for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
+    const double m = mass[i];
+    const double x0 = pos[3 * i], x1 = pos[3 * i + 1], x2 = pos[3 * i + 2];
+    const double v0 = vel[3 * i], v1 = vel[3 * i + 1], v2 = vel[3 * i + 2];
+    s[0] += 0.5 * m * (v0 * v0 + v1 * v1 + v2 * v2);
+    s[1] += 0.5 * m * pot[i];
+    s[2] += m * v0;
+    s[3] += m * v1;
+    s[4] += m * v2;
+    s[5] += m * (x1 * v2 - x2 * v1);
+    s[6] += m * (x2 * v0 - x0 * v2);
+    s[7] += m * (x0 * v1 - x1 * v0);
+  }
+  for (int k = 0; k < HY_ENERGY_SUMS; k++) {
+    l[lid] = s[k];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
+      if (lid < off) l[lid] += l[lid + off];
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) red[HY_ENERGY_SUMS * get_group_id(0) + (uint)k] = l[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
 /* ------------------------------------------------ domain decomposition
  * (src/decomp.c's hy_decomp_exchange with the state here: the same owners,
  * the same lists, the same moves) */

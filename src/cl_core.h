@@ -119,7 +119,7 @@ struct hy_cl {
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
   cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_owner, k_flag, k_list, k_gather_state, k_move, k_st_keys,
-      k_st_keys_fix;
+      k_st_keys_fix, k_energy;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
   struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
   struct cl_buf s_gidx; /* the gathers' indices (their own: s_idx is the lists' and the patch's, on the first queue) */

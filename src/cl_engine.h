@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "hy_shared.h"
 #include "force_cpu.h"
 #include "log.h"
 
@@ -390,5 +391,9 @@ int hy_cl_let_wait(struct hy_cl *cl, struct hy_err *err);
 /** Particles with a non-finite position, velocity or kick acceleration
  *  (pos_only: position): their number and the lowest index (-1: none). */
 int hy_cl_state_finite(struct hy_cl *cl, int pos_only, size_t *n_bad, long *first, struct hy_err *err);
+/** The sums of a row of energy.csv (K, W, momentum, angular momentum; see
+ *  diag.h) of the device state, from its potentials of the last force that
+ *  computed them; only the sums are read back. */
+int hy_cl_state_energy(struct hy_cl *cl, double sums[HY_ENERGY_SUMS], struct hy_err *err);
 
 #endif

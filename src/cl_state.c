@@ -37,7 +37,8 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
       state_kernel(cl, "hy_st_owner", &cl->k_owner, err) || state_kernel(cl, "hy_st_flag", &cl->k_flag, err) ||
       state_kernel(cl, "hy_st_list", &cl->k_list, err) || state_kernel(cl, "hy_st_gather", &cl->k_gather_state, err) ||
       state_kernel(cl, "hy_st_move", &cl->k_move, err) || state_kernel(cl, "hy_st_keys", &cl->k_st_keys, err) ||
-      state_kernel(cl, "hy_st_keys_fix", &cl->k_st_keys_fix, err))
+      state_kernel(cl, "hy_st_keys_fix", &cl->k_st_keys_fix, err) ||
+      state_kernel(cl, "hy_st_energy", &cl->k_energy, err))
     return -1;
   return 0;
 }
@@ -747,5 +748,29 @@ int hy_cl_state_finite(struct hy_cl *cl, int pos_only, size_t *n_bad, long *firs
   }
   *n_bad = (size_t)cnt;
   *first = (long)low;
+  return 0;
+}
+
+int hy_cl_state_energy(struct hy_cl *cl, double sums[HY_ENERGY_SUMS], struct hy_err *err) {
+  if (need_state(cl, "energy sums", err)) return -1;
+  if (cl->s_pot.size < cl->state_n * sizeof(double))
+    return hy_err_set(err, "internal error: energy sums without the potentials on the device");
+  cl_uint un = (cl_uint)cl->state_n;
+  const char *nm = "hy_st_energy";
+  if (set_arg(cl, cl->k_energy, 0, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
+      set_arg(cl, cl->k_energy, 1, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
+      set_arg(cl, cl->k_energy, 2, sizeof(cl_mem), &cl->s_mass.mem, nm, err) ||
+      set_arg(cl, cl->k_energy, 3, sizeof(cl_mem), &cl->s_pot.mem, nm, err) ||
+      set_arg(cl, cl->k_energy, 4, sizeof un, &un, nm, err) ||
+      set_arg(cl, cl->k_energy, 5, sizeof(cl_mem), &cl->s_red.mem, nm, err) ||
+      run_grid(cl, cl->k_energy, "the device energy sums", NULL, err))
+    return -1;
+  double part[HY_ENERGY_SUMS * STATE_GROUPS];
+  cl_int e = clEnqueueReadBuffer(cl->q, cl->s_red.mem, CL_TRUE, 0, sizeof part, part, 0, NULL, NULL);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: reading the energy sums failed on %s: %s", cl->name, hy_cl_errname(e));
+  for (int k = 0; k < HY_ENERGY_SUMS; k++) sums[k] = 0.0;
+  for (int g = 0; g < STATE_GROUPS; g++)
+    for (int k = 0; k < HY_ENERGY_SUMS; k++) sums[k] += part[HY_ENERGY_SUMS * g + k];
   return 0;
 }

@@ -9,7 +9,7 @@
 
 #include "alloc.h"
 
-#define NSUM 8 /* K, W, p[3], L[3] */
+#define NSUM HY_ENERGY_SUMS /* K, W, p[3], L[3] */
 
 struct diag_job {
   const struct hy_part *p;
@@ -32,21 +32,22 @@ static void diag_body(void *arg, size_t b, size_t e, int tid) {
   for (int k = 0; k < NSUM; k++) j->part[NSUM * tid + k] += s[k];
 }
 
-int hy_diag_compute_comm(const struct hy_part *p, double t, double e0, struct hy_pool *pool, const MPI_Comm *comm,
-                         struct hy_diag *d) {
+void hy_diag_sums(const struct hy_part *p, struct hy_pool *pool, double sums[HY_ENERGY_SUMS]) {
   int nt = hy_pool_size(pool);
   struct diag_job j = {.p = p, .part = hy_calloc("diagnostic sums", (size_t)nt * NSUM, sizeof(double))};
   hy_pool_for(pool, p->n, 65536, diag_body, &j);
-  double s[NSUM] = {0};
+  for (int q = 0; q < NSUM; q++) sums[q] = 0.0;
   for (int k = 0; k < nt; k++)
-    for (int q = 0; q < NSUM; q++) s[q] += j.part[NSUM * k + q];
+    for (int q = 0; q < NSUM; q++) sums[q] += j.part[NSUM * k + q];
   hy_free(j.part);
+}
+
+int hy_diag_from_sums(const double sums[HY_ENERGY_SUMS], double t, double e0, const MPI_Comm *comm,
+                      struct hy_diag *d) {
+  double s[NSUM];
+  memcpy(s, sums, sizeof s);
   memset(d, 0, sizeof *d);
-  if (comm) {
-    double g[NSUM];
-    if (MPI_Allreduce(s, g, NSUM, MPI_DOUBLE, MPI_SUM, *comm) != MPI_SUCCESS) return -1;
-    memcpy(s, g, sizeof s);
-  }
+  if (comm && MPI_Allreduce(sums, s, NSUM, MPI_DOUBLE, MPI_SUM, *comm) != MPI_SUCCESS) return -1;
   d->time = t;
   d->kin = s[0];
   d->pot = s[1];
@@ -58,6 +59,13 @@ int hy_diag_compute_comm(const struct hy_part *p, double t, double e0, struct hy
   }
   d->virial = s[1] != 0.0 ? 2.0 * s[0] / fabs(s[1]) : 0.0;
   return 0;
+}
+
+int hy_diag_compute_comm(const struct hy_part *p, double t, double e0, struct hy_pool *pool, const MPI_Comm *comm,
+                         struct hy_diag *d) {
+  double s[NSUM];
+  hy_diag_sums(p, pool, s);
+  return hy_diag_from_sums(s, t, e0, comm, d);
 }
 
 void hy_diag_compute(const struct hy_part *p, double t, double e0, struct hy_pool *pool, struct hy_diag *d) {

@@ -7,6 +7,7 @@
 #include <mpi.h>
 #include <stdio.h>
 
+#include "hy_shared.h"
 #include "part.h"
 #include "threads.h"
 
@@ -30,6 +31,15 @@ void hy_diag_compute(const struct hy_part *p, double t, double e0, struct hy_poo
  *  reduction fails. */
 int hy_diag_compute_comm(const struct hy_part *p, double t, double e0, struct hy_pool *pool, const MPI_Comm *comm,
                          struct hy_diag *d);
+
+/** The sums behind a row (K, W, momentum[3], angular momentum[3]) of p's
+ *  particles, threaded with per-thread partial sums in double. */
+void hy_diag_sums(const struct hy_part *p, struct hy_pool *pool, double sums[HY_ENERGY_SUMS]);
+/** The row of time t from this rank's sums (of hy_diag_sums, or of the
+ *  device state's), summed over the ranks of *comm when comm is non-NULL.
+ *  Returns 0, or -1 when the reduction fails. */
+int hy_diag_from_sums(const double sums[HY_ENERGY_SUMS], double t, double e0, const MPI_Comm *comm,
+                      struct hy_diag *d);
 
 /** Header line and one row of energy.csv. */
 void hy_diag_csv_header(FILE *f);

@@ -228,6 +228,8 @@ int hy_force_state_force_exchange(struct hy_force *f, const struct hy_part *p, s
 int hy_force_state_force_end(struct hy_force *f, const struct hy_part *p, int rc, struct hy_err *err);
 /** Number of particles with a non-finite position, velocity or kick acceleration. */
 int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err);
+/** The sums of a row of energy.csv over the device state (hy_cl_state_energy). */
+int hy_force_state_energy(struct hy_force *f, double sums[HY_ENERGY_SUMS], struct hy_err *err);
 
 /** O(N^2) softened direct sum on the device: acc (3 per particle) and pot
  *  (1 per particle, may be NULL) are overwritten. Distributed: the sources

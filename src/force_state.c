@@ -317,6 +317,10 @@ int hy_force_state_move(struct hy_force *f, int kick, double dt, struct hy_err *
   return rc;
 }
 
+int hy_force_state_energy(struct hy_force *f, double sums[HY_ENERGY_SUMS], struct hy_err *err) {
+  return hy_cl_state_energy(f->cl, sums, err);
+}
+
 int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err) {
   long first;
   return hy_cl_state_finite(f->cl, 0, n_bad, &first, err);

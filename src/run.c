@@ -425,7 +425,7 @@ static int start(struct hy_run *r, struct loop *L, struct hy_err *err) {
   double tw = hy_wtime();
   if (hy_sim_start(L->sim, L->snap_want, err) != 0) return -1;
   hy_msg("initial forces: %.3f s", hy_wtime() - tw);
-  if (hy_run_energy_row(r, r->t0, 0.0, L->pool, &L->d0, err) != 0) return -1;
+  if (hy_run_energy_row(r, L->sim, r->t0, 0.0, &L->d0, err) != 0) return -1;
   const struct hy_diag *d0 = &L->d0;
   hy_msg("t = %.6g  E = %.9g  K = %.6g  W = %.6g  2K/|W| = %.4f", r->t0, d0->etot, d0->kin, d0->pot, d0->virial);
   return hy_run_write_snapshot(r, r->t0, err);
@@ -495,7 +495,7 @@ static int advance(struct hy_run *r, struct loop *L, long s, unsigned want, stru
 
 static int energy_output(struct hy_run *r, struct loop *L, double t, struct hy_err *err) {
   L->next_energy = next_due(r->t0, r->energy_dt, L->next_energy, t, L->len);
-  if (hy_run_energy_row(r, t, L->d0.etot, L->pool, &L->d, err) != 0) return -1;
+  if (hy_run_energy_row(r, L->sim, t, L->d0.etot, &L->d, err) != 0) return -1;
   if (L->d.de_rel > L->sum.max_de) L->sum.max_de = L->d.de_rel;
   L->have_energy = 1;
   return 0;
@@ -606,7 +606,7 @@ static int simulate(struct hy_run *r, struct hy_cl *cl, struct hy_pool *pool, st
   L.pool = pool;
   L.f = create_force(r, cl, pool);
   L.sim = create_sim(r, L.f, pool);
-  L.snap_want = HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
+  L.snap_want = HY_WANT_HOST | HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
   L.first_step = L.next_snap = L.next_energy = 1;
   int rc = report_placement(r, cl, &L, err);
   if (rc == 0 && r->restart_dir)

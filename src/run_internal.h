@@ -111,7 +111,7 @@ int hy_run_snapshots(struct hy_run *r, long *next_snap, double len, double t_nex
 
 /** The energy diagnostics at time t against the initial energy e0 into d,
  *  and rank 0's row of energy.csv (collective). */
-int hy_run_energy_row(struct hy_run *r, double t, double e0, struct hy_pool *pool, struct hy_diag *d,
+int hy_run_energy_row(struct hy_run *r, struct hy_sim *sim, double t, double e0, struct hy_diag *d,
                       struct hy_err *err);
 
 /** The rows of timings.csv and let.csv of step `step`, reduced over the

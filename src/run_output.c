@@ -186,11 +186,16 @@ int hy_run_close_files(struct hy_run *r, int status) {
   return status;
 }
 
-int hy_run_energy_row(struct hy_run *r, double t, double e0, struct hy_pool *pool, struct hy_diag *d,
+int hy_run_energy_row(struct hy_run *r, struct hy_sim *sim, double t, double e0, struct hy_diag *d,
                       struct hy_err *err) {
   const MPI_Comm *dcomm = r->size > 1 ? &r->comm : NULL;
-  if (hy_diag_compute_comm(&r->p, t, e0, pool, dcomm, d) != 0)
+  double sums[HY_ENERGY_SUMS];
+  const int rc = hy_sim_energy_sums(sim, sums, err);
+  if (rc != 0) /* still in the reduction, which the other ranks have entered */
+    for (int k = 0; k < HY_ENERGY_SUMS; k++) sums[k] = NAN;
+  if (hy_diag_from_sums(sums, t, e0, dcomm, d) != 0)
     return hy_err_set(err, "energy diagnostics: MPI_Allreduce failed");
+  if (rc != 0) return -1;
   if (r->rank == 0) {
     hy_diag_csv_row(r->energy, d);
     if (csv_flush(r->energy, "energy.csv", err) != 0) return -1;

@@ -30,6 +30,8 @@
 
 #include "sim.h"
 
+#include "diag.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -148,6 +150,15 @@ int hy_sim_count_nonfinite(struct hy_sim *s, size_t *n_bad, struct hy_err *err) 
   *n_bad = 0;
   for (int t = 0; t < nt; t++) *n_bad += j.count[t];
   hy_free(j.count);
+  return 0;
+}
+
+int hy_sim_energy_sums(struct hy_sim *s, double sums[HY_ENERGY_SUMS], struct hy_err *err) {
+  if (s->on_device && !s->host_fresh) {
+    if (!s->dev_pot) return hy_err_set(err, "internal error: energy sums of a step that computed no potentials");
+    return hy_force_state_energy(s->f, sums, err);
+  }
+  hy_diag_sums(s->p, s->pool, sums);
   return 0;
 }
 
@@ -527,7 +538,7 @@ int hy_sim_step(struct hy_sim *s, unsigned want, struct hy_step_times *tm, struc
   if (soft_decompose(s, tm, &dev, err) != 0) return -1;
   /* the soft-step force and the closing half kick */
   if (soft_force(s, dev, want, err) != 0 || state_kick(s, dev, 0.5 * dt, err) != 0) return -1;
-  if (dev && (want || !s->lazy) && hy_sim_sync(s, err) != 0) return -1;
+  if (dev && ((want & HY_WANT_HOST) || !s->lazy) && hy_sim_sync(s, err) != 0) return -1;
   end_step(s, tm, t_start, t0);
   return 0;
 }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "force.h"
+#include "hy_shared.h"
 #include "log.h"
 #include "part.h"
 #include "threads.h"
@@ -30,6 +31,7 @@ const char *hy_scheme_name(enum hy_scheme s);
 /** What the force evaluation at the end of a step must also provide. */
 #define HY_WANT_POT 1u /**< p->pot (for energies or snapshots) */
 #define HY_WANT_ACC 2u /**< p->acc = total acceleration hard + soft (snapshots) */
+#define HY_WANT_HOST 4u /**< p read on the host after the step (snapshots); energies need not */
 
 #define HY_MAX_RATIO 1024 /**< largest SoftStepRatio */
 
@@ -131,5 +133,9 @@ void hy_sim_host_changed(struct hy_sim *s);
 /** Particles with a non-finite position, velocity or kick acceleration
  *  (on the device when the state lives there). */
 int hy_sim_count_nonfinite(struct hy_sim *s, size_t *n_bad, struct hy_err *err);
+/** This rank's sums of a row of energy.csv (diag.h), where the state is: a
+ *  state on the device is summed there, from the potentials of the last
+ *  step, which must have asked for them (HY_WANT_POT). */
+int hy_sim_energy_sums(struct hy_sim *s, double sums[HY_ENERGY_SUMS], struct hy_err *err);
 
 #endif

@@ -54,7 +54,7 @@ if [ -n "${MPIEXEC:-}" ]; then
   # bulk's frame on the host, must be the device state's, bit for bit
   forces hybrid2host "$MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2" -P TreeBuild=device -P ParticleState=host \
     -P TimeEnd=0.005
-  same_run "$tmp/hybrid2dev" "$tmp/hybrid2host" "2 ranks with an escaper, ParticleState device against host"
+  same_run "$tmp/hybrid2dev" "$tmp/hybrid2host" "2 ranks with an escaper, ParticleState device against host" 4096
 else
   echo "no MPI launcher: the 2-rank case is not tested"
 fi

@@ -65,12 +65,12 @@ for run in 1 1dev 2 2dev 2state; do
       { echo "FAIL: ParticleState device did not keep the state on the device"; cat "$d.log"; fail=1; }
     "$HYTREE" run "$tmp/p.txt" -P TreeBuild=device -P ParticleState=host -P "OutputDir=$d.hoststate" --quiet ||
       { echo "FAIL: device-built tree, state on the host"; fail=1; }
-    same_run "$d.straight" "$d.hoststate" "the state on the device against the state on the host"
+    same_run "$d.straight" "$d.hoststate" "the state on the device against the state on the host" 2048
   fi
   if [ "$run" = 2state ]; then
     grep -q "tree built on the device, particle state kept on the device (decomposed there)" "$d.log" ||
       { echo "FAIL: 2 ranks, ParticleState device did not keep the state on the device"; cat "$d.log"; fail=1; }
-    same_run "$d.straight" "$tmp/np2dev.straight" "2 ranks: the state on the device against the host"
+    same_run "$d.straight" "$tmp/np2dev.straight" "2 ranks: the state on the device against the host" 2048
   fi
 done
 

@@ -13,7 +13,8 @@
  *  - device walk vs the host reference walk (same interactions);
  *  - the merged device build that reuses the local build's key order makes
  *    the tree of a full sort;
- *  - the hard steps' force errors do no net work (Hernquist cusp). */
+ *  - the hard steps' force errors do no net work (Hernquist cusp);
+ *  - the device state's energy sums equal the host's to rounding. */
 #include "config.h"
 
 #include <math.h>
@@ -23,6 +24,7 @@
 
 #include "alloc.h"
 #include "cl_engine.h"
+#include "diag.h"
 #include "force.h"
 #include "force_cpu.h"
 #include "hy_shared.h"
@@ -981,6 +983,51 @@ static void test_hard_step_work(void) {
   hy_part_free(&p);
 }
 
+/* The sums of energy.csv over the device state against the host's sums
+ * of the same state: both sum the same terms in different orders, so each
+ * pair differs by at most 2 (n + 4) u sum |term| (the summation's rounding
+ * bound plus a few roundings in each term). A bulk offset and velocity
+ * make the momentum and angular momentum sums non-zero. */
+static void test_device_energy(void) {
+  struct hy_part p;
+  hy_part_init(&p);
+  const size_t n = 32768;
+  plummer(n, 11, &p);
+  const double off[3] = {0.3, -0.2, 0.1}, bulk[3] = {0.05, 0.02, -0.03};
+  for (size_t i = 0; i < n; i++)
+    for (int d = 0; d < 3; d++) {
+      p.pos[3 * i + d] += off[d];
+      p.vel[3 * i + d] += bulk[d];
+    }
+  const double eps = 0.01, r1 = 0.05, r2 = 0.1;
+  struct hy_force *f = make_force_on(eps, r1, r2, 1.0 / 256, 4, HY_TREE_BUILD_DEVICE);
+  struct hy_err err;
+  HY_CHECK(hy_force_state_possible(f, &p));
+  HY_CHECK_INT(hy_force_state_put(f, &p, 0, &err), 0);
+  HY_CHECK_INT(hy_force_state_force(f, &p, HY_WALK_SOFTSTEP, 1, &err), 0);
+  HY_CHECK_INT(hy_force_state_get(f, &p, 0, 1, &err), 0);
+  double host[HY_ENERGY_SUMS], dev[HY_ENERGY_SUMS], mag[HY_ENERGY_SUMS] = {0};
+  hy_diag_sums(&p, pool, host);
+  HY_CHECK_INT(hy_force_state_energy(f, dev, &err), 0);
+  for (size_t i = 0; i < n; i++) {
+    const double m = p.mass[i], *x = p.pos + 3 * i, *v = p.vel + 3 * i;
+    mag[0] += 0.5 * m * (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    mag[1] += 0.5 * m * fabs(p.pot[i]);
+    for (int d = 0; d < 3; d++) mag[2 + d] += m * fabs(v[d]);
+    mag[5] += m * (fabs(x[1] * v[2]) + fabs(x[2] * v[1]));
+    mag[6] += m * (fabs(x[2] * v[0]) + fabs(x[0] * v[2]));
+    mag[7] += m * (fabs(x[0] * v[1]) + fabs(x[1] * v[0]));
+  }
+  const double u = 0x1p-53;
+  for (int k = 0; k < HY_ENERGY_SUMS; k++) {
+    printf("energy sum %d: device %.17g host %.17g\n", k, dev[k], host[k]);
+    HY_CHECK(fabs(host[k]) > 1e-3 * mag[k]); /* a sum that does not cancel to nothing */
+    HY_CHECK_LE(fabs(dev[k] - host[k]), 2.0 * (double)(n + 4) * u * mag[k]);
+  }
+  hy_force_free(f);
+  hy_part_free(&p);
+}
+
 int main(void) {
   hy_log_init(0, 1);
   pool = hy_pool_create(hy_pool_default_threads());
@@ -998,6 +1045,7 @@ int main(void) {
   test_device_build();
   test_device_build_edges();
   test_hard_step_work();
+  test_device_energy();
   test_merged_build(0);
   test_merged_build(1);
   test_remote_hard_walk(0, 0);
