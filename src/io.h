@@ -38,7 +38,10 @@ struct hy_snap_info {
   struct hy_units units;      /**< unit metadata */
   double gravity_constant;    /**< G in code units (written as an attribute) */
   double softening;           /**< Plummer softening used (attribute) */
-  const char *params_text;    /**< optional: run parameters, stored as /RunParameters attributes; may be NULL */
+  const char *params_text;    /**< optional: the run parameters used (`auto` resolved), stored as
+                                   /RunParameters attributes; may be NULL */
+  const char *params_given;   /**< optional: the run parameters as given (`auto` kept), stored as
+                                   /RunParametersGiven attributes; may be NULL */
   int num_files;              /**< files in this snapshot (NumFilesPerSnapshot); 0 = 1, a single file */
   uint64_t npart_total[6];    /**< particles per type in the whole snapshot (NumPart_Total); used only
                                    when num_files > 1, otherwise the counts of this file */

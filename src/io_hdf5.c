@@ -172,9 +172,9 @@ static void dset_write(struct wctx *w, hid_t loc, const char *obj, const char *n
   if (H5Sclose(space) < 0) wfail(w, "close dataspace of", obj);
 }
 
-/* One attribute per "Key Value" line of a parameter file. */
-static void write_run_params(struct wctx *w, hid_t file, const char *text) {
-  hid_t g = group_create(w, file, "RunParameters");
+/* Group `name`: one attribute per "Key Value" line of a parameter file. */
+static void write_run_params(struct wctx *w, hid_t file, const char *name, const char *text) {
+  hid_t g = group_create(w, file, name);
   if (g < 0) return;
   const char *line = text;
   char *buf = hy_malloc("parameter line", strlen(text) + 1, 1);
@@ -198,14 +198,16 @@ static void write_run_params(struct wctx *w, hid_t file, const char *text) {
     while (vl > 0 && isspace((unsigned char)v[vl - 1])) v[--vl] = '\0';
     htri_t ex = H5Aexists(g, s);
     if (ex < 0) {
-      wfail(w, "query attribute /RunParameters/", s);
+      char what[64];
+      snprintf(what, sizeof what, "query attribute /%s/", name);
+      wfail(w, what, s);
       break;
     }
     if (ex > 0) continue; /* a repeated key: the first one is kept */
     attr_string(w, g, s, v);
   }
   hy_free(buf);
-  group_close(w, g, "/RunParameters");
+  group_close(w, g, name);
 }
 
 /* Several files per snapshot: NumPart_Total must cover this file's counts. */
@@ -395,7 +397,8 @@ int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_
   hid_t file = create_file(&w, tmp);
   write_header(&w, file, counts, nfiles, info);
   write_units(&w, file, &info->units);
-  if (info->params_text && !w.failed) write_run_params(&w, file, info->params_text);
+  if (info->params_text && !w.failed) write_run_params(&w, file, "RunParameters", info->params_text);
+  if (info->params_given && !w.failed) write_run_params(&w, file, "RunParametersGiven", info->params_given);
   write_particles(&w, file, p, order, counts, info->fields);
   hy_free(order);
   int rc = close_and_publish(&w, file, tmp);

@@ -1089,6 +1089,7 @@ static int open_outputs(struct hy_run *r, struct hy_err *err) {
   rc = hy_trace_open(r->comm, err); /* HYTREE_TRACE */
   if (any_failed(r, rc, err)) return -1;
   r->params_text = hy_params_dump(r->par);
+  r->params_used = hy_params_dump_used(r->par);
   rc = r->rank == 0 ? hy_run_open_files(r, err) : 0;
   if (hy_run_bcast_status(r, rc, err) != 0) {
     report(r, err);
@@ -1129,6 +1130,7 @@ static void release(struct hy_run *r, struct stored *st, struct hy_pool *pool, s
   hy_free(st->blob);
   MPI_Comm_free(&r->comm);
   free(r->params_text);
+  free(r->params_used);
   hy_cl_free(cl);
   hy_pool_free(pool);
   hy_part_free(&r->p);

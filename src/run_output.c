@@ -57,7 +57,8 @@ static struct hy_snap_info snap_info(const struct hy_run *r, double t, unsigned 
                               .units = r->units,
                               .gravity_constant = r->G,
                               .softening = r->eps,
-                              .params_text = r->params_text};
+                              .params_text = r->params_used,
+                              .params_given = r->params_text};
   return info;
 }
 

@@ -4,10 +4,12 @@
 GadgetHDF5 frontend, pynbody's GadgetHDFSnap, Pylians' readgadget and SWIFT's
 IC reader need (/work/shared/design/ecosystem.md section 1.2; doc/formats.md).
 
-usage: check_layout.py [--units L,M,V] [--same-as OTHER] FILE [FILE ...]
+usage: check_layout.py [--units L,M,V] [--params-used TXT] [--same-as OTHER] FILE [FILE ...]
 
 FILE...      one snapshot file, or every file of a multi-file snapshot
 --units      expected UnitLength_in_cm, UnitMass_in_g, UnitVelocity_in_cm_per_s
+--params-used  the run's params-used.txt: /RunParameters must hold its values with the `auto`
+             ones resolved (to its 9 digits), /RunParametersGiven its values as written (`auto` kept)
 --same-as    another snapshot (a multi-file one by its .0.hdf5 file) whose particles must be the
              same: IDs, positions, velocities, masses bit for bit, same Time
 
@@ -83,7 +85,50 @@ def read_particles(files):
     return time, ids[o], pos[o], vel[o], mass[o]
 
 
-def check_file(fname, nfiles_given, units):
+def read_params_used(path):
+    """{key: (value as written, resolved value or None)} of a params-used.txt."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            text, _, comment = line.partition("%")
+            words = text.split()
+            if len(words) != 2:
+                continue
+            resolved = None
+            c = comment.split()
+            if len(c) >= 3 and c[0] == "auto" and c[1] == "->":
+                resolved = float(c[2])
+            out[words[0]] = (words[1], resolved)
+    return out
+
+
+def check_run_params(f, fname, used):
+    """/RunParameters: the values used; /RunParametersGiven: the values as given."""
+    for grp in ("RunParameters", "RunParametersGiven"):
+        if grp not in f:
+            fail(f"{fname}: no /{grp} group")
+            return
+    rp, given = f["RunParameters"].attrs, f["RunParametersGiven"].attrs
+    def text(a, k):
+        v = a[k]
+        return v.decode() if isinstance(v, bytes) else str(v)
+    for key, (written, resolved) in used.items():
+        if key not in rp or key not in given:
+            fail(f"{fname}: {key} missing from /RunParameters or /RunParametersGiven")
+            continue
+        if text(given, key) != written:
+            fail(f"{fname}: /RunParametersGiven/{key} = {text(given, key)!r}, params-used.txt has {written!r}")
+        v = text(rp, key)
+        if resolved is None:
+            if v != written:
+                fail(f"{fname}: /RunParameters/{key} = {v!r}, params-used.txt has {written!r}")
+        elif v == "auto" or not np.isclose(float(v), resolved, rtol=1e-8, atol=0):
+            fail(f"{fname}: /RunParameters/{key} = {v!r}, params-used.txt resolves auto to {resolved}")
+    if len(rp) != len(used) or len(given) != len(used):
+        fail(f"{fname}: {len(rp)} and {len(given)} run parameters, params-used.txt has {len(used)}")
+
+
+def check_file(fname, nfiles_given, units, used=None):
     """Checks one file; returns (NumPart_ThisFile, NumPart_Total + HighWord << 32, Time, ids)."""
     with h5py.File(fname, "r") as f:
         # Groups that would route the file to another yt/pynbody frontend, or
@@ -148,6 +193,9 @@ def check_file(fname, nfiles_given, units):
                 if units and not np.allclose((L, M, V), units, rtol=1e-12):
                     fail(f"{fname}: units (L, M, V) = {(L, M, V)}, expected {tuple(units)}")
 
+        if used is not None:
+            check_run_params(f, fname, used)
+
         # Particle groups.
         ids_all = []
         for t in range(6):
@@ -194,11 +242,14 @@ def check_file(fname, nfiles_given, units):
 
 
 def main(argv):
-    units, same_as, files = None, None, []
+    units, same_as, used, files = None, None, None, []
     i = 0
     while i < len(argv):
         if argv[i] == "--units":
             units = [float(x) for x in argv[i + 1].split(",")]
+            i += 2
+        elif argv[i] == "--params-used":
+            used = read_params_used(argv[i + 1])
             i += 2
         elif argv[i] == "--same-as":
             same_as = argv[i + 1]
@@ -209,7 +260,7 @@ def main(argv):
     if not files:
         print(__doc__)
         return 2
-    results = [check_file(fn, len(files), units) for fn in files]
+    results = [check_file(fn, len(files), units, used) for fn in files]
     if any(r is None for r in results):
         return 1
     counts = sum(r[0] for r in results if r[0] is not None)
