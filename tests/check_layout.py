@@ -129,7 +129,8 @@ def check_run_params(f, fname, used):
 
 
 def check_file(fname, nfiles_given, units, used=None):
-    """Checks one file; returns (NumPart_ThisFile, NumPart_Total + HighWord << 32, Time, ids)."""
+    """Checks one file; returns (NumPart_ThisFile, NumPart_Total + HighWord << 32, Time, ids,
+    Header/BoundingBox, the lowest and highest coordinates)."""
     with h5py.File(fname, "r") as f:
         # Groups that would route the file to another yt/pynbody frontend, or
         # whose attributes yt/Pylians would merge over the Header.
@@ -172,6 +173,14 @@ def check_file(fname, nfiles_given, units, used=None):
             fail(f"{fname}: NumPart_Total {total} is not the low 32-bit word (Gadget, SWIFT add HighWord << 32)")
         if total is not None and high is not None:
             total = total.astype(np.uint64) + (high.astype(np.uint64) << np.uint64(32))
+        # The box yt takes as bounding_box= (BoxSize would make it periodic).
+        bbox = attr(h, "BoundingBox", fname)
+        if bbox is not None:
+            bbox = np.asarray(bbox)
+            if bbox.shape != (2, 3) or bbox.dtype != np.float64 or not np.all(np.isfinite(bbox)) \
+                    or not np.all(bbox[0] < bbox[1]):
+                fail(f"{fname}: Header/BoundingBox {bbox!r} is not a [2, 3] box, lower then upper corner")
+                bbox = None
 
         # Units: pynbody's Gadget names and SWIFT's names, all scalars.
         if "Units" not in f:
@@ -198,6 +207,7 @@ def check_file(fname, nfiles_given, units, used=None):
 
         # Particle groups.
         ids_all = []
+        lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
         for t in range(6):
             g = f"PartType{t}"
             n = int(this_file[t]) if this_file is not None else None
@@ -230,6 +240,9 @@ def check_file(fname, nfiles_given, units, used=None):
                     fail(f"{fname}: /{g}/{k} holds non-finite values")
             if "ParticleIDs" in grp:
                 ids_all.append(grp["ParticleIDs"][...])
+            if "Coordinates" in grp and grp["Coordinates"].shape == (n, 3):
+                x = grp["Coordinates"][...]
+                lo, hi = np.minimum(lo, x.min(axis=0)), np.maximum(hi, x.max(axis=0))
             if "Masses" in grp:
                 if mtab is not None and mtab[t] != 0.0:
                     fail(f"{fname}: MassTable[{t}] = {mtab[t]} != 0 although /{g}/Masses exists")
@@ -238,7 +251,7 @@ def check_file(fname, nfiles_given, units, used=None):
         ids = np.concatenate(ids_all) if ids_all else np.zeros(0, np.uint64)
         if ids.size and ids.dtype.kind == "i" and np.any(ids < 0):
             fail(f"{fname}: negative ParticleIDs (SWIFT rejects them)")
-        return this_file, total, time, ids
+        return this_file, total, time, ids, bbox, lo, hi
 
 
 def main(argv):
@@ -269,6 +282,13 @@ def main(argv):
             fail(f"{fn}: NumPart_Total (+ HighWord << 32) {r[1]} != sum of NumPart_ThisFile over the files {counts}")
         if r[2] != results[0][2]:
             fail(f"{fn}: Time {r[2]} differs from {files[0]}'s {results[0][2]}")
+        if r[4] is not None and results[0][4] is not None and not np.array_equal(r[4], results[0][4]):
+            fail(f"{fn}: Header/BoundingBox differs from {files[0]}'s")
+    lo = np.min([r[5] for r in results], axis=0)
+    hi = np.max([r[6] for r in results], axis=0)
+    bbox = results[0][4]
+    if bbox is not None and int(counts.sum()) and not (np.all(bbox[0] < lo) and np.all(hi < bbox[1])):
+        fail(f"Header/BoundingBox {bbox.tolist()} does not hold every particle (extent {lo} to {hi})")
     ids = np.concatenate([r[3] for r in results])
     if ids.size != int(counts.sum()):
         fail(f"{len(ids)} ParticleIDs for {int(counts.sum())} particles")
