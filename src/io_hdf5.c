@@ -257,16 +257,20 @@ static hid_t create_file(struct wctx *w, const char *tmp) {
  * stays 0: a box there would mean a periodic one from the origin. Nothing is
  * written without a finite coordinate. */
 static void write_bounding_box(struct wctx *w, hid_t g, const double ext[6]) {
-  double side = 0.0, box[2][3];
+  double side = 0.0, far = 0.0, c[3], box[2][3];
   for (int d = 0; d < 3; d++) {
     if (!(ext[d] <= ext[3 + d])) return;
     side = fmax(side, ext[3 + d] - ext[d]);
+    c[d] = 0.5 * ext[d] + 0.5 * ext[3 + d];
+    far = fmax(far, fabs(c[d]));
   }
-  side = side > 0.0 ? 1.05 * side : 1.0; /* one particle, or all in one place */
+  /* wide enough that its faces differ from the centre in double precision
+   * (one particle, or all in one place, far from the origin) */
+  side = fmax(1.05 * side, 1e-9 * far);
+  if (!(side > 0.0)) side = 1.0; /* all particles at the origin */
   for (int d = 0; d < 3; d++) {
-    double c = 0.5 * (ext[d] + ext[3 + d]);
-    box[0][d] = c - 0.5 * side;
-    box[1][d] = c + 0.5 * side;
+    box[0][d] = c[d] - 0.5 * side;
+    box[1][d] = c[d] + 0.5 * side;
   }
   const hsize_t dims[2] = {2, 3};
   attr_write_dims(w, g, "BoundingBox", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, dims, box);
