@@ -38,11 +38,23 @@ struct hy_snap_info {
   struct hy_units units;      /**< unit metadata */
   double gravity_constant;    /**< G in code units (written as an attribute) */
   double softening;           /**< Plummer softening used (attribute) */
-  const char *params_text;    /**< optional: run parameters, stored as /RunParameters attributes; may be NULL */
+  const char *params_text;    /**< optional: the run parameters used (`auto` resolved), stored as
+                                   /RunParameters attributes; may be NULL */
+  const char *params_given;   /**< optional: the run parameters as given (`auto` kept), stored as
+                                   /RunParametersGiven attributes; may be NULL */
   int num_files;              /**< files in this snapshot (NumFilesPerSnapshot); 0 = 1, a single file */
+  int has_extent;             /**< 1: extent is that of the whole snapshot (all files); 0: the writer
+                                   takes the extent of its own particles */
+  double extent[6];           /**< lowest x, y, z, then highest x, y, z of the finite coordinates
+                                   (hy_io_extent); written as Header/BoundingBox */
   uint64_t npart_total[6];    /**< particles per type in the whole snapshot (NumPart_Total); used only
                                    when num_files > 1, otherwise the counts of this file */
 };
+
+/** The extent of p's particles whose coordinates are all finite: ext[0..2]
+ *  the lowest x, y, z, ext[3..5] the highest. Returns the number of such
+ *  particles (with 0, ext is +inf .. -inf). */
+size_t hy_io_extent(const struct hy_part *p, double ext[6]);
 
 /** Parse a format name ("auto", "hdf5", "gadget1", "gadget2"); -1 if unknown. */
 int hy_io_format_parse(const char *name, enum hy_ic_format *out);

@@ -256,6 +256,24 @@ size_t *hy_io_type_order(const char *path, const struct hy_part *p, uint64_t cou
   return order;
 }
 
+size_t hy_io_extent(const struct hy_part *p, double ext[6]) {
+  size_t n = 0;
+  for (int d = 0; d < 3; d++) {
+    ext[d] = INFINITY;
+    ext[3 + d] = -INFINITY;
+  }
+  for (size_t i = 0; i < p->n; i++) {
+    const double *x = p->pos + 3 * i;
+    if (!isfinite(x[0]) || !isfinite(x[1]) || !isfinite(x[2])) continue; /* an emergency snapshot's */
+    for (int d = 0; d < 3; d++) {
+      if (x[d] < ext[d]) ext[d] = x[d];
+      if (x[d] > ext[3 + d]) ext[3 + d] = x[d];
+    }
+    n++;
+  }
+  return n;
+}
+
 void hy_io_discard_tmp(const char *tmp) {
   /* The write already failed and the caller's message explains why; a
    * leftover temporary (unlink failing) is all that can still go wrong. */

@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,12 +77,11 @@ void hy_io_hdf5_close(void) {
   }
 }
 
-/* Attribute of rank 0 (n == 0) or rank 1 with n elements. */
-static void attr_write(struct wctx *w, hid_t loc, const char *name, hid_t file_type, hid_t mem_type,
-                       size_t n, const void *data) {
+/* Attribute of rank 0 (rank == 0) or of rank 1 or 2 with the given dims. */
+static void attr_write_dims(struct wctx *w, hid_t loc, const char *name, hid_t file_type, hid_t mem_type,
+                            int rank, const hsize_t *dims, const void *data) {
   if (w->failed) return;
-  hsize_t dims[1] = {(hsize_t)n};
-  hid_t space = n == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, dims, NULL);
+  hid_t space = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims, NULL);
   if (space < 0) {
     wfail(w, "create dataspace for attribute", name);
     return;
@@ -104,6 +104,13 @@ static void attr_write(struct wctx *w, hid_t loc, const char *name, hid_t file_t
   }
   if (rc < 0) wfail_errno(w, "write attribute", name, e);
   if (H5Sclose(space) < 0) wfail(w, "close dataspace of attribute", name);
+}
+
+/* Attribute of rank 0 (n == 0) or rank 1 with n elements. */
+static void attr_write(struct wctx *w, hid_t loc, const char *name, hid_t file_type, hid_t mem_type,
+                       size_t n, const void *data) {
+  hsize_t dims[1] = {(hsize_t)n};
+  attr_write_dims(w, loc, name, file_type, mem_type, n == 0 ? 0 : 1, dims, data);
 }
 
 static void attr_double(struct wctx *w, hid_t loc, const char *name, double v) {
@@ -172,9 +179,9 @@ static void dset_write(struct wctx *w, hid_t loc, const char *obj, const char *n
   if (H5Sclose(space) < 0) wfail(w, "close dataspace of", obj);
 }
 
-/* One attribute per "Key Value" line of a parameter file. */
-static void write_run_params(struct wctx *w, hid_t file, const char *text) {
-  hid_t g = group_create(w, file, "RunParameters");
+/* Group `name`: one attribute per "Key Value" line of a parameter file. */
+static void write_run_params(struct wctx *w, hid_t file, const char *name, const char *text) {
+  hid_t g = group_create(w, file, name);
   if (g < 0) return;
   const char *line = text;
   char *buf = hy_malloc("parameter line", strlen(text) + 1, 1);
@@ -198,14 +205,16 @@ static void write_run_params(struct wctx *w, hid_t file, const char *text) {
     while (vl > 0 && isspace((unsigned char)v[vl - 1])) v[--vl] = '\0';
     htri_t ex = H5Aexists(g, s);
     if (ex < 0) {
-      wfail(w, "query attribute /RunParameters/", s);
+      char what[64];
+      snprintf(what, sizeof what, "query attribute /%s/", name);
+      wfail(w, what, s);
       break;
     }
     if (ex > 0) continue; /* a repeated key: the first one is kept */
     attr_string(w, g, s, v);
   }
   hy_free(buf);
-  group_close(w, g, "/RunParameters");
+  group_close(w, g, name);
 }
 
 /* Several files per snapshot: NumPart_Total must cover this file's counts. */
@@ -242,8 +251,33 @@ static hid_t create_file(struct wctx *w, const char *tmp) {
   return file;
 }
 
+/* Header/BoundingBox [2][3], lower then upper corner: a cube around the
+ * particles, 5% wider than their extent so that none lies on its faces (yt
+ * takes it as bounding_box= and reads no coordinates to find one). BoxSize
+ * stays 0: a box there would mean a periodic one from the origin. Nothing is
+ * written without a finite coordinate. */
+static void write_bounding_box(struct wctx *w, hid_t g, const double ext[6]) {
+  double side = 0.0, far = 0.0, c[3], box[2][3];
+  for (int d = 0; d < 3; d++) {
+    if (!(ext[d] <= ext[3 + d])) return;
+    side = fmax(side, ext[3 + d] - ext[d]);
+    c[d] = 0.5 * ext[d] + 0.5 * ext[3 + d];
+    far = fmax(far, fabs(c[d]));
+  }
+  /* wide enough that its faces differ from the centre in double precision
+   * (one particle, or all in one place, far from the origin) */
+  side = fmax(1.05 * side, 1e-9 * far);
+  if (!(side > 0.0)) side = 1.0; /* all particles at the origin */
+  for (int d = 0; d < 3; d++) {
+    box[0][d] = c[d] - 0.5 * side;
+    box[1][d] = c[d] + 0.5 * side;
+  }
+  const hsize_t dims[2] = {2, 3};
+  attr_write_dims(w, g, "BoundingBox", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, dims, box);
+}
+
 static void write_header(struct wctx *w, hid_t file, const uint64_t *counts, int nfiles,
-                         const struct hy_snap_info *info) {
+                         const struct hy_snap_info *info, const double ext[6]) {
   hid_t g = group_create(w, file, "Header");
   if (g < 0) return;
   uint64_t this_file[HY_NTYPES], total[HY_NTYPES];
@@ -273,6 +307,7 @@ static void write_header(struct wctx *w, hid_t file, const uint64_t *counts, int
   attr_string(w, g, "CodeVersion", PACKAGE_VERSION);
   attr_double(w, g, "GravityConstant", info->gravity_constant);
   attr_double(w, g, "Softening", info->softening);
+  write_bounding_box(w, g, ext);
   group_close(w, g, "/Header");
 }
 
@@ -393,9 +428,15 @@ int hy_io_write_hdf5(const char *path, const struct hy_part *p, const struct hy_
   struct wctx w = {path, err, 0};
   char *tmp = hy_io_tmpname_alloc(path);
   hid_t file = create_file(&w, tmp);
-  write_header(&w, file, counts, nfiles, info);
+  double ext[6];
+  if (info->has_extent)
+    memcpy(ext, info->extent, sizeof ext);
+  else
+    hy_io_extent(p, ext);
+  write_header(&w, file, counts, nfiles, info, ext);
   write_units(&w, file, &info->units);
-  if (info->params_text && !w.failed) write_run_params(&w, file, info->params_text);
+  if (info->params_text && !w.failed) write_run_params(&w, file, "RunParameters", info->params_text);
+  if (info->params_given && !w.failed) write_run_params(&w, file, "RunParametersGiven", info->params_given);
   write_particles(&w, file, p, order, counts, info->fields);
   hy_free(order);
   int rc = close_and_publish(&w, file, tmp);

@@ -304,6 +304,12 @@ int hy_io_write_snapshot_mpi(MPI_Comm comm, const char *dir, int snapnum, const 
   if (agree(c, rank, size, rc, dir, err) != 0) goto fail;
   MPI_TRY(MPI_Allreduce(mine, total, HY_NTYPES, MPI_UINT64_T, MPI_SUM, c), path,
           "MPI_Allreduce (particle counts)");
+  /* every file's header carries the extent of the whole snapshot */
+  double ext[6], ext_all[6];
+  hy_io_extent(p, ext);
+  for (int d = 3; d < 6; d++) ext[d] = -ext[d];
+  MPI_TRY(MPI_Allreduce(ext, ext_all, 6, MPI_DOUBLE, MPI_MIN, c), path, "MPI_Allreduce (extent)");
+  for (int d = 3; d < 6; d++) ext_all[d] = -ext_all[d];
 
   /* The group of this rank, its counts and the leader's layout. */
   MPI_TRY(MPI_Comm_split(c, group, rank, &g), path, "MPI_Comm_split");
@@ -354,6 +360,8 @@ int hy_io_write_snapshot_mpi(MPI_Comm comm, const char *dir, int snapnum, const 
   if (grank == 0) {
     struct hy_snap_info fi = *info;
     fi.num_files = nfiles > 1 ? nfiles : 0;
+    fi.has_extent = 1;
+    memcpy(fi.extent, ext_all, sizeof fi.extent);
     for (int t = 0; t < HY_NTYPES; t++) fi.npart_total[t] = nfiles > 1 ? total[t] : 0;
     rc = hy_io_write_hdf5(path, &all, &fi, err);
     written = rc == 0;

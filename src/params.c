@@ -848,6 +848,30 @@ char *hy_params_dump(const struct hy_params *p) {
   return sb_take(&b);
 }
 
+/** v in the fewest significant digits that read back as exactly v. */
+static void format_exact(char *buf, size_t size, double v) {
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, size, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
+char *hy_params_dump_used(const struct hy_params *p) {
+  if (!p) hy_die("params: no parameter table to dump");
+  struct sbuf b = {0};
+  char num[32];
+  for (size_t k = 0; k < p->n; k++) {
+    const struct pval *v = &p->v[k];
+    const char *val = hy_params_get_str(p, p->schema[k].key);
+    if (v->is_auto && v->resolved) {
+      format_exact(num, sizeof num, v->res_val);
+      val = num;
+    }
+    sb_printf(&b, "%s  %s\n", p->schema[k].key, val);
+  }
+  return sb_take(&b);
+}
+
 /** The rule column of the help table (malloc'd). */
 static char *rule_text(const struct hy_param_def *d) {
   switch (d->type) {

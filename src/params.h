@@ -94,6 +94,12 @@ void hy_params_set_resolved(struct hy_params *p, const char *key, double value);
  *  `auto` keys. The text parses back into the same values. */
 char *hy_params_dump(const struct hy_params *p);
 
+/** Every key in schema order as `Key  Value` lines (malloc'd; free with
+ *  free()), the values the run uses: a resolved `auto` key holds its value
+ *  in the fewest digits that read back exactly, where hy_params_dump keeps
+ *  the word `auto`. No comments. */
+char *hy_params_dump_used(const struct hy_params *p);
+
 /** The parameter table of `hytree run --help`: per key a line with key,
  *  default and rule, and an indented line with the description. */
 void hy_params_print_help(FILE *out);

@@ -161,11 +161,13 @@ static int err_prefix(struct hy_err *err, const char *prefix) {
   return hy_err_set(err, "%s: %s", prefix, msg);
 }
 
-/* err := "WHERE: KEY: " + err (a value that passed the parameter checks but
- * not a later one); returns -1. */
+/* err := "FILE:LINE: KEY: " + err, or "-P KEY=VALUE: " + err for an
+ * override, which names the key already (a value that passed the parameter
+ * checks but not a later one); returns -1. */
 static int err_at_key(const struct hy_run *r, const char *key, struct hy_err *err) {
-  err_prefix(err, key);
-  return err_prefix(err, hy_params_where(r->par, key));
+  const char *where = hy_params_where(r->par, key);
+  if (strncmp(where, "-P ", 3) != 0) err_prefix(err, key);
+  return err_prefix(err, where);
 }
 
 static int load_ics(struct hy_run *r, struct hy_err *err) {
@@ -178,7 +180,7 @@ static int load_ics(struct hy_run *r, struct hy_err *err) {
   enum hy_ic_format fmt;
   if (hy_io_format_parse(hy_params_get_str(r->par, "InitCondFormat"), &fmt) != 0)
     return hy_err_set(err, "%s: bad InitCondFormat", r->pfile);
-  return hy_io_read_ic(spec, fmt, &r->p, &r->t0, err);
+  return hy_io_read_ic(spec, fmt, &r->p, &r->t0, err) != 0 ? err_at_key(r, "InitCondFile", err) : 0;
 }
 
 /* Resolve the `auto` parameters from the ICs and check the results. */
@@ -202,17 +204,21 @@ static int resolve(struct hy_run *r, struct hy_pool *pool, struct hy_err *err) {
   r->r1 = hy_params_get_number(par, "R1");
   if (hy_params_is_auto(par, "R2")) hy_params_set_resolved(par, "R2", 2.0 * r->r1);
   r->r2 = hy_params_get_number(par, "R2");
-  if (!(r->r2 > r->r1))
-    return hy_err_set(err, "%s: R2 = %g must be larger than R1 = %g (after resolving auto)", r->pfile, r->r2, r->r1);
+  if (!(r->r2 > r->r1)) { /* R1 auto (an auto R2 is 2 R1): the R2 given is too small */
+    hy_err_set(err, "R2 = %g must be larger than R1 = %g (R1 auto)", r->r2, r->r1);
+    return err_prefix(err, hy_params_where(par, "R2"));
+  }
   if (hy_params_is_auto(par, "Softening")) hy_params_set_resolved(par, "Softening", 0.1 * pow(nn, -0.26) * rv);
   r->eps = hy_params_get_number(par, "Softening");
   if (hy_params_is_auto(par, "AccErr")) hy_params_set_resolved(par, "AccErr", ldexp(1.0, -8) * r->G * mt / (rv * rv));
   r->a_err = hy_params_get_number(par, "AccErr");
   if (hy_params_is_auto(par, "TimeStepHard")) {
     sv = mean_speed(&r->p);
-    if (!(sv > 0.0) || !(r->eps > 0.0))
-      return hy_err_set(err, "TimeStepHard auto = Softening / sigma_v needs Softening > 0 and moving particles "
-                             "(Softening %g, sigma_v %g); set TimeStepHard explicitly", r->eps, sv);
+    if (!(sv > 0.0) || !(r->eps > 0.0)) {
+      hy_err_set(err, "TimeStepHard auto = Softening / sigma_v needs Softening > 0 and moving particles "
+                      "(Softening %g, sigma_v %g); set TimeStepHard explicitly", r->eps, sv);
+      return err_prefix(err, hy_params_where(par, r->eps > 0.0 ? "TimeStepHard" : "Softening"));
+    }
     hy_params_set_resolved(par, "TimeStepHard", r->eps / sv);
   }
   r->dt_h = hy_params_get_number(par, "TimeStepHard");
@@ -220,7 +226,10 @@ static int resolve(struct hy_run *r, struct hy_pool *pool, struct hy_err *err) {
   double span = r->t_end - r->t0, len = r->dt_h * (double)r->n_ratio;
   if (span > 0.0) {
     double steps = ceil(span / len - 1e-9);
-    if (steps > 1e15) return hy_err_set(err, "TimeEnd / TimeStepHard = %.3g steps is too many", steps);
+    if (steps > 1e15) {
+      hy_err_set(err, "TimeEnd / TimeStepHard = %.3g steps is too many", steps);
+      return err_prefix(err, hy_params_where(par, hy_params_is_auto(par, "TimeStepHard") ? "TimeEnd" : "TimeStepHard"));
+    }
     double dt = span / (steps * (double)r->n_ratio);
     if (fabs(dt - r->dt_h) > 1e-12 * r->dt_h)
       hy_msg("time step shortened from %.9g to %.9g so that TimeEnd = %.9g is reached in %.0f steps", r->dt_h, dt,
@@ -654,7 +663,7 @@ static int check_restart_params(struct hy_run *r, const char *stored, const char
     if (strcmp(a, b) != 0) {
       if (r->rank == 0)
         fprintf(stderr, "hytree: error: %s: %s may not change on a restart (the set has '%s', now '%s')\n",
-                r->pfile, key, a, b);
+                hy_params_where(r->par, key), key, a, b);
       bad = 1;
     }
   }
@@ -1072,6 +1081,7 @@ static int open_outputs(struct hy_run *r, struct hy_err *err) {
   rc = hy_trace_open(r->comm, err); /* HYTREE_TRACE */
   if (any_failed(r, rc, err)) return -1;
   r->params_text = hy_params_dump(r->par);
+  r->params_used = hy_params_dump_used(r->par);
   rc = r->rank == 0 ? hy_run_open_files(r, err) : 0;
   if (hy_run_bcast_status(r, rc, err) != 0) {
     report(r, err);
@@ -1112,6 +1122,7 @@ static void release(struct hy_run *r, struct stored *st, struct hy_pool *pool, s
   hy_free(st->blob);
   MPI_Comm_free(&r->comm);
   free(r->params_text);
+  free(r->params_used);
   hy_cl_free(cl);
   hy_pool_free(pool);
   hy_part_free(&r->p);

@@ -33,7 +33,8 @@ struct hy_run {
   struct hy_units units;
   struct hy_part p; /* this rank's particles */
   double t0;
-  char *params_text;
+  char *params_text;  /* params-used.txt: as given, with the resolved `auto` values as comments */
+  char *params_used;  /* the values used (`auto` resolved), for the snapshots */
   int snap_count;
   FILE *energy, *timings, *let;
   /* MPI */

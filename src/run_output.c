@@ -58,7 +58,8 @@ static struct hy_snap_info snap_info(const struct hy_run *r, double t, unsigned 
                               .units = r->units,
                               .gravity_constant = r->G,
                               .softening = r->eps,
-                              .params_text = r->params_text};
+                              .params_text = r->params_used,
+                              .params_given = r->params_text};
   return info;
 }
 
@@ -130,6 +131,11 @@ static void let_header(FILE *f) {
 /* OutputDir and params-used.txt. */
 static int write_params_used(struct hy_run *r, struct hy_err *err) {
   int rc = make_dirs(r->outdir, err);
+  if (rc != 0 && !r->restart_dir) { /* name where OutputDir was set */
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    hy_err_set(err, "%s: %s", hy_params_where(r->par, "OutputDir"), msg);
+  }
   if (rc == 0) {
     char *path = join(r->outdir, "params-used.txt");
     rc = hy_io_write_text_atomic(path, r->params_text, err);

@@ -4,10 +4,12 @@
 GadgetHDF5 frontend, pynbody's GadgetHDFSnap, Pylians' readgadget and SWIFT's
 IC reader need (doc/formats.md).
 
-usage: check_layout.py [--units L,M,V] [--same-as OTHER] FILE [FILE ...]
+usage: check_layout.py [--units L,M,V] [--params-used TXT] [--same-as OTHER] FILE [FILE ...]
 
 FILE...      one snapshot file, or every file of a multi-file snapshot
 --units      expected UnitLength_in_cm, UnitMass_in_g, UnitVelocity_in_cm_per_s
+--params-used  the run's params-used.txt: /RunParameters must hold its values with the `auto`
+             ones resolved (to its 9 digits), /RunParametersGiven its values as written (`auto` kept)
 --same-as    another snapshot (a multi-file one by its .0.hdf5 file) whose particles must be the
              same: IDs, positions, velocities, masses bit for bit, same Time
 
@@ -83,8 +85,52 @@ def read_particles(files):
     return time, ids[o], pos[o], vel[o], mass[o]
 
 
-def check_file(fname, nfiles_given, units):
-    """Checks one file; returns (NumPart_ThisFile, NumPart_Total + HighWord << 32, Time, ids)."""
+def read_params_used(path):
+    """{key: (value as written, resolved value or None)} of a params-used.txt."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            text, _, comment = line.partition("%")
+            words = text.split()
+            if len(words) != 2:
+                continue
+            resolved = None
+            c = comment.split()
+            if len(c) >= 3 and c[0] == "auto" and c[1] == "->":
+                resolved = float(c[2])
+            out[words[0]] = (words[1], resolved)
+    return out
+
+
+def check_run_params(f, fname, used):
+    """/RunParameters: the values used; /RunParametersGiven: the values as given."""
+    for grp in ("RunParameters", "RunParametersGiven"):
+        if grp not in f:
+            fail(f"{fname}: no /{grp} group")
+            return
+    rp, given = f["RunParameters"].attrs, f["RunParametersGiven"].attrs
+    def text(a, k):
+        v = a[k]
+        return v.decode() if isinstance(v, bytes) else str(v)
+    for key, (written, resolved) in used.items():
+        if key not in rp or key not in given:
+            fail(f"{fname}: {key} missing from /RunParameters or /RunParametersGiven")
+            continue
+        if text(given, key) != written:
+            fail(f"{fname}: /RunParametersGiven/{key} = {text(given, key)!r}, params-used.txt has {written!r}")
+        v = text(rp, key)
+        if resolved is None:
+            if v != written:
+                fail(f"{fname}: /RunParameters/{key} = {v!r}, params-used.txt has {written!r}")
+        elif v == "auto" or not np.isclose(float(v), resolved, rtol=1e-8, atol=0):
+            fail(f"{fname}: /RunParameters/{key} = {v!r}, params-used.txt resolves auto to {resolved}")
+    if len(rp) != len(used) or len(given) != len(used):
+        fail(f"{fname}: {len(rp)} and {len(given)} run parameters, params-used.txt has {len(used)}")
+
+
+def check_file(fname, nfiles_given, units, used=None):
+    """Checks one file; returns (NumPart_ThisFile, NumPart_Total + HighWord << 32, Time, ids,
+    Header/BoundingBox, the lowest and highest coordinates)."""
     with h5py.File(fname, "r") as f:
         # Groups that would route the file to another yt/pynbody frontend, or
         # whose attributes yt/Pylians would merge over the Header.
@@ -127,6 +173,14 @@ def check_file(fname, nfiles_given, units):
             fail(f"{fname}: NumPart_Total {total} is not the low 32-bit word (Gadget, SWIFT add HighWord << 32)")
         if total is not None and high is not None:
             total = total.astype(np.uint64) + (high.astype(np.uint64) << np.uint64(32))
+        # The box yt takes as bounding_box= (BoxSize would make it periodic).
+        bbox = attr(h, "BoundingBox", fname)
+        if bbox is not None:
+            bbox = np.asarray(bbox)
+            if bbox.shape != (2, 3) or bbox.dtype != np.float64 or not np.all(np.isfinite(bbox)) \
+                    or not np.all(bbox[0] < bbox[1]):
+                fail(f"{fname}: Header/BoundingBox {bbox!r} is not a [2, 3] box, lower then upper corner")
+                bbox = None
 
         # Units: pynbody's Gadget names and SWIFT's names, all scalars.
         if "Units" not in f:
@@ -148,8 +202,12 @@ def check_file(fname, nfiles_given, units):
                 if units and not np.allclose((L, M, V), units, rtol=1e-12):
                     fail(f"{fname}: units (L, M, V) = {(L, M, V)}, expected {tuple(units)}")
 
+        if used is not None:
+            check_run_params(f, fname, used)
+
         # Particle groups.
         ids_all = []
+        lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
         for t in range(6):
             g = f"PartType{t}"
             n = int(this_file[t]) if this_file is not None else None
@@ -182,6 +240,9 @@ def check_file(fname, nfiles_given, units):
                     fail(f"{fname}: /{g}/{k} holds non-finite values")
             if "ParticleIDs" in grp:
                 ids_all.append(grp["ParticleIDs"][...])
+            if "Coordinates" in grp and grp["Coordinates"].shape == (n, 3):
+                x = grp["Coordinates"][...]
+                lo, hi = np.minimum(lo, x.min(axis=0)), np.maximum(hi, x.max(axis=0))
             if "Masses" in grp:
                 if mtab is not None and mtab[t] != 0.0:
                     fail(f"{fname}: MassTable[{t}] = {mtab[t]} != 0 although /{g}/Masses exists")
@@ -190,15 +251,18 @@ def check_file(fname, nfiles_given, units):
         ids = np.concatenate(ids_all) if ids_all else np.zeros(0, np.uint64)
         if ids.size and ids.dtype.kind == "i" and np.any(ids < 0):
             fail(f"{fname}: negative ParticleIDs (SWIFT rejects them)")
-        return this_file, total, time, ids
+        return this_file, total, time, ids, bbox, lo, hi
 
 
 def main(argv):
-    units, same_as, files = None, None, []
+    units, same_as, used, files = None, None, None, []
     i = 0
     while i < len(argv):
         if argv[i] == "--units":
             units = [float(x) for x in argv[i + 1].split(",")]
+            i += 2
+        elif argv[i] == "--params-used":
+            used = read_params_used(argv[i + 1])
             i += 2
         elif argv[i] == "--same-as":
             same_as = argv[i + 1]
@@ -209,7 +273,7 @@ def main(argv):
     if not files:
         print(__doc__)
         return 2
-    results = [check_file(fn, len(files), units) for fn in files]
+    results = [check_file(fn, len(files), units, used) for fn in files]
     if any(r is None for r in results):
         return 1
     counts = sum(r[0] for r in results if r[0] is not None)
@@ -218,6 +282,13 @@ def main(argv):
             fail(f"{fn}: NumPart_Total (+ HighWord << 32) {r[1]} != sum of NumPart_ThisFile over the files {counts}")
         if r[2] != results[0][2]:
             fail(f"{fn}: Time {r[2]} differs from {files[0]}'s {results[0][2]}")
+        if r[4] is not None and results[0][4] is not None and not np.array_equal(r[4], results[0][4]):
+            fail(f"{fn}: Header/BoundingBox differs from {files[0]}'s")
+    lo = np.min([r[5] for r in results], axis=0)
+    hi = np.max([r[6] for r in results], axis=0)
+    bbox = results[0][4]
+    if bbox is not None and int(counts.sum()) and not (np.all(bbox[0] < lo) and np.all(hi < bbox[1])):
+        fail(f"Header/BoundingBox {bbox.tolist()} does not hold every particle (extent {lo} to {hi})")
     ids = np.concatenate([r[3] for r in results])
     if ids.size != int(counts.sum()):
         fail(f"{len(ids)} ParticleIDs for {int(counts.sum())} particles")

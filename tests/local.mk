@@ -149,6 +149,9 @@ clean-local:
 # h5py and numpy) and snapshots read back as initial conditions.
 TESTS += tests/snapshot_layout.sh
 EXTRA_DIST += tests/snapshot_layout.sh tests/check_layout.py
+# yt loads a snapshot with the units and the box stored in it (skips without yt)
+TESTS += tests/yt_load.sh
+EXTRA_DIST += tests/yt_load.sh tests/yt_load.py
 
 TESTS += tests/nan_fault.sh
 EXTRA_DIST += tests/nan_fault.sh

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # snapshot_layout.sh: the snapshots of a short `hytree run` have the
 # Gadget-HDF5 layout that yt and pynbody read (tests/check_layout.py: Header
-# attribute types and shapes, Units, PartTypeN datasets, unique IDs), and a
+# attribute types and shapes, Units, PartTypeN datasets, unique IDs; the run
+# parameters used, `auto` resolved, and as given, against params-used.txt), and a
 # snapshot read back as initial conditions (TimeEnd 0) is written out again
 # with the same IDs, positions, velocities and masses. With an MPI launcher,
 # the same for a 2-file snapshot of a 2-rank run, read back by its first
@@ -33,7 +34,7 @@ if ! "$HYTREE" run "$top_srcdir/params/plummer.txt" $common -P "OutputDir=$tmp/a
   echo "FAIL: hytree run failed:"; cat "$tmp/log"; exit 1
 fi
 for s in 000 001; do
-  "$py" "$check" --units "$units" "$tmp/a/snapshot_$s.hdf5" || fail=1
+  "$py" "$check" --units "$units" --params-used "$tmp/a/params-used.txt" "$tmp/a/snapshot_$s.hdf5" || fail=1
 done
 
 # The last snapshot as initial conditions: TimeEnd 0 writes them back out.
@@ -49,7 +50,8 @@ if [ -n "${MPIEXEC:-}" ]; then
   # shellcheck disable=SC2086
   if $MPIEXEC ${MPIEXEC_PREFLAGS:-} -n 2 "$HYTREE" run "$top_srcdir/params/plummer.txt" $common \
       -P NumFilesPerSnapshot=2 -P "OutputDir=$tmp/c" --quiet >"$tmp/log" 2>&1; then
-    "$py" "$check" --units "$units" "$tmp/c/snapshot_001.0.hdf5" "$tmp/c/snapshot_001.1.hdf5" || fail=1
+    "$py" "$check" --units "$units" --params-used "$tmp/c/params-used.txt" \
+      "$tmp/c/snapshot_001.0.hdf5" "$tmp/c/snapshot_001.1.hdf5" || fail=1
     if "$HYTREE" run "$top_srcdir/params/plummer.txt" -P "InitCondFile=$tmp/c/snapshot_001.0.hdf5" -P TimeEnd=0 \
         -P OpenCLDevice=cpu -P "OutputDir=$tmp/d" --quiet >"$tmp/log" 2>&1; then
       "$py" "$check" --same-as "$tmp/c/snapshot_001.0.hdf5" "$tmp/d/snapshot_000.hdf5" || fail=1

@@ -90,7 +90,8 @@ static void round_trip(void) {
   struct hy_snap_info info = {1.5, HY_FIELD_ACC | HY_FIELD_POT, {3.085678e21, 1.989e43, 1e5},
                               4.3e-6, 0.01,
                               "% comment\nOutputDir  out   % trailing\n# other comment\n"
-                              "TimeMax 10.0\n\nSofteningLength 0.01\n", 0, {0}};
+                              "TimeMax 10.0\n\nSofteningLength 0.01\n",
+                              "TimeMax 10.0\nSofteningLength auto   % auto -> 0.01\n", 0, 0, {0}, {0}};
   int rc = hy_io_write_hdf5(path, &p, &info, &err);
   HY_CHECK_MSG(rc == 0, "%s", err.msg);
   HY_CHECK_INT(hy_tmp_count(), 1); /* no temporary left */
@@ -163,6 +164,23 @@ static void round_trip(void) {
     HY_CHECK(attr_d(h, "Time") == 1.5);
     HY_CHECK(attr_d(h, "Redshift") == 0.0);
     HY_CHECK(attr_d(h, "BoxSize") == 0.0);
+    /* BoundingBox: a cube around the particles' extent, 5% wider */
+    double box[2][3], ext[6], side = 0.0;
+    HY_CHECK(hy_io_extent(&p, ext) == N);
+    for (int d = 0; d < 3; d++) side = fmax(side, ext[3 + d] - ext[d]);
+    a = H5Aopen(h, "BoundingBox", H5P_DEFAULT);
+    HY_CHECK(a >= 0);
+    hid_t as = H5Aget_space(a);
+    hsize_t bdims[2] = {0, 0};
+    HY_CHECK(H5Sget_simple_extent_dims(as, bdims, NULL) == 2 && bdims[0] == 2 && bdims[1] == 3);
+    H5Sclose(as);
+    HY_CHECK(H5Aread(a, H5T_NATIVE_DOUBLE, box) >= 0);
+    H5Aclose(a);
+    for (int d = 0; d < 3; d++) {
+      HY_CHECK_ABS(box[1][d] - box[0][d], 1.05 * side, 1e-12);
+      HY_CHECK_ABS(box[0][d] + box[1][d], ext[d] + ext[3 + d], 1e-12);
+      HY_CHECK(box[0][d] < ext[d] && ext[3 + d] < box[1][d]);
+    }
     HY_CHECK(attr_d(h, "HubbleParam") == 1.0);
     HY_CHECK(attr_d(h, "GravityConstant") == 4.3e-6);
     HY_CHECK(attr_d(h, "Softening") == 0.01);
@@ -198,6 +216,15 @@ static void round_trip(void) {
     HY_CHECK(H5Aiterate2(rp, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, count_attr, &nattr) >= 0);
     HY_CHECK_INT(nattr, 3);
     H5Gclose(rp);
+    /* the values as given: `auto` kept, the comment dropped */
+    hid_t rg = H5Gopen2(file, "RunParametersGiven", H5P_DEFAULT);
+    HY_CHECK(rg >= 0);
+    attr_s(rg, "SofteningLength", s, sizeof s);
+    HY_CHECK_MSG(strcmp(s, "auto") == 0, "SofteningLength = \"%s\"", s);
+    nattr = 0;
+    HY_CHECK(H5Aiterate2(rg, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, count_attr, &nattr) >= 0);
+    HY_CHECK_INT(nattr, 2);
+    H5Gclose(rg);
 
     HY_CHECK(H5Lexists(file, "PartType0", H5P_DEFAULT) == 0);
     HY_CHECK(H5Lexists(file, "PartType3", H5P_DEFAULT) == 0);
@@ -219,12 +246,14 @@ static void round_trip(void) {
   /* Without optional fields: no Acceleration dataset. */
   info.fields = 0;
   info.params_text = NULL;
+  info.params_given = NULL;
   rc = hy_io_write_hdf5(path, &p, &info, &err);
   HY_CHECK_MSG(rc == 0, "%s", err.msg);
   file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   HY_CHECK(file >= 0);
   HY_CHECK(H5Lexists(file, "/PartType1/Acceleration", H5P_DEFAULT) == 0);
   HY_CHECK(H5Lexists(file, "RunParameters", H5P_DEFAULT) == 0);
+  HY_CHECK(H5Lexists(file, "RunParametersGiven", H5P_DEFAULT) == 0);
   H5Fclose(file);
   HY_CHECK(unlink(path) == 0);
 

@@ -513,6 +513,17 @@ static void test_dump(void) {
   }
   HY_CHECK(strstr(dump, "\nNCrit ") && strstr(dump, "\nScheme "));
 
+  /* The values used: resolved `auto` keys as numbers that read back exactly. */
+  char *used = hy_params_dump_used(p);
+  HY_CHECK_INT(count_lines(used), (int)n + 1);
+  HY_CHECK(strncmp(used, s[0].key, strlen(s[0].key)) == 0);
+  HY_CHECK_CONTAINS(used, "\nR1  0.0123\n");
+  HY_CHECK_CONTAINS(used, "\nR2  0.0246\n");
+  HY_CHECK_CONTAINS(used, "\nAccErr  0.3333333333333333\n");
+  HY_CHECK_CONTAINS(used, "\nNCrit  8\n");
+  HY_CHECK_CONTAINS(used, "\nSoftening  auto\n"); /* an `auto` not resolved stays */
+  free(used);
+
   /* Round trip: the dump parses back into the same values. */
   struct hy_params *q = hy_params_parse_text("params-used.txt", dump, NULL, 0, &err);
   HY_CHECK(q != NULL);
