@@ -606,6 +606,14 @@ void hy_force_set_let_open(struct hy_force *f, double factor) {
   if (f->let) hy_let_set_full_open(f->let, factor);
 }
 
+void hy_force_records_room(float **rec, size_t *cap, size_t nn, const char *what) {
+  if (nn <= *cap) return;
+  const size_t c = nn + nn / 8 + 16; /* slack: a tree a little larger next time needs no new buffer */
+  hy_free(*rec);
+  *rec = hy_malloc(what, hy_size_mul_or_die(c, 8, what), sizeof(float));
+  *cap = c;
+}
+
 int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   f->dev_build = 0;
   f->box_ok = 0;
@@ -628,13 +636,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   /* the tree's MAC radii are computed for G = 1 sums: a_err / G */
   if (hy_tree_build(&f->tree, p, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
   double t2 = hy_wtime();
-  size_t nn = hy_tree_n_nodes(&f->tree);
-  if (nn > f->node_cap) {
-    size_t cap = nn + nn / 8 + 16;
-    hy_free(f->node);
-    f->node = hy_malloc("tree node records", hy_size_mul_or_die(cap, 8, "tree node records"), sizeof(float));
-    f->node_cap = cap;
-  }
+  hy_force_records_room(&f->node, &f->node_cap, hy_tree_n_nodes(&f->tree), "tree node records");
   /* the records' frame: the centre of mass, or the bulk's centre when
    * escapers shrank the key cube (see device_build) */
   const struct hy_tree *t = &f->tree;

@@ -177,4 +177,8 @@ int hy_force_device_tree_job(struct hy_force *f, struct walk_job *j, const struc
 int hy_force_merged_walk(struct hy_force *f, const struct hy_part *p, const struct hy_walk_cfg *wc, double *acc0,
                          double *acc1, double *pot, struct hy_err *err);
 
+/* Room for nn node records (8 floats each) in *rec of capacity *cap nodes;
+ * the old contents are not kept. */
+void hy_force_records_room(float **rec, size_t *cap, size_t nn, const char *what);
+
 #endif

@@ -60,13 +60,7 @@ static int build_second_tree(struct hy_force *f, struct hy_part *q, int whole, s
   double t0 = hy_wtime();
   hy_tree_sort_in(&f->rtree, q, f->pool, whole ? f->cube_c : NULL, f->cube_h, f->cube_shrunk);
   if (hy_tree_build(&f->rtree, q, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
-  size_t nn = hy_tree_n_nodes(&f->rtree);
-  if (nn > f->rnode_cap) {
-    size_t cap = nn + nn / 8 + 16;
-    hy_free(f->rnode);
-    f->rnode = hy_malloc("remote tree records", hy_size_mul_or_die(cap, 8, "remote tree records"), sizeof(float));
-    f->rnode_cap = cap;
-  }
+  hy_force_records_room(&f->rnode, &f->rnode_cap, hy_tree_n_nodes(&f->rtree), "remote tree records");
   hy_tree_export_at(&f->rtree, q, f->frame, f->rnode, f->pool);
   f->st.remote_build += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "remote_build", t0);
