@@ -48,6 +48,26 @@
  * r_b = b_max/2 + sqrt(b_max^2/4 + sqrt(3 B2 / a_err)). */
 #define HY_MAC_RADIUS(bmax, b2, a_err) ((bmax) / 2 + sqrt((bmax) * (bmax) / 4 + sqrt(3 * (b2) / (a_err))))
 
+/* The word a cell's node record holds in r_b^2's place: r_b^2 for the
+ * absolute criterion (a_err > 0), sqrt(3 B2) for the relative one (a_err 0). */
+#define HY_MAC_WORD(bmax, b2, a_err) \
+  ((a_err) > 0 ? HY_MAC_RADIUS(bmax, b2, a_err) * HY_MAC_RADIUS(bmax, b2, a_err) : sqrt(3 * (b2)))
+
+/* The relative opening criterion (Gadget's, with the error estimate above):
+ * the cell is accepted when 3 B2 / (d^2 (d - b_max)^2), its monopole
+ * error for G = 1, is below alpha |a_old| / G of the sink, i.e. at distances
+ * d beyond the radius above with a_err = alpha |a_old| / G:
+ * d (d - b_max) > w c with w = sqrt(3 B2) and the sink's scale
+ * c = (alpha |a_old| / G)^-1/2, written without a root. */
+#define HY_MAC_REL_ACCEPT(d2, w, c, bmax) \
+  ((d2) - (w) * (c) > 0 && ((d2) - (w) * (c)) * ((d2) - (w) * (c)) > (d2) * (bmax) * (bmax))
+
+/* A sink's scale c from its last total acceleration a (|a| = amag, G
+ * included) with alpha_g = alpha / G; a sink without one (amag 0: the first
+ * force of a run, a particle that just changed rank) takes the absolute
+ * criterion's a_err / G (aerr_g) instead. */
+#define HY_MAC_REL_SCALE(amag, alpha_g, aerr_g) (1 / sqrt((amag) > 0 ? (alpha_g) * (amag) : (aerr_g)))
+
 /* The hard force's reach: nothing of a node of extent b_max (0 for a
  * particle) is within R2 of a point at least this far from its centre. */
 #define HY_HARD_REACH(r2, bmax) ((r2) + (bmax))

@@ -520,13 +520,18 @@ __kernel void hy_gen_emit(__global const ulong *key, __global const uint *gen, c
 
 /* ---------------------------------------------------------- records */
 
-/* Particle records in key order: position and mass, next, no children. */
+/* Particle records in key order: position and mass, next, no children;
+ * the relative criterion's sink scales sc (host order, the first sc_n
+ * particles; the others, LET items, 0) in the b_max word, which particles
+ * do not use. */
 __kernel void hy_gather(__global const float4 *pos, __global const uint *idx, const uint n,
-                        __global const int *nxt, __global float4 *node) {
+                        __global const int *nxt, __global float4 *node, __global const float *sc,
+                        const uint sc_n) {
   const uint i = (uint)get_global_id(0);
   if (i >= n) return;
-  node[2u * i] = pos[idx[i]];
-  node[2u * i + 1u] = (float4)(0.0f, 0.0f, as_float(nxt[i]), as_float(HY_NONE));
+  const uint h = idx[i];
+  node[2u * i] = pos[h];
+  node[2u * i + 1u] = (float4)(0.0f, h < sc_n ? sc[h] : 0.0f, as_float(nxt[i]), as_float(HY_NONE));
 }
 
 /* float rounding must not leave a particle outside b_max (the hard walk
@@ -576,8 +581,11 @@ inline float hy_extent(__global const float4 *node, const uint lo, const uint hi
   return sqrt(fmax(fmax(m2, m2b), fmax(m2c, m2d)));
 }
 
-/* r_b^2 of the absolute MAC: r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)) */
+/* A cell record's MAC word (HY_MAC_WORD): r_b^2 of the absolute MAC,
+ * r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)), or with a_err 0 the
+ * relative criterion's sqrt(3 B2) */
 inline float hy_mac_rb2(float bmax, float b2, float a_err) {
+  if (!(a_err > 0.0f)) return sqrt(3.0f * b2);
   const float rb = HY_MAC_RADIUS(bmax, b2, a_err);
   return rb * rb;
 }

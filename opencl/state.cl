@@ -96,12 +96,14 @@ __kernel void hy_st_pack(__global const double *pos, __global const double *mass
 }
 
 /* Walk results (float4, host order, G = 1) into the double state:
- *   split == 0: a0 = G o0.xyz (the kick acceleration, or the hard part);
+ *   split == 0: a0 = G o0.xyz (the kick acceleration, or the hard part),
+ *               and with acc_scale > 0 acc = acc_scale a0 (the relative
+ *               criterion's estimate of the total acceleration);
  *   split == 1: hard = G o0, soft = G o1: acc_w = hard + n soft, acc = hard + soft;
  *   pot (if non-zero want_pot): G o0.w. */
 __kernel void hy_st_unpack(__global const float4 *o0, __global const float4 *o1, const uint n, const double G,
                            const double n_ratio, const int split, const int want_pot, __global double *acc_w,
-                           __global double *acc, __global double *pot) {
+                           __global double *acc, __global double *pot, const double acc_scale) {
   for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
     const float4 a = o0[i];
     const double h[3] = {G * (double)a.x, G * (double)a.y, G * (double)a.z};
@@ -114,8 +116,21 @@ __kernel void hy_st_unpack(__global const float4 *o0, __global const float4 *o1,
       }
     } else {
       for (int d = 0; d < 3; d++) acc_w[3 * i + d] = h[d];
+      if (acc_scale > 0.0)
+        for (int d = 0; d < 3; d++) acc[3 * i + d] = acc_scale * h[d];
     }
     if (want_pot) pot[i] = G * (double)a.w;
+  }
+}
+
+/* The relative criterion's sink scales (HY_MAC_REL_SCALE) from the total
+ * accelerations: src/tree.c's hy_tree_sink_scale, operation for operation. */
+__kernel void hy_st_scales(__global const double *acc, const uint n, const double alpha_g, const double aerr_g,
+                           __global float *sc) {
+  for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
+    const double ax = acc[3 * i], ay = acc[3 * i + 1], az = acc[3 * i + 2];
+    const double amag = sqrt(ax * ax + ay * ay + az * az);
+    sc[i] = (float)HY_MAC_REL_SCALE(amag, alpha_g, aerr_g);
   }
 }
 

@@ -8,6 +8,11 @@
  *   -D HY_WALK_MODE=m  HY_WALK_FULL | HY_WALK_HARD | HY_WALK_SPLIT | HY_WALK_SOFTSTEP
  *   -D HY_WALK_POT=p   1: also accumulate the softened potential (weight 1)
  *   -D HY_NVEC=v       sinks per work-item (default 4)
+ *   -D HY_MAC_REL=r    1: the relative criterion (hy_shared.h): cell records
+ *                      hold sqrt(3 B2), the sinks' scales c are in their
+ *                      particle records' b_max word, or in .w of uploaded
+ *                      sinks; a work-item uses the largest of its sinks'
+ *                      (default 0: the absolute criterion, r_b^2 records)
  * Work-group size: any; one work-item handles sinks [v*gid, v*gid + v); the
  * interaction counts are summed per work-group (local memory: 2 ulong per
  * work-item, an argument). use_blocks: sinks of a block whose block_on
@@ -35,6 +40,9 @@
 #endif
 #ifndef HY_NVEC
 #define HY_NVEC 4
+#endif
+#ifndef HY_MAC_REL
+#define HY_MAC_REL 0
 #endif
 
 /* DLL switching kernel: 1 for r <= R1, 0 for r >= R2, C2 in between. */
@@ -98,6 +106,17 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
               : self_base >= 0 ? self_base + first + k
               : self_base == HY_SELF_IN_SINK ? as_int(sink[j * sink_stride].w) : HY_NONE;
   }
+#if HY_MAC_REL
+  /* the strictest scale of the work-item's sinks (the smallest |a_old|) */
+  float cmax = 0.0f;
+  for (int k = 0; k < n_valid; k++) {
+    const int j = first + k;
+    cmax = fmax(cmax, self_base >= 0 ? node[2 * (self_base + j) + 1].y
+                      : self_base == HY_SELF_IN_SINK ? node[2 * self[k] + 1].y
+                      : sink_stride == 2 ? sink[2 * j + 1].y
+                                         : sink[j].w);
+  }
+#endif
 #if HY_WALK_MODE == HY_WALK_HARD
   const float r2sq = r2 * r2;
 #endif
@@ -124,7 +143,12 @@ __kernel void hy_walk(__global const float4 *node, const int n_part, const int r
       }
     }
 #endif
+#if HY_MAC_REL
+    /* r_b^2 = FLT_MAX: a tree whose every cell is opened */
+    if (!is_part && (q.x >= FLT_MAX || !HY_MAC_REL_ACCEPT(d2min, q.x, cmax, q.y))) { /* open the cell */
+#else
     if (!is_part && q.x > d2min) { /* open the cell */
+#endif
       cur = as_int(q.w);
       continue;
     }

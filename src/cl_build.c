@@ -71,7 +71,7 @@ void hy_cl_build_free(struct hy_cl *cl) {
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
   for (int t = 0; t < 2; t++) {
     struct cl_tree *T = &cl->tree[t];
-    struct cl_buf *tb[] = {&T->pos, &T->idx, &T->c_lo, &T->c_hi, &T->nxt, &T->mor, &T->c_b2, &T->grp, &T->skey};
+    struct cl_buf *tb[] = {&T->pos, &T->idx, &T->c_lo, &T->c_hi, &T->nxt, &T->mor, &T->c_b2, &T->grp, &T->skey, &T->sc};
     for (size_t i = 0; i < sizeof tb / sizeof tb[0]; i++) hy_cl_buf_release(tb[i]);
   }
 }
@@ -182,6 +182,23 @@ static int upload_inputs(struct hy_cl *cl, const struct hy_cl_build_args *a, str
   } else if (cl->state_n + (slot == 1 ? cl->appended : 0) != n || a->grp) {
     return hy_err_set(err, "internal error: device tree build from a device state of %zu particles and %zu items, "
                            "not %zu", cl->state_n, slot == 1 ? cl->appended : 0, n);
+  }
+  T->sc_use = NULL;
+  T->sc_n = 0;
+  if (a->sc) {
+    if (hy_cl_ensure_buf(cl, &T->sc, hy_size_mul_or_die(n, 4, "sink scales"), "sink scales", err) != 0) return -1;
+    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->sc.mem, CL_FALSE, 0, n * 4, a->sc, 0, NULL,
+                             hy_cl_ev_new(ev, PH_UPLOAD));
+    if (e != CL_SUCCESS)
+      return hy_err_set(err, "OpenCL: uploading %zu sink scales failed on %s: %s", n, cl->name, hy_cl_errname(e));
+    T->sc_use = T->sc.mem;
+    T->sc_n = (cl_uint)n;
+  } else if (a->state_sc && !a->pos) {
+    if (cl->s_sc_n != cl->state_n)
+      return hy_err_set(err, "internal error: a build with sink scales of %zu particles, not %zu", cl->s_sc_n,
+                        cl->state_n);
+    T->sc_use = cl->s_sc.mem;
+    T->sc_n = (cl_uint)cl->state_n;
   }
   /* slot 1 from the state: its positions with LET items behind them, whose
    * moments are on the device (hy_cl_state_append_*) */
@@ -583,9 +600,10 @@ static int enqueue_graft(struct hy_cl *cl, struct cl_tree *T, size_t n, size_t n
 /* The particle records in key order (hy_gather). */
 static int enqueue_gather(struct hy_cl *cl, struct cl_tree *T, int slot, size_t n, struct cl_evlist *ev,
                           struct hy_err *err) {
-  const cl_uint un = (cl_uint)n;
+  const cl_uint un = (cl_uint)n, sc_n = T->sc_use ? T->sc_n : 0;
+  const struct cl_buf scb = {.mem = T->sc_use ? T->sc_use : T->pos.mem};
   return hy_cl_set_args(cl, cl->k_gather, "hy_gather", err, M(T->pos), M(T->idx), V(un), M(T->nxt), M(cl->node[slot]),
-                        END) ||
+                        M(scb), V(sc_n), END) ||
                  hy_cl_launch(cl, cl->k_gather, "hy_gather", n, hy_cl_ev_new(ev, PH_MOMENTS), err)
              ? -1
              : 0;

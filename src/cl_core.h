@@ -49,6 +49,9 @@ struct cl_tree {
   struct cl_buf c_lo, c_hi, nxt, mor, c_b2;
   struct cl_buf grp;   /* LET items: B2 and b_max per particle (float2, host order) */
   int has_grp;         /* the last build's particles carry grp */
+  struct cl_buf sc;    /* the relative criterion's sink scales (float, host order; hy_cl_build_args.sc) */
+  cl_mem sc_use;       /* the scales hy_gather reads: sc, the state's s_sc, or NULL (none) */
+  cl_uint sc_n;        /* particles sc_use holds (host indices from sc_n on get 0) */
   size_t sorted_n;     /* particles of the last build (0: none) */
   size_t n_cell;       /* its cells */
   int n_gen;           /* its cell generations (0: none built) */
@@ -78,6 +81,7 @@ struct hy_cl {
   size_t max_wg;
   int plat_index, dev_index;
   int nvec;
+  int mac_rel; /* walks with the relative criterion (hy_cl_opts.mac_rel) */
   char name[256], vendor[256], version[256], platform_name[256], desc[1024];
   cl_program walk_prog[HY_WALK_NMODES][2];
   cl_kernel walk_k[HY_WALK_NMODES][2];
@@ -119,8 +123,10 @@ struct hy_cl {
   /* device-resident particle state (cl_state.c) */
   cl_program state_prog;
   cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_owner, k_flag, k_list, k_gather_state, k_move, k_st_keys,
-      k_st_keys_fix, k_energy;
+      k_st_keys_fix, k_energy, k_scales;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
+  struct cl_buf s_sc; /* the relative criterion's sink scales of the state (hy_cl_state_scales) */
+  size_t s_sc_n;      /* particles they were made for (0: none) */
   struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
   struct cl_buf s_gidx; /* the gathers' indices (their own: s_idx is the lists' and the patch's, on the first queue) */
   struct cl_buf s_patch_i;                   /* hy_cl_state_patch: the holes */

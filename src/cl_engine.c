@@ -185,6 +185,7 @@ int hy_cl_create(struct hy_cl **out, const struct hy_cl_opts *o, struct hy_err *
   cl->plat_index = list[pick].p;
   cl->dev_index = list[pick].d;
   cl->nvec = o->nvec;
+  cl->mac_rel = o->mac_rel != 0;
   cl->merge_sort_max = hy_cl_merge_sort_default(cl);
   hy_free(cand);
   hy_free(list);
@@ -289,7 +290,8 @@ static int get_walk_kernel(struct hy_cl *cl, int mode, int pot, cl_kernel *k, st
   pot = pot ? 1 : 0;
   if (!cl->walk_k[mode][pot]) {
     char defs[256];
-    snprintf(defs, sizeof defs, "-D HY_WALK_MODE=%d -D HY_WALK_POT=%d -D HY_NVEC=%d", mode, pot, cl->nvec);
+    snprintf(defs, sizeof defs, "-D HY_WALK_MODE=%d -D HY_WALK_POT=%d -D HY_NVEC=%d -D HY_MAC_REL=%d", mode, pot,
+             cl->nvec, cl->mac_rel);
     if (hy_cl_build_program(cl, "walk.cl", hy_cl_source_walk, defs, &cl->walk_prog[mode][pot], err) != 0) return -1;
     cl_int e;
     cl->walk_k[mode][pot] = clCreateKernel(cl->walk_prog[mode][pot], "hy_walk", &e);

@@ -27,6 +27,7 @@ struct hy_cl_opts {
   int platform, device; /**< indices for HY_CL_EXPLICIT */
   int local_rank;       /**< rank on this node: picks candidate local_rank mod count */
   int nvec;             /**< sinks per work-item of the walk kernel */
+  int mac_rel;          /**< walks with the relative opening criterion (HY_MAC_REL) */
   const char *origin;   /**< where the device choice was made ("params.txt:12"), prefixed to messages about
                              a device that does not exist; may be NULL */
 };
@@ -140,7 +141,11 @@ struct hy_cl_build_args {
   double lo[3];       /**< lower corner of the key cube, in the same frame */
   double side;        /**< side of the key cube */
   int n_crit;         /**< leaf size */
-  double a_err;       /**< absolute MAC accuracy, for G = 1 sums */
+  double a_err;       /**< absolute MAC accuracy, for G = 1 sums; 0: the cell records are the relative
+                           criterion's (HY_MAC_WORD) */
+  const float *sc;    /**< NULL, or the relative criterion's sink scales (HY_MAC_REL_SCALE), one per
+                           particle in host order, for the particle records */
+  int state_sc;       /**< pos NULL: the scales of the state's particles (hy_cl_state_scales) */
   uint64_t tree_id;   /**< the tree is resident in walk slot `slot` under this id */
   int slot;           /**< 0: the local (or merged) tree; 1: a second tree beside it (pos needed), the
                            remote tree of received LET items */
@@ -268,10 +273,11 @@ int hy_cl_tree_download(struct hy_cl *cl, int slot, size_t n, size_t n_cell, flo
 /** Nonzero if the device supports double precision (cl_khr_fp64). */
 int hy_cl_has_fp64(struct hy_cl *cl);
 /** Copy n particles' state to the device (3 doubles per particle for pos,
- *  vel, acc_w; 1 for mass); acc_w NULL: the device's kick acceleration is
- *  left undefined (the next unpack sets it). */
+ *  vel, acc_w, acc; 1 for mass); acc_w NULL: the device's kick acceleration is
+ *  left undefined (the next unpack sets it); acc NULL: the total
+ *  acceleration is not copied. */
 int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, const double *mass,
-                       const double *acc_w, size_t n, struct hy_err *err);
+                       const double *acc_w, const double *acc, size_t n, struct hy_err *err);
 /** Copy the state back; any of the arrays may be NULL (not copied); acc and
  *  pot only if the last unpack wrote them. seconds (may be NULL) receives
  *  the transfer's wall time. */
@@ -364,9 +370,15 @@ int hy_cl_state_gather_end(struct hy_cl *cl, size_t m, const double **data, stru
 /** Walk results left on the device (hy_cl_walk, unsort, out0 NULL; after
  *  a merged build, the state's particles come first) into the
  *  state: split 0: acc_w = G out0; split 1: acc_w = G (out0 + n out1), acc =
- *  G (out0 + out1); want_pot: pot = G out0.w. */
-int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, int want_pot, double *seconds,
-                       struct hy_err *err);
+ *  G (out0 + out1); want_pot: pot = G out0.w; split 0 with acc_scale > 0:
+ *  also acc = acc_scale acc_w (the relative criterion's estimate). */
+int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, int want_pot, double acc_scale,
+                       double *seconds, struct hy_err *err);
+/** The relative criterion's sink scales of the state's particles from their
+ *  total accelerations (HY_MAC_REL_SCALE, alpha_g = alpha / G, aerr_g =
+ *  a_err / G), for the particle records of the next build from the state
+ *  (hy_cl_build_args.state_sc). */
+int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, struct hy_err *err);
 /** The LET items of the state's tree (the last device build, of the
  *  state's particles) for nb destination boxes (6 doubles each: lo[3],
  *  hi[3]) with their frames (3 doubles each): the full LET (hard = 0;

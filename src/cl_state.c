@@ -38,7 +38,7 @@ static int get_state_kernels(struct hy_cl *cl, struct hy_err *err) {
       state_kernel(cl, "hy_st_list", &cl->k_list, err) || state_kernel(cl, "hy_st_gather", &cl->k_gather_state, err) ||
       state_kernel(cl, "hy_st_move", &cl->k_move, err) || state_kernel(cl, "hy_st_keys", &cl->k_st_keys, err) ||
       state_kernel(cl, "hy_st_keys_fix", &cl->k_st_keys_fix, err) ||
-      state_kernel(cl, "hy_st_energy", &cl->k_energy, err))
+      state_kernel(cl, "hy_st_energy", &cl->k_energy, err) || state_kernel(cl, "hy_st_scales", &cl->k_scales, err))
     return -1;
   return 0;
 }
@@ -52,14 +52,14 @@ void hy_cl_state_free(struct hy_cl *cl) {
   }
   cl_kernel ks[] = {cl->k_axpy, cl->k_pack, cl->k_unpack, cl->k_finite, cl->k_owner,
                     cl->k_flag, cl->k_list, cl->k_gather_state, cl->k_move, cl->k_st_keys,
-                    cl->k_st_keys_fix};
+                    cl->k_st_keys_fix, cl->k_energy, cl->k_scales};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   if (cl->state_prog) clReleaseProgram(cl->state_prog);
   struct cl_buf *bs[] = {&cl->s_pos,  &cl->s_vel,   &cl->s_mass,  &cl->s_accw,   &cl->s_acc,
                          &cl->s_pot,  &cl->s_red,   &cl->s_dest,  &cl->s_flag,   &cl->s_idx,
                          &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i, &cl->s_gidx,
-                         &cl->pkey,   &cl->pidx,    &cl->pfix};
+                         &cl->pkey,   &cl->pidx,    &cl->pfix,    &cl->s_sc};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
 }
 
@@ -98,7 +98,7 @@ static int need_state(struct hy_cl *cl, const char *what, struct hy_err *err) {
 }
 
 int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, const double *mass,
-                       const double *acc_w, size_t n, struct hy_err *err) {
+                       const double *acc_w, const double *acc, size_t n, struct hy_err *err) {
   if (n == 0 || n > (size_t)UINT32_MAX / 3)
     return hy_err_set(err, "internal error: device particle state of %zu particles", n);
   if (get_state_kernels(cl, err) != 0) return -1;
@@ -107,9 +107,11 @@ int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, c
       hy_cl_ensure_buf(cl, &cl->s_vel, b3, "velocities (double)", err) ||
       hy_cl_ensure_buf(cl, &cl->s_mass, n * sizeof(double), "masses (double)", err) ||
       hy_cl_ensure_buf(cl, &cl->s_accw, b3, "kick accelerations (double)", err) ||
-      hy_cl_ensure_buf(cl, &cl->s_red, RED_DOUBLES * sizeof(double), "reductions", err))
+      hy_cl_ensure_buf(cl, &cl->s_red, RED_DOUBLES * sizeof(double), "reductions", err) ||
+      (acc && hy_cl_ensure_buf(cl, &cl->s_acc, b3, "accelerations (double)", err)))
     return -1;
   cl->state_n = 0;
+  cl->s_sc_n = 0;
   cl->appended = 0;
   cl->appended_copy = 0;
   cl->presort_n = 0; /* new positions: the kept particles' keys are not theirs */
@@ -120,6 +122,7 @@ int hy_cl_state_upload(struct hy_cl *cl, const double *pos, const double *vel, c
           CL_SUCCESS ||
       (acc_w && (e = clEnqueueWriteBuffer(cl->q, cl->s_accw.mem, CL_FALSE, 0, b3, acc_w, 0, NULL, NULL)) !=
                     CL_SUCCESS) ||
+      (acc && (e = clEnqueueWriteBuffer(cl->q, cl->s_acc.mem, CL_FALSE, 0, b3, acc, 0, NULL, NULL)) != CL_SUCCESS) ||
       (e = clFinish(cl->q)) != CL_SUCCESS) {
     clFinish(cl->q);
     return hy_err_set(err, "OpenCL: uploading the particle state failed on %s: %s", cl->name, hy_cl_errname(e));
@@ -230,21 +233,23 @@ int hy_cl_state_ranges(struct hy_cl *cl, double red[11], size_t s, double *sampl
   return state_pack(cl, zero, 0, red, s, sample, seconds, err);
 }
 
-int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, int want_pot, double *seconds,
-                       struct hy_err *err) {
+int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, int want_pot, double acc_scale,
+                       double *seconds, struct hy_err *err) {
   if (need_state(cl, "unpack", err)) return -1;
   size_t n = cl->state_n;
   /* the last unsort walk: the state's tree (slot 0), or the merged tree of
    * its particles and the LET items behind them (slot 1) */
   if (cl->unsorted_n != n + (cl->unsorted_slot == 1 ? cl->appended : 0))
     return hy_err_set(err, "internal error: unpacking walk results of another particle set");
-  if ((split && hy_cl_ensure_buf(cl, &cl->s_acc, n * 3 * sizeof(double), "accelerations (double)", err)) ||
+  if (((split || acc_scale > 0) && hy_cl_ensure_buf(cl, &cl->s_acc, n * 3 * sizeof(double), "accelerations (double)",
+                                                    err)) ||
       (want_pot && hy_cl_ensure_buf(cl, &cl->s_pot, n * sizeof(double), "potentials (double)", err)))
     return -1;
   cl_uint un = (cl_uint)n;
   cl_int sp = split ? 1 : 0, wp = want_pot ? 1 : 0;
   /* unused outputs get a valid buffer */
-  cl_mem o1 = split ? cl->uout1.mem : cl->uout0.mem, acc = split ? cl->s_acc.mem : cl->s_accw.mem;
+  cl_mem o1 = split ? cl->uout1.mem : cl->uout0.mem;
+  cl_mem acc = split || acc_scale > 0 ? cl->s_acc.mem : cl->s_accw.mem;
   cl_mem pot = want_pot ? cl->s_pot.mem : cl->s_accw.mem;
   const char *nm = "hy_st_unpack";
   if (set_arg(cl, cl->k_unpack, 0, sizeof(cl_mem), &cl->uout0.mem, nm, err) ||
@@ -255,9 +260,30 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
       set_arg(cl, cl->k_unpack, 5, sizeof sp, &sp, nm, err) || set_arg(cl, cl->k_unpack, 6, sizeof wp, &wp, nm, err) ||
       set_arg(cl, cl->k_unpack, 7, sizeof(cl_mem), &cl->s_accw.mem, nm, err) ||
       set_arg(cl, cl->k_unpack, 8, sizeof(cl_mem), &acc, nm, err) ||
-      set_arg(cl, cl->k_unpack, 9, sizeof(cl_mem), &pot, nm, err))
+      set_arg(cl, cl->k_unpack, 9, sizeof(cl_mem), &pot, nm, err) ||
+      set_arg(cl, cl->k_unpack, 10, sizeof acc_scale, &acc_scale, nm, err))
     return -1;
   return run_grid(cl, cl->k_unpack, "unpacking the walk results on the device", seconds, err);
+}
+
+int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, struct hy_err *err) {
+  if (need_state(cl, "sink scales", err)) return -1;
+  const size_t n = cl->state_n;
+  if (cl->s_acc.size < n * 3 * sizeof(double))
+    return hy_err_set(err, "internal error: sink scales without the state's accelerations");
+  if (hy_cl_ensure_buf(cl, &cl->s_sc, hy_size_mul_or_die(n, sizeof(float), "sink scales"), "sink scales", err))
+    return -1;
+  cl_uint un = (cl_uint)n;
+  const char *nm = "hy_st_scales";
+  if (set_arg(cl, cl->k_scales, 0, sizeof(cl_mem), &cl->s_acc.mem, nm, err) ||
+      set_arg(cl, cl->k_scales, 1, sizeof un, &un, nm, err) ||
+      set_arg(cl, cl->k_scales, 2, sizeof alpha_g, &alpha_g, nm, err) ||
+      set_arg(cl, cl->k_scales, 3, sizeof aerr_g, &aerr_g, nm, err) ||
+      set_arg(cl, cl->k_scales, 4, sizeof(cl_mem), &cl->s_sc.mem, nm, err) ||
+      run_grid(cl, cl->k_scales, "the sink scales on the device", NULL, err))
+    return -1;
+  cl->s_sc_n = n;
+  return 0;
 }
 
 int hy_cl_state_append_begin(struct hy_cl *cl, size_t m, struct hy_err *err) {

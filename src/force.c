@@ -65,6 +65,11 @@ uint64_t hy_force_first_bad_id(const struct hy_force *f) { return f->first_bad; 
 
 void hy_force_set_last_hard_items(struct hy_force *f, uint64_t n) { f->last_hard = n; }
 
+double hy_force_acc_scale(const struct hy_force *f, int mode) {
+  if (!(f->cfg.mac_alpha > 0)) return 0.0;
+  return mode == HY_WALK_FULL ? 1.0 : mode == HY_WALK_SOFTSTEP ? 1.0 / (double)f->cfg.n_ratio : 0.0;
+}
+
 void hy_force_free(struct hy_force *f) {
   if (!f) return;
   hy_worker_free(f->worker);
@@ -82,6 +87,7 @@ void hy_force_free(struct hy_force *f) {
   hy_free(f->rout0);
   hy_free(f->rout1);
   hy_free(f->red);
+  hy_free(f->sc);
   hy_free(f->red_bad);
   hy_free(f->u32);
   hy_free(f->hkeys);
@@ -119,6 +125,8 @@ struct sink_job {
   const double *pos;
   const double *centre;
   float *sink;
+  const double *acc; /* relative criterion: the scales from p->acc in .w (NULL: 0) */
+  double alpha_g, aerr_g;
 };
 
 static void sink_body(void *arg, size_t b, size_t e, int tid) {
@@ -126,13 +134,37 @@ static void sink_body(void *arg, size_t b, size_t e, int tid) {
   const struct sink_job *j = arg;
   for (size_t i = b; i < e; i++) {
     for (int d = 0; d < 3; d++) j->sink[4 * i + d] = (float)(j->pos[3 * i + d] - j->centre[d]);
-    j->sink[4 * i + 3] = 0.0f;
+    j->sink[4 * i + 3] = j->acc ? hy_tree_sink_scale(j->acc + 3 * i, j->alpha_g, j->aerr_g) : 0.0f;
   }
 }
 
 
 
 /* ------------------------------------------------------ device build */
+
+struct scale_job {
+  const double *acc;
+  float *sc;
+  double alpha_g, aerr_g;
+};
+
+static void scale_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct scale_job *j = arg;
+  for (size_t i = b; i < e; i++) j->sc[i] = hy_tree_sink_scale(j->acc + 3 * i, j->alpha_g, j->aerr_g);
+}
+
+/* The relative criterion's sink scales of p's particles into f->sc. */
+static void sink_scales(struct hy_force *f, const struct hy_part *p) {
+  if (p->n > f->sc_cap) {
+    hy_free(f->sc);
+    f->sc = hy_malloc("sink scales", p->n, sizeof(float));
+    f->sc_cap = p->n;
+  }
+  struct scale_job j = {.acc = p->acc, .sc = f->sc, .alpha_g = f->cfg.mac_alpha / f->cfg.G,
+                        .aerr_g = f->cfg.a_err / f->cfg.G};
+  hy_pool_for(f->pool, p->n, 16384, scale_body, &j);
+}
 
 #define PACK_RED 10 /* doubles per thread of the pack reductions */
 
@@ -325,7 +357,8 @@ struct hy_cl_build_args hy_force_build_args(const struct hy_force *f, const doub
                                           centre[2] - half - frame[2]},
                                    .side = 2.0 * half,
                                    .n_crit = f->cfg.n_crit,
-                                   .a_err = f->cfg.a_err / f->cfg.G, /* the MAC radii are for G = 1 sums */
+                                   /* the MAC radii are for G = 1 sums; 0: the relative criterion's records */
+                                   .a_err = f->cfg.mac_alpha > 0 ? 0.0 : f->cfg.a_err / f->cfg.G,
                                    .tree_id = id,
                                    .slot = slot};
 }
@@ -393,6 +426,10 @@ int hy_force_build_packed(struct hy_force *f, int slot, size_t n, size_t n_local
     a.state_keys = pos4 == NULL;
     a.keys = keys;
     a.presorted = presorted;
+  }
+  if (slot == 0 && f->cfg.mac_alpha > 0) { /* the sinks' scales for their records */
+    a.sc = pos4 ? f->sc : NULL;
+    a.state_sc = pos4 == NULL;
   }
   if (slot == 1) {
     a.merge_local = n_local;
@@ -529,6 +566,7 @@ static int device_build(struct hy_force *f, const struct hy_part *p, struct hy_e
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
   hy_force_box_from_pack(f, red);
   const uint64_t *keys = f->let ? host_keys(f, p, centre, half) : NULL;
+  if (f->cfg.mac_alpha > 0) sink_scales(f, p);
   if (hy_force_build_packed(f, 0, n, 0, pos4, NULL, centre, half, hy_wtime() - t0, keys, 0, err) != 0) return -1;
   return f->let ? tree_to_host(f, n, err) : 0;
 }
@@ -635,6 +673,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   double t1 = hy_wtime();
   /* the tree's MAC radii are computed for G = 1 sums: a_err / G */
   if (hy_tree_build(&f->tree, p, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
+  f->tree.rel_alpha = f->cfg.mac_alpha / f->cfg.G;
   double t2 = hy_wtime();
   hy_force_records_room(&f->node, &f->node_cap, hy_tree_n_nodes(&f->tree), "tree node records");
   /* the records' frame: the centre of mass, or the bulk's centre when
@@ -699,7 +738,12 @@ static void add_times(struct hy_force *f, const struct hy_cl_times *tm) {
  * other trees; the local walk reads them from the node records. */
 void hy_force_pack_sinks(struct hy_force *f, const struct hy_part *p) {
   if (f->sinks_packed) return;
-  struct sink_job sj = {.pos = p->pos, .centre = f->frame, .sink = f->sink};
+  struct sink_job sj = {.pos = p->pos,
+                        .centre = f->frame,
+                        .sink = f->sink,
+                        .acc = f->cfg.mac_alpha > 0 ? p->acc : NULL,
+                        .alpha_g = f->cfg.mac_alpha / f->cfg.G,
+                        .aerr_g = f->cfg.a_err / f->cfg.G};
   hy_pool_for(f->pool, p->n, 4096, sink_body, &sj);
   f->sinks_packed = 1;
 }

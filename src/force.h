@@ -41,6 +41,9 @@ struct hy_force_cfg {
   double eps;     /**< Plummer softening */
   double r1, r2;  /**< split radii (hybrid) */
   double a_err;   /**< absolute MAC accuracy [acceleration], G included */
+  double mac_alpha; /**< > 0: the relative opening criterion with this alpha (hy_shared.h), sinks scaled
+                         by their last total acceleration p->acc (zero: a_err instead); the engine's
+                         walks must be built for it (hy_cl_opts.mac_rel); 0: the absolute one */
   int n_crit;     /**< leaf size */
   int nvec;       /**< sinks per work-item */
   int n_ratio;    /**< hard steps per soft step */
@@ -237,6 +240,13 @@ int hy_force_state_energy(struct hy_force *f, double sums[HY_ENERGY_SUMS], struc
 int hy_force_direct(struct hy_force *f, const struct hy_part *p, double *acc, double *pot, struct hy_err *err);
 
 void hy_force_stats_get(const struct hy_force *f, struct hy_force_stats *s);
+/** The relative criterion (cfg.mac_alpha > 0): the factor that turns the
+ *  kick acceleration of a walk of this mode into the estimate of the total
+ *  acceleration that scales the sinks of the next walks (p->acc): 1 for
+ *  HY_WALK_FULL, 1 / n for HY_WALK_SOFTSTEP (a_hard / n + a_soft); 0 when
+ *  the walk leaves the estimate as it is (HY_WALK_HARD; HY_WALK_SPLIT makes
+ *  the exact total) or with the absolute criterion. */
+double hy_force_acc_scale(const struct hy_force *f, int mode);
 /** The kernel time of every walk job since the force object was made
  *  (profiling events, never reset), seconds[0] of the hard walks
  *  (HY_WALK_HARD: the hard steps'), seconds[1] of the others: a rank's

@@ -40,6 +40,9 @@ static void walk_body(void *arg, size_t gb, size_t ge, int tid) {
     int n_valid = (int)((j->n_sink - first) < (size_t)nvec ? (j->n_sink - first) : (size_t)nvec);
     double s[MAX_NVEC][3], a0[MAX_NVEC][3], a1[MAX_NVEC][3], pt[MAX_NVEC];
     long self[MAX_NVEC];
+    double cmax = 0.0, bnd[MAX_NVEC] = {0};
+    for (int k = 0; k < n_valid && cfg->sink_scale; k++)
+      if (cfg->sink_scale[first + (size_t)k] > cmax) cmax = cfg->sink_scale[first + (size_t)k];
     for (int k = 0; k < nvec; k++) {
       size_t idx = first + (size_t)(k < n_valid ? k : n_valid - 1);
       for (int d = 0; d < 3; d++) {
@@ -53,7 +56,7 @@ static void walk_body(void *arg, size_t gb, size_t ge, int tid) {
     while (cur != HY_NONE) {
       const int is_part = cur < n_part;
       const double *r;
-      double m, rb2 = 0.0, bmax = 0.0;
+      double m, rb2 = 0.0, bmax = 0.0, b2 = 0.0;
       if (is_part) {
         r = j->src->pos + 3 * (size_t)cur;
         m = j->src->mass[cur];
@@ -63,6 +66,7 @@ static void walk_body(void *arg, size_t gb, size_t ge, int tid) {
         m = t->mass[c];
         rb2 = t->rb[c] * t->rb[c];
         bmax = t->bmax[c];
+        b2 = t->b2[c];
       }
       double dx[MAX_NVEC][3], d2[MAX_NVEC], d2min = INFINITY;
       for (int k = 0; k < nvec; k++) {
@@ -77,9 +81,13 @@ static void walk_body(void *arg, size_t gb, size_t ge, int tid) {
           continue;
         }
       }
-      if (!is_part && rb2 > d2min) {
+      if (!is_part && (cfg->sink_scale ? !HY_MAC_REL_ACCEPT(d2min, sqrt(3 * b2), cmax, bmax) : rb2 > d2min)) {
         cur = t->more[cur];
         continue;
+      }
+      for (int k = 0; k < n_valid && !is_part; k++) {
+        const double d = sqrt(d2[k]);
+        bnd[k] += 3 * b2 / (d2[k] * (d - bmax) * (d - bmax));
       }
       for (int k = 0; k < nvec; k++) {
         double r2s = d2[k] + eps2;
@@ -117,6 +125,7 @@ static void walk_body(void *arg, size_t gb, size_t ge, int tid) {
         if (j->acc1) j->acc1[3 * i + d] = a1[k][d];
       }
       if (j->pot) j->pot[i] = cfg->want_pot ? pt[k] : 0.0;
+      if (cfg->bound) cfg->bound[i] = bnd[k];
     }
   }
   atomic_fetch_add(&j->n_pp, n_pp);

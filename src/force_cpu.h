@@ -22,6 +22,11 @@ struct hy_walk_cfg {
   double eps;     /**< Plummer softening */
   double r1, r2;  /**< split radii (unused for HY_WALK_FULL) */
   double n_ratio; /**< n, for HY_WALK_SOFTSTEP weights n - (n - 1) K */
+  const double *sink_scale; /**< hy_cpu_walk only: NULL for the absolute criterion (the tree's r_b), else
+                                 the relative criterion (hy_shared.h) with these sink scales c, one per sink */
+  double *bound;  /**< hy_cpu_walk only, may be NULL: per sink, the sum over its accepted cells of the
+                       monopole's error bound 3 B2 / (d^2 (d - b_max)^2) (G = 1, unsoftened; Warren &
+                       Salmon 1993) */
 };
 
 /** Walk tree t (built over particles src) for n_sink sinks at sink_pos

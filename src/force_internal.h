@@ -36,6 +36,8 @@ struct hy_force {
   struct hy_pool *pool;
   struct hy_force_cfg cfg;
   struct hy_tree tree;
+  float *sc;          /* relative criterion, host-state device builds: the sink scales (host order) */
+  size_t sc_cap;
   uint64_t tree_id;   /* increases with every build: lets the engine skip re-uploads */
   int have_tree;
   float *node;        /* 8 floats per node */

@@ -58,17 +58,19 @@ static void stage_add(struct stage_job *j, double *dst, const double *src, size_
 int hy_force_state_put(struct hy_force *f, const struct hy_part *p, int with_accw, struct hy_err *err) {
   double t0 = hy_wtime();
   const size_t n = p->n;
-  double *st = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(n, 10 * sizeof(double), "particle state"),
+  double *st = hy_cl_host_buffer(f->cl, HY_CL_HOST_XYZ, hy_size_mul_or_die(n, 13 * sizeof(double), "particle state"),
                                  err);
   if (!st) return -1;
-  double *pos = st, *vel = st + 3 * n, *mass = st + 6 * n, *accw = st + 7 * n;
+  double *pos = st, *vel = st + 3 * n, *mass = st + 6 * n, *accw = st + 7 * n, *acc = st + 10 * n;
+  const int rel = f->cfg.mac_alpha > 0; /* the sinks' scales come from the total accelerations */
   struct stage_job j = {0};
   stage_add(&j, pos, p->pos, 3);
   stage_add(&j, vel, p->vel, 3);
   stage_add(&j, mass, p->mass, 1);
   if (with_accw) stage_add(&j, accw, p->acc_w, 3);
+  if (rel) stage_add(&j, acc, p->acc, 3);
   hy_pool_for(f->pool, n, 65536, stage_body, &j);
-  int rc = hy_cl_state_upload(f->cl, pos, vel, mass, with_accw ? accw : NULL, n, err);
+  int rc = hy_cl_state_upload(f->cl, pos, vel, mass, with_accw ? accw : NULL, rel ? acc : NULL, n, err);
   f->st.upload += hy_wtime() - t0;
   return rc;
 }
@@ -135,7 +137,9 @@ static int state_get(struct hy_force *f, size_t n, double *pos, double *vel, dou
 }
 
 int hy_force_state_get(struct hy_force *f, struct hy_part *p, int with_acc, int with_pot, struct hy_err *err) {
-  return state_get(f, p->n, p->pos, p->vel, p->acc_w, with_acc ? p->acc : NULL, with_pot ? p->pot : NULL, err);
+  /* the relative criterion's estimate of the total acceleration is state too */
+  const int acc = with_acc || f->cfg.mac_alpha > 0;
+  return state_get(f, p->n, p->pos, p->vel, p->acc_w, acc ? p->acc : NULL, with_pot ? p->pot : NULL, err);
 }
 
 /* ------------------------------------- decomposition with the device state */
@@ -434,7 +438,8 @@ static int state_merged_walk(struct hy_force *f, const struct hy_part *p, int mo
   hy_force_restore_frame(f, frame);
   if (rc != 0) return -1;
   double tk2 = 0.0;
-  if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot, &tk2, err) != 0)
+  if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, want_pot,
+                         hy_force_acc_scale(f, mode), &tk2, err) != 0)
     return -1;
   f->st.kernel += tk2;
   return 0;
@@ -467,6 +472,8 @@ static int state_build(struct hy_force *f, const struct hy_part *p, struct hy_er
   if (f->pre_n > 0 && f->pre_n <= p->n && f->pre_h == half && memcmp(f->pre_c, centre, sizeof centre) == 0)
     pre = f->pre_n;
   f->pre_n = 0;
+  if (f->cfg.mac_alpha > 0 && hy_cl_state_scales(f->cl, f->cfg.mac_alpha / f->cfg.G, f->cfg.a_err / f->cfg.G, err))
+    return -1;
   if (hy_force_build_packed(f, 0, p->n, 0, NULL, NULL, centre, half, hy_wtime() - t0, NULL, pre, err) != 0) return -1;
   f->packed_n = 0; /* nothing of this build is in the host's staging buffer */
   return 0;
@@ -528,8 +535,8 @@ int hy_force_state_force_end(struct hy_force *f, const struct hy_part *p, int rc
   const int mode = f->sf.mode;
   double tu = 0.0;
   const double tq = hy_trace_t();
-  if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, f->sf.want_pot, &tu, err) !=
-      0)
+  if (hy_cl_state_unpack(f->cl, f->cfg.G, (double)f->cfg.n_ratio, mode == HY_WALK_SPLIT, f->sf.want_pot,
+                         hy_force_acc_scale(f, mode), &tu, err) != 0)
     return -1;
   hy_trace(HY_TRACE_MAIN, "unpack", tq);
   f->st.kernel += tu;

@@ -143,6 +143,7 @@ static int write_rank_file(const char *path, const struct hy_restart_state *st, 
   put(&s, p->pos, 3 * n * sizeof(double));
   put(&s, p->vel, 3 * n * sizeof(double));
   put(&s, p->acc_w, 3 * n * sizeof(double));
+  put(&s, p->acc, 3 * n * sizeof(double)); /* the relative criterion's sink scales come from it */
   put(&s, p->mass, n * sizeof(double));
   put(&s, p->id, n * sizeof(uint64_t));
   put(&s, p->type, n);
@@ -246,7 +247,8 @@ static int read_rank_file(const char *path, int rank, int nranks, long long step
   if (rc == 0) {
     hy_part_resize(p, (size_t)n);
     if (get(f, p->pos, 3 * n * sizeof(double), &sum) || get(f, p->vel, 3 * n * sizeof(double), &sum) ||
-        get(f, p->acc_w, 3 * n * sizeof(double), &sum) || get(f, p->mass, n * sizeof(double), &sum) ||
+        get(f, p->acc_w, 3 * n * sizeof(double), &sum) || get(f, p->acc, 3 * n * sizeof(double), &sum) ||
+        get(f, p->mass, n * sizeof(double), &sum) ||
         get(f, p->id, n * sizeof(uint64_t), &sum) || get(f, p->type, n, &sum))
       rc = hy_err_set(err, "restart: %s is truncated", path);
     else if (sum != h.checksum)

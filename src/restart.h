@@ -19,7 +19,7 @@
 #include "log.h"
 #include "part.h"
 
-#define HY_RESTART_FORMAT 1
+#define HY_RESTART_FORMAT 2
 
 /** The run state at a soft-step boundary (the same on every rank). */
 struct hy_restart_state {

@@ -378,6 +378,7 @@ static struct hy_force *create_force(struct hy_run *r, struct hy_cl *cl, struct 
                             .r1 = r->r1,
                             .r2 = r->r2,
                             .a_err = r->a_err,
+                            .mac_alpha = r->mac_alpha,
                             .n_crit = (int)hy_params_get_int(r->par, "NCrit"),
                             .nvec = (int)hy_params_get_int(r->par, "NVec"),
                             .n_ratio = r->n_ratio,
@@ -920,6 +921,18 @@ static int read_run_keys(struct hy_run *r, struct hy_err *err) {
   return 0;
 }
 
+/* The opening criterion: r->mac_alpha. The relative one needs the last
+ * accelerations of every sink; the LET selection has none for another
+ * rank's particles. */
+static int read_criterion(struct hy_run *r, struct hy_err *err) {
+  const int rel = strcmp(hy_params_get_str(r->par, "OpeningCriterion"), "relative") == 0;
+  r->mac_alpha = rel && r->scheme != HY_SCHEME_DIRECT ? hy_params_get_number(r->par, "ErrTolForceAcc") : 0.0;
+  if (r->mac_alpha > 0 && r->size > 1)
+    return hy_err_set(err, "%s: OpeningCriterion relative runs on one MPI rank; use absolute with %d ranks",
+                      hy_params_where(r->par, "OpeningCriterion"), r->size);
+  return 0;
+}
+
 /* ParticleState device needs the device paths that keep the state there. */
 static int check_particle_state(const struct hy_run *r, struct hy_err *err) {
   if (strcmp(hy_params_get_str(r->par, "ParticleState"), "device") != 0) return 0;
@@ -964,6 +977,7 @@ static int install_signal_handlers(struct hy_err *err) {
 static int read_settings(struct hy_run *r, int grid[3], struct hy_err *err) {
   int rc = read_run_keys(r, err);
   if (rc == 0) rc = check_particle_state(r, err);
+  if (rc == 0) rc = read_criterion(r, err);
   if (rc == 0) {
     hy_shm_set_use(strcmp(hy_params_get_str(r->par, "NodeSharedMemory"), "yes") == 0);
     rc = read_domain_grid(r, grid, err);
@@ -1056,7 +1070,7 @@ static int distribute(struct hy_run *r, const int grid[3], struct hy_pool *pool,
 /* 3. device and kernels (every rank; one GPU per rank by node-local rank) */
 static int open_device(struct hy_run *r, struct hy_cl **cl, struct hy_err *err) {
   struct hy_cl_opts o = {.kind = HY_CL_ANY, .platform = -1, .device = -1, .local_rank = r->local_rank,
-                         .nvec = (int)hy_params_get_int(r->par, "NVec")};
+                         .nvec = (int)hy_params_get_int(r->par, "NVec"), .mac_rel = r->mac_alpha > 0};
   int kind, pl, dv;
   hy_params_get_device(r->par, &kind, &pl, &dv);
   o.kind = kind == 1 ? HY_CL_GPU : kind == 2 ? HY_CL_CPU : kind == 3 ? HY_CL_EXPLICIT : HY_CL_ANY;

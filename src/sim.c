@@ -219,6 +219,28 @@ static void comb_body(void *arg, size_t b, size_t e, int tid) {
 
 /* -------------------------------------------------------------- forces */
 
+struct scale_job {
+  double *acc;
+  const double *acc_w;
+  double c;
+};
+
+static void scale_body(void *arg, size_t b, size_t e, int tid) {
+  (void)tid;
+  const struct scale_job *j = arg;
+  for (size_t i = 3 * b; i < 3 * e; i++) j->acc[i] = j->c * j->acc_w[i];
+}
+
+/* The relative criterion: p->acc, which scales the sinks of the next
+ * walks, from the kick acceleration of a walk of this mode
+ * (hy_force_acc_scale; the device state's unpack does the same). */
+static void estimate_acc(struct hy_sim *s, int mode) {
+  const double c = hy_force_acc_scale(s->f, mode);
+  if (!(c > 0)) return;
+  struct scale_job j = {.acc = s->p->acc, .acc_w = s->p->acc_w, .c = c};
+  hy_pool_for(s->pool, s->p->n, 16384, scale_body, &j);
+}
+
 /* Full (soft-step) force at the current positions into p->acc_w, plus the extras. */
 static int boundary_force(struct hy_sim *s, unsigned want, struct hy_err *err) {
   struct hy_part *p = s->p;
@@ -232,9 +254,14 @@ static int boundary_force(struct hy_sim *s, unsigned want, struct hy_err *err) {
   if (s->cfg.scheme == HY_SCHEME_TREE) {
     if (hy_force_walk(s->f, p, HY_WALK_FULL, p->acc_w, NULL, pot, err) != 0) return -1;
     if (want & HY_WANT_ACC) memcpy(p->acc, p->acc_w, 3 * p->n * sizeof(double));
+    estimate_acc(s, HY_WALK_FULL);
     return 0;
   }
-  if (!(want & HY_WANT_ACC)) return hy_force_walk(s->f, p, HY_WALK_SOFTSTEP, p->acc_w, NULL, pot, err);
+  if (!(want & HY_WANT_ACC)) {
+    if (hy_force_walk(s->f, p, HY_WALK_SOFTSTEP, p->acc_w, NULL, pot, err) != 0) return -1;
+    estimate_acc(s, HY_WALK_SOFTSTEP);
+    return 0;
+  }
   /* the total acceleration is wanted: split walk, then combine */
   if (s->soft_n < p->n) {
     hy_free(s->soft);
@@ -276,8 +303,14 @@ static int device_boundary_force(struct hy_sim *s, unsigned want, struct hy_err 
 int hy_sim_start(struct hy_sim *s, unsigned want, struct hy_err *err) {
   if (decompose(s, NULL, 0, err) != 0) return -1;
   hy_force_stats_reset(s->f);
-  if (!s->on_device || s->cfg.decompose) return boundary_force(s, want, err); /* distributed: on the host */
-  if (to_device(s, 1, err) != 0 || device_boundary_force(s, want, err) != 0) return -1;
+  /* the relative criterion scales each sink by its last acceleration: a
+   * first force with the absolute criterion (p->acc is zero) makes them */
+  const int twice = hy_force_config(s->f)->mac_alpha > 0 && s->cfg.scheme != HY_SCHEME_DIRECT;
+  if (!s->on_device || s->cfg.decompose) /* distributed: on the host */
+    return (twice && boundary_force(s, 0, err) != 0) ? -1 : boundary_force(s, want, err);
+  if (to_device(s, 1, err) != 0 || (twice && device_boundary_force(s, 0, err) != 0) ||
+      device_boundary_force(s, want, err) != 0)
+    return -1;
   s->host_fresh = 0;
   return hy_sim_sync(s, err);
 }

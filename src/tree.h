@@ -47,6 +47,9 @@ struct hy_tree {
   double centre[3];    /**< centre of the key cube [length]; also the origin of the device's float frame */
   double half;         /**< half side of the key cube [length] (hy_tree_robust_cube: far particles may lie outside) */
   double a_err;        /**< absolute MAC accuracy parameter used for r_b [acceleration / G] */
+  double rel_alpha;    /**< > 0: the exported records are the relative criterion's (HY_MAC_WORD with
+                            a_err 0), the particles' carrying their sink scales from p->acc with
+                            alpha / G = rel_alpha (HY_MAC_REL_SCALE); set by the caller, kept by builds */
   int depth;           /**< deepest cell level below the root */
   uint64_t *key;       /**< Morton key per particle, ascending */
   int shrunk;            /**< last sort: the key cube follows the bulk, not escapers (hy_tree_robust_cube) */
@@ -157,6 +160,11 @@ int hy_tree_build(struct hy_tree *t, const struct hy_part *p, int n_crit, double
 void hy_tree_from_records(struct hy_tree *t, size_t n_part, size_t n_cell, const double frame[3],
                           const float *cells, const int32_t *next, const float *b2, const uint32_t *pidx,
                           struct hy_pool *pool);
+
+/** The relative criterion's sink scale (HY_MAC_REL_SCALE) of a particle
+ *  whose last total acceleration is a (G included), alpha_g = alpha / G,
+ *  aerr_g = a_err / G; the same operations as opencl/state.cl's. */
+float hy_tree_sink_scale(const double a[3], double alpha_g, double aerr_g);
 
 /** Absolute-MAC radius r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)). */
 double hy_tree_mac_radius(double bmax, double b2, double a_err);

@@ -9,7 +9,10 @@
 # to the same result. This runs with the defaults and with the tree and the
 # particle state on the device (TreeBuild device, ParticleState device), on
 # 1 and on 2 ranks (where the state stays on the device for the hard steps),
-# and on 2 ranks with the device-built tree alone; a straight run with the
+# and on 2 ranks with the device-built tree alone, and on 1 rank with the
+# relative opening criterion (whose sink scales come from the accelerations
+# that the restart set carries), with the state on the host and on the
+# device; a straight run with the
 # state on the device must equal, bit for bit, the one with the
 # device-built tree and the state on the host. A restart
 # that changes a physics key, or runs on another rank count, is refused
@@ -31,10 +34,12 @@ TimeEnd       0.3
 SnapshotFields Acceleration,Potential
 EOP
 . "${top_srcdir:-.}/tests/same_run.sh"
-for run in 1 1dev 2 2dev 2state; do
+for run in 1 1dev 1rel 1reldev 2 2dev 2state; do
   np=${run%%[a-z]*}
   case $run in
     1dev | 2state) dev="-P TreeBuild=device -P ParticleState=device" ;;
+    1rel) dev="-P OpeningCriterion=relative" ;;
+    1reldev) dev="-P OpeningCriterion=relative -P TreeBuild=device -P ParticleState=device" ;;
     2dev) dev="-P TreeBuild=device -P ParticleState=host" ;;
     *) dev= ;;
   esac
@@ -66,6 +71,11 @@ for run in 1 1dev 2 2dev 2state; do
     "$HYTREE" run "$tmp/p.txt" -P TreeBuild=device -P ParticleState=host -P "OutputDir=$d.hoststate" --quiet ||
       { echo "FAIL: device-built tree, state on the host"; fail=1; }
     same_run "$d.straight" "$d.hoststate" "the state on the device against the state on the host" 2048
+  fi
+  if [ "$run" = 1reldev ]; then
+    "$HYTREE" run "$tmp/p.txt" -P OpeningCriterion=relative -P TreeBuild=device -P ParticleState=host \
+      -P "OutputDir=$d.hoststate" --quiet || { echo "FAIL: relative criterion, state on the host"; fail=1; }
+    same_run "$d.straight" "$d.hoststate" "relative criterion: the state on the device against the host" 2048
   fi
   if [ "$run" = 2state ]; then
     grep -q "tree built on the device, particle state kept on the device (decomposed there)" "$d.log" ||

@@ -14,7 +14,9 @@
  *  - the merged device build that reuses the local build's key order makes
  *    the tree of a full sort;
  *  - the hard steps' force errors do no net work (Hernquist cusp);
- *  - the device state's energy sums equal the host's to rounding. */
+ *  - the device state's energy sums equal the host's to rounding;
+ *  - the relative opening criterion: the monopole error bound per sink,
+ *    device walk against the host reference walk, errors of order alpha. */
 #include "config.h"
 
 #include <math.h>
@@ -839,7 +841,7 @@ static void test_presort_build(void) {
    * state's keys after the patch, 2 takes the host's keys of it */
   for (int k = 0; k < 3; k++) {
     if (k == 0 &&
-        (hy_cl_state_upload(cl, pos, vel, mass, NULL, n_old, &err) != 0 ||
+        (hy_cl_state_upload(cl, pos, vel, mass, NULL, NULL, n_old, &err) != 0 ||
          hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err) != 0 ||
          hy_cl_state_patch(cl, n_new, n_keep, pos + 3 * n_old, vel + 3 * n_old, mass + n_old, mv, mv + m, m,
                            &err) != 0 ||
@@ -872,7 +874,7 @@ static void test_presort_build(void) {
   dl_tree_same(&t[1], &t[2]);
   /* a new state: the keys sorted for the old one are not taken */
   if (hy_cl_state_presort(cl, n_keep, mv, mv + m, m, lo, scale, &err) != 0 ||
-      hy_cl_state_upload(cl, pos, vel, mass, NULL, n_new, &err) != 0 ||
+      hy_cl_state_upload(cl, pos, vel, mass, NULL, NULL, n_new, &err) != 0 ||
       hy_cl_state_pack(cl, centre, red, 0, NULL, &tk, &err) != 0) {
     HY_CHECK_MSG(0, "presort: the second state: %s", err.msg);
     goto out;
@@ -1028,6 +1030,80 @@ static void test_device_energy(void) {
   hy_part_free(&p);
 }
 
+/* The relative criterion (walks built with HY_MAC_REL, engine rel) on a
+ * Hernquist sphere, whose outskirts have small |a|, unsoftened so that the
+ * monopole error bound holds: with the sinks scaled by their exact
+ * accelerations (the direct sum), every sink's error is within the sum
+ * over its accepted cells of 3 B2 / (d^2 (d - b_max)^2) (Warren & Salmon
+ * 1993; the host reference walk adds them up) plus float rounding; the
+ * device walk makes the host reference walk's interactions; each accepted
+ * cell's bound is below alpha |a| by construction, and the error relative
+ * to |a| stays of order alpha where the absolute criterion's is not. */
+static void test_relative_criterion(struct hy_cl *rel, int tree_build) {
+  struct hy_part p;
+  hy_part_init(&p);
+  const size_t n = 32768;
+  struct hy_err err;
+  HY_CHECK_INT(hy_ic_hernquist(n, 5, &p, NULL, &err), 0);
+  const double alpha = 0.005, a_err = 1.0 / 256;
+  double *ref = hy_malloc("ref", 3 * n, sizeof(double)), *acc = hy_malloc("acc", 3 * n, sizeof(double));
+  double *cpu = hy_malloc("cpu", 3 * n, sizeof(double)), *bound = hy_malloc("bound", n, sizeof(double));
+  double *sc = hy_malloc("scales", n, sizeof(double));
+  struct hy_force_cfg fc = {.G = 1.0, .eps = 0.0, .r1 = 0.01, .r2 = 0.02, .a_err = a_err, .mac_alpha = alpha,
+                            .n_crit = 16, .nvec = 4, .n_ratio = 4, .tree_build = tree_build};
+  struct hy_force *f = hy_force_create(rel, pool, &fc), *fa = make_force_on(0.0, 0.01, 0.02, a_err, 4, tree_build);
+  /* the host build sorts p: the references after it */
+  HY_CHECK_INT(hy_force_build(fa, &p, &err), 0);
+  hy_cpu_direct(p.pos, p.mass, n, p.pos, n, 0, 0.0, 0.01, 0.02, ref, NULL, NULL, pool);
+  HY_CHECK_INT(hy_force_walk(fa, &p, HY_WALK_FULL, acc, NULL, NULL, &err), 0);
+  const struct errs ea = rel_errors(acc, ref, n);
+  print_errs("absolute criterion (a_err 2^-8), Hernquist", ea);
+  memcpy(p.acc, ref, 3 * n * sizeof(double)); /* the sinks' last accelerations */
+  HY_CHECK_INT(hy_force_build(f, &p, &err), 0);
+  struct hy_force_stats s0;
+  hy_force_stats_reset(f);
+  HY_CHECK_INT(hy_force_walk(f, &p, HY_WALK_FULL, acc, NULL, NULL, &err), 0);
+  hy_force_stats_get(f, &s0);
+  const struct errs er = rel_errors(acc, ref, n);
+  print_errs("relative criterion (alpha 0.005), Hernquist", er);
+  HY_CHECK_LE(er.max, 3 * alpha);
+  HY_CHECK_MSG(er.max < ea.max, "relative max error %.3e not below the absolute criterion's %.3e", er.max, ea.max);
+  if (tree_build == HY_TREE_BUILD_HOST) { /* the host reference walk needs the host's tree */
+    for (size_t i = 0; i < n; i++) sc[i] = hy_tree_sink_scale(ref + 3 * i, alpha, a_err);
+    struct hy_walk_cfg wc = {.mode = HY_WALK_FULL, .nvec = 4, .eps = 0.0, .r1 = 0.01, .r2 = 0.02, .n_ratio = 4,
+                             .sink_scale = sc, .bound = bound};
+    uint64_t cnt[2];
+    hy_cpu_walk(hy_force_tree(f), &p, p.pos, n, 0, &wc, cpu, NULL, NULL, cnt, pool);
+    HY_CHECK_REL((double)(s0.n_pp + s0.n_pc), (double)(cnt[0] + cnt[1]), 1e-3);
+    size_t over = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+      double d2 = 0, r2 = 0;
+      for (int k = 0; k < 3; k++) {
+        d2 += (cpu[3 * i + k] - ref[3 * i + k]) * (cpu[3 * i + k] - ref[3 * i + k]);
+        r2 += ref[3 * i + k] * ref[3 * i + k];
+      }
+      const double e = sqrt(d2), lim = bound[i] + 1e-12 * sqrt(r2);
+      if (e > lim) over++;
+      if (sqrt(r2) > 0 && bound[i] / sqrt(r2) > worst) worst = bound[i] / sqrt(r2);
+    }
+    printf("relative criterion: %zu of %zu sinks beyond the error bound; largest bound / |a| %.3e\n", over, n,
+           worst);
+    HY_CHECK_MSG(over == 0, "%zu sinks' errors exceed the monopole error bound", over);
+    const struct errs ed = rel_errors(acc, cpu, n);
+    print_errs("device walk vs host reference walk (relative)", ed);
+    HY_CHECK_LE(ed.med, 1e-5);
+  }
+  hy_force_free(f);
+  hy_force_free(fa);
+  hy_free(ref);
+  hy_free(acc);
+  hy_free(cpu);
+  hy_free(bound);
+  hy_free(sc);
+  hy_part_free(&p);
+}
+
 int main(void) {
   hy_log_init(0, 1);
   pool = hy_pool_create(hy_pool_default_threads());
@@ -1055,6 +1131,17 @@ int main(void) {
   test_build_batches();
   test_sort_methods();
   test_presort_build();
+  {
+    struct hy_cl *rel = NULL;
+    o.mac_rel = 1;
+    if (hy_cl_create(&rel, &o, &err) != 0) {
+      fprintf(stderr, "no OpenCL device: %s\n", err.msg);
+      return 99;
+    }
+    test_relative_criterion(rel, HY_TREE_BUILD_HOST);
+    test_relative_criterion(rel, HY_TREE_BUILD_DEVICE);
+    hy_cl_free(rel);
+  }
   hy_cl_free(cl);
   hy_pool_free(pool);
   return hy_test_result();
