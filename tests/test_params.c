@@ -29,6 +29,8 @@ static const char *all_keys_text =
     "R2                0.1\n"
     "Softening         0.01\n"
     "AccErr            1e-4\n"
+    "OpeningCriterion  relative\n"
+    "ErrTolForceAcc    0.01\n"
     "NCrit             32\n"
     "NVec              2\n"
     "LETOpenFactor     1.5\n"
@@ -86,7 +88,7 @@ static void expect_error(int line, const char *text, const char *want) {
 static void test_all_keys(void) {
   size_t n;
   const struct hy_param_def *s = hy_params_schema(&n);
-  HY_CHECK_INT(n, 33);
+  HY_CHECK_INT(n, 35);
   char *err = NULL;
   struct hy_params *p = hy_params_parse_text("all.txt", all_keys_text, NULL, 0, &err);
   HY_CHECK(p != NULL);
