@@ -47,6 +47,18 @@
 
 #define HY_LET_MAXB 32 /* destinations per launch: the bits of a mask */
 
+/* Doubles per destination box: lo[3], hi[3], and the largest sink scale c
+ * of its particles (the relative criterion; 0: the absolute one). */
+#define HY_LET_BOX 7
+
+/* The MAC radius of a cell record for destination box b: the absolute
+ * criterion's sqrt(r_b^2), or with the relative one's sqrt(3 B2) = w in
+ * the record, b_max/2 + sqrt(b_max^2/4 + w c) (hy_shared.h) with the box's c. */
+inline double hy_let_rb(const float4 q, __global const double *b) {
+  const double c = b[6], bm = (double)q.y;
+  return c > 0.0 ? bm / 2 + sqrt(bm * bm / 4 + (double)q.x * c) : sqrt((double)q.x);
+}
+
 /* Distance from x to box b (lo[3], hi[3]), 0 inside: src/let.c's
  * hy_let_box_distance, operation for operation (no contraction). */
 inline double hy_box_dist(__global const double *b, const double x0, const double x1, const double x2) {
@@ -78,11 +90,11 @@ __kernel void hy_let_vis(const uint gen0, const uint n_gen, const int n_part, __
   uint2 cv = (uint2)(0u, 0u);
   {
     const double cx = (double)p.x + fx, cy = (double)p.y + fy, cz = (double)p.z + fz;
-    const double rb = sqrt((double)q.x), lim = HY_HARD_REACH(r2, (double)q.y);
+    const double lim = HY_HARD_REACH(r2, (double)q.y);
     for (uint j = 0; j < nb; j++) {
       const uint bit = 1u << j;
       if (!((v.x | v.y) & bit)) continue;
-      const double d = hy_box_dist(boxes + 6 * j, cx, cy, cz);
+      const double d = hy_box_dist(boxes + HY_LET_BOX * j, cx, cy, cz), rb = hy_let_rb(q, boxes + HY_LET_BOX * j);
       const int open = d < rb, near = !(d >= lim);
       if ((v.x & bit) && (hard ? open && near : d < fopen * rb)) cv.x |= bit;
       if ((v.y & bit) && open && near) cv.y |= bit;
@@ -133,11 +145,12 @@ __kernel void hy_let_emit(const uint n_nodes, const int n_part, __global const f
       py = (double)p.y + fy;
       pz = (double)p.z + fz;
     }
-    const double rb = is_part ? 0.0 : sqrt((double)q.x), lim = HY_HARD_REACH(r2, is_part ? 0.0 : (double)q.y);
+    const double lim = HY_HARD_REACH(r2, is_part ? 0.0 : (double)q.y);
     for (uint j = 0; j < nb; j++) {
       const uint bit = 1u << j;
       if (!((v.x | v.y) & bit)) continue;
-      const double d = hy_box_dist(boxes + 6 * j, px, py, pz);
+      const double d = hy_box_dist(boxes + HY_LET_BOX * j, px, py, pz);
+      const double rb = is_part ? 0.0 : hy_let_rb(q, boxes + HY_LET_BOX * j);
       /* sent by the hard walk: a particle within R2; a cell neither skipped
        * nor opened, within R2 */
       const int hsend = is_part ? d < r2 : !(d >= lim) && !(d < rb) && d < r2;

@@ -126,12 +126,24 @@ __kernel void hy_st_unpack(__global const float4 *o0, __global const float4 *o1,
 /* The relative criterion's sink scales (HY_MAC_REL_SCALE) from the total
  * accelerations: src/tree.c's hy_tree_sink_scale, operation for operation. */
 __kernel void hy_st_scales(__global const double *acc, const uint n, const double alpha_g, const double aerr_g,
-                           __global float *sc) {
+                           __global float *sc, __global float *gmax) {
+  __local float lm[HY_WG];
+  const uint lid = (uint)get_local_id(0);
+  float m = 0.0f;
   for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
     const double ax = acc[3 * i], ay = acc[3 * i + 1], az = acc[3 * i + 2];
     const double amag = sqrt(ax * ax + ay * ay + az * az);
     sc[i] = (float)HY_MAC_REL_SCALE(amag, alpha_g, aerr_g);
+    m = fmax(m, sc[i]);
   }
+  /* the work-group's largest scale (the LET selection for this rank's box) */
+  lm[lid] = m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint off = HY_WG / 2u; off > 0u; off >>= 1) {
+    if (lid < off) lm[lid] = fmax(lm[lid], lm[lid + off]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) gmax[get_group_id(0)] = lm[0];
 }
 
 /* Per work-group: the number of particles with a non-finite position,
@@ -283,14 +295,16 @@ __kernel void hy_st_gather(__global const double *pos, __global const double *ve
 }
 
 /* The particle from src[h] into hole[h] (holes below the kept count,
- * sources from it on: no overlap). */
+ * sources from it on: no overlap); with_acc: its total acceleration too
+ * (the relative criterion's scale). */
 __kernel void hy_st_move(__global const uint *hole, __global const uint *src, const uint m, __global double *pos,
-                         __global double *vel, __global double *mass) {
+                         __global double *vel, __global double *mass, __global double *acc, const int with_acc) {
   for (uint h = (uint)get_global_id(0); h < m; h += (uint)get_global_size(0)) {
     const size_t i = hole[h], j = src[h];
     for (int d = 0; d < 3; d++) {
       pos[3 * i + d] = pos[3 * j + d];
       vel[3 * i + d] = vel[3 * j + d];
+      if (with_acc) acc[3 * i + d] = acc[3 * j + d];
     }
     mass[i] = mass[j];
   }

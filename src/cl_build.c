@@ -185,14 +185,15 @@ static int upload_inputs(struct hy_cl *cl, const struct hy_cl_build_args *a, str
   }
   T->sc_use = NULL;
   T->sc_n = 0;
-  if (a->sc) {
-    if (hy_cl_ensure_buf(cl, &T->sc, hy_size_mul_or_die(n, 4, "sink scales"), "sink scales", err) != 0) return -1;
-    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->sc.mem, CL_FALSE, 0, n * 4, a->sc, 0, NULL,
+  if (a->sc && a->sc_n > 0) {
+    const size_t ns = a->sc_n < n ? a->sc_n : n;
+    if (hy_cl_ensure_buf(cl, &T->sc, hy_size_mul_or_die(ns, 4, "sink scales"), "sink scales", err) != 0) return -1;
+    e = clEnqueueWriteBuffer(hy_cl_queue(cl), T->sc.mem, CL_FALSE, 0, ns * 4, a->sc, 0, NULL,
                              hy_cl_ev_new(ev, PH_UPLOAD));
     if (e != CL_SUCCESS)
-      return hy_err_set(err, "OpenCL: uploading %zu sink scales failed on %s: %s", n, cl->name, hy_cl_errname(e));
+      return hy_err_set(err, "OpenCL: uploading %zu sink scales failed on %s: %s", ns, cl->name, hy_cl_errname(e));
     T->sc_use = T->sc.mem;
-    T->sc_n = (cl_uint)n;
+    T->sc_n = (cl_uint)ns;
   } else if (a->state_sc && !a->pos) {
     if (cl->s_sc_n != cl->state_n)
       return hy_err_set(err, "internal error: a build with sink scales of %zu particles, not %zu", cl->s_sc_n,

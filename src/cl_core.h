@@ -125,7 +125,8 @@ struct hy_cl {
   cl_kernel k_axpy, k_pack, k_unpack, k_finite, k_owner, k_flag, k_list, k_gather_state, k_move, k_st_keys,
       k_st_keys_fix, k_energy, k_scales;
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
-  struct cl_buf s_sc; /* the relative criterion's sink scales of the state (hy_cl_state_scales) */
+  struct cl_buf s_sc, s_scmax; /* the relative criterion's sink scales of the state, their largest per
+                                  work-group (hy_cl_state_scales) */
   size_t s_sc_n;      /* particles they were made for (0: none) */
   struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
   struct cl_buf s_gidx; /* the gathers' indices (their own: s_idx is the lists' and the patch's, on the first queue) */

@@ -143,8 +143,9 @@ struct hy_cl_build_args {
   int n_crit;         /**< leaf size */
   double a_err;       /**< absolute MAC accuracy, for G = 1 sums; 0: the cell records are the relative
                            criterion's (HY_MAC_WORD) */
-  const float *sc;    /**< NULL, or the relative criterion's sink scales (HY_MAC_REL_SCALE), one per
-                           particle in host order, for the particle records */
+  const float *sc;    /**< NULL, or the relative criterion's sink scales (HY_MAC_REL_SCALE) of the first
+                           sc_n particles in host order, for the particle records (the others get 0) */
+  size_t sc_n;
   int state_sc;       /**< pos NULL: the scales of the state's particles (hy_cl_state_scales) */
   uint64_t tree_id;   /**< the tree is resident in walk slot `slot` under this id */
   int slot;           /**< 0: the local (or merged) tree; 1: a second tree beside it (pos needed), the
@@ -377,11 +378,12 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
 /** The relative criterion's sink scales of the state's particles from their
  *  total accelerations (HY_MAC_REL_SCALE, alpha_g = alpha / G, aerr_g =
  *  a_err / G), for the particle records of the next build from the state
- *  (hy_cl_build_args.state_sc). */
-int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, struct hy_err *err);
+ *  (hy_cl_build_args.state_sc); *largest: the largest of them. */
+int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, double *largest, struct hy_err *err);
 /** The LET items of the state's tree (the last device build, of the
- *  state's particles) for nb destination boxes (6 doubles each: lo[3],
- *  hi[3]) with their frames (3 doubles each): the full LET (hard = 0;
+ *  state's particles) for nb destination boxes (7 doubles each: lo[3],
+ *  hi[3], the largest sink scale of the destination's particles for the
+ *  relative criterion or 0, hy_let_scale) with their frames (3 doubles each): the full LET (hard = 0;
  *  count_hard: also count what the hard LET would send) or the hard LET cut
  *  at r2 (Watanabe & Nakasato eq 14, 15); the full LET opens a cell below
  *  fopen r_b (hy_let_set_full_open).

@@ -170,7 +170,7 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames
   }
   if (hy_cl_check_int(nn, "tree nodes", err) ||
       hy_cl_ensure_buf(cl, &cl->l_vis, hy_size_mul_or_die(nn, 8, "LET masks"), "LET visibility masks", err) ||
-      hy_cl_ensure_buf(cl, &cl->l_boxes, hy_size_mul_or_die(nb < per_pass ? nb : per_pass, 48, "boxes"),
+      hy_cl_ensure_buf(cl, &cl->l_boxes, hy_size_mul_or_die(nb < per_pass ? nb : per_pass, 56, "boxes"),
                        "LET boxes", err) ||
       hy_cl_ensure_buf(cl, &cl->l_frames, hy_size_mul_or_die(nb < per_pass ? nb : per_pass, 24, "frames"),
                        "LET frames", err) ||
@@ -183,7 +183,7 @@ int hy_cl_let_select(struct hy_cl *cl, const double *boxes, const double *frames
   size_t at = 0;
   for (size_t j0 = 0; j0 < nb; j0 += per_pass) {
     const size_t b = nb - j0 < per_pass ? nb - j0 : per_pass;
-    cl_int e = clEnqueueWriteBuffer(cl->q, cl->l_boxes.mem, CL_FALSE, 0, b * 48, boxes + 6 * j0, 0, NULL, NULL);
+    cl_int e = clEnqueueWriteBuffer(cl->q, cl->l_boxes.mem, CL_FALSE, 0, b * 56, boxes + 7 * j0, 0, NULL, NULL);
     if (e == CL_SUCCESS)
       e = clEnqueueWriteBuffer(cl->q, cl->l_frames.mem, CL_FALSE, 0, b * 24, frames + 3 * j0, 0, NULL, NULL);
     if (e != CL_SUCCESS) {

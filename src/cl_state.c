@@ -59,7 +59,7 @@ void hy_cl_state_free(struct hy_cl *cl) {
   struct cl_buf *bs[] = {&cl->s_pos,  &cl->s_vel,   &cl->s_mass,  &cl->s_accw,   &cl->s_acc,
                          &cl->s_pot,  &cl->s_red,   &cl->s_dest,  &cl->s_flag,   &cl->s_idx,
                          &cl->s_rank, &cl->s_out,   &cl->s_bounds, &cl->s_count, &cl->s_patch_i, &cl->s_gidx,
-                         &cl->pkey,   &cl->pidx,    &cl->pfix,    &cl->s_sc};
+                         &cl->pkey,   &cl->pidx,    &cl->pfix,    &cl->s_sc,   &cl->s_scmax};
   for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) hy_cl_buf_release(bs[i]);
 }
 
@@ -266,12 +266,13 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
   return run_grid(cl, cl->k_unpack, "unpacking the walk results on the device", seconds, err);
 }
 
-int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, struct hy_err *err) {
+int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, double *largest, struct hy_err *err) {
   if (need_state(cl, "sink scales", err)) return -1;
   const size_t n = cl->state_n;
   if (cl->s_acc.size < n * 3 * sizeof(double))
     return hy_err_set(err, "internal error: sink scales without the state's accelerations");
-  if (hy_cl_ensure_buf(cl, &cl->s_sc, hy_size_mul_or_die(n, sizeof(float), "sink scales"), "sink scales", err))
+  if (hy_cl_ensure_buf(cl, &cl->s_sc, hy_size_mul_or_die(n, sizeof(float), "sink scales"), "sink scales", err) ||
+      hy_cl_ensure_buf(cl, &cl->s_scmax, STATE_GROUPS * sizeof(float), "sink scales", err))
     return -1;
   cl_uint un = (cl_uint)n;
   const char *nm = "hy_st_scales";
@@ -280,8 +281,16 @@ int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, struct h
       set_arg(cl, cl->k_scales, 2, sizeof alpha_g, &alpha_g, nm, err) ||
       set_arg(cl, cl->k_scales, 3, sizeof aerr_g, &aerr_g, nm, err) ||
       set_arg(cl, cl->k_scales, 4, sizeof(cl_mem), &cl->s_sc.mem, nm, err) ||
+      set_arg(cl, cl->k_scales, 5, sizeof(cl_mem), &cl->s_scmax.mem, nm, err) ||
       run_grid(cl, cl->k_scales, "the sink scales on the device", NULL, err))
     return -1;
+  float gm[STATE_GROUPS];
+  const cl_int e = clEnqueueReadBuffer(cl->q, cl->s_scmax.mem, CL_TRUE, 0, sizeof gm, gm, 0, NULL, NULL);
+  if (e != CL_SUCCESS)
+    return hy_err_set(err, "OpenCL: reading the largest sink scale failed on %s: %s", cl->name, hy_cl_errname(e));
+  double m = 0.0;
+  for (size_t g = 0; g < STATE_GROUPS; g++) m = gm[g] > m ? gm[g] : m;
+  *largest = m;
   cl->s_sc_n = n;
   return 0;
 }
@@ -442,6 +451,10 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
                       cl->state_n, n_new, n_keep, m);
   if (cl->presort_n != n_keep) cl->presort_n = 0; /* the presort's keys are those of the kept particles */
   const size_t b3 = hy_size_mul_or_die(n_new, 3 * sizeof(double), "particle state"), nt = n_new - n_keep;
+  /* the total accelerations (the relative criterion's) move with the kept
+   * particles; the received ones have none (their first walk takes the
+   * absolute criterion's scale) */
+  const cl_int with_acc = cl->s_acc.size >= cl->state_n * 24 && cl->s_acc.size > 0;
   cl_int e = CL_SUCCESS;
   /* the moves first: their sources lie beyond the kept count, where the
    * received particles go */
@@ -463,18 +476,25 @@ int hy_cl_state_patch(struct hy_cl *cl, size_t n_new, size_t n_keep, const doubl
         set_arg(cl, k, 3, sizeof(cl_mem), &cl->s_pos.mem, nm, err) ||
         set_arg(cl, k, 4, sizeof(cl_mem), &cl->s_vel.mem, nm, err) ||
         set_arg(cl, k, 5, sizeof(cl_mem), &cl->s_mass.mem, nm, err) ||
-        run_grid(cl, k, "moving the kept particles", NULL, err))
+        set_arg(cl, k, 6, sizeof(cl_mem), with_acc ? &cl->s_acc.mem : &cl->s_mass.mem, nm, err) ||
+        set_arg(cl, k, 7, sizeof with_acc, &with_acc, nm, err) || run_grid(cl, k, "moving the kept particles", NULL, err))
       return -1;
   }
   if (hy_cl_ensure_buf_keep(cl, &cl->s_pos, b3, n_keep * 24, "positions (double)", err) ||
       hy_cl_ensure_buf_keep(cl, &cl->s_vel, b3, n_keep * 24, "velocities (double)", err) ||
       hy_cl_ensure_buf_keep(cl, &cl->s_mass, n_new * sizeof(double), n_keep * 8, "masses (double)", err) ||
-      hy_cl_ensure_buf(cl, &cl->s_accw, b3, "kick accelerations (double)", err))
+      hy_cl_ensure_buf(cl, &cl->s_accw, b3, "kick accelerations (double)", err) ||
+      (with_acc && hy_cl_ensure_buf_keep(cl, &cl->s_acc, b3, n_keep * 24, "accelerations (double)", err)))
     return -1;
   cl->state_n = 0;
+  cl->s_sc_n = 0;
   cl->appended = 0;
   cl->appended_copy = 0;
-  if (nt) {
+  if (nt && with_acc) {
+    const cl_double zero = 0.0;
+    e = clEnqueueFillBuffer(cl->q, cl->s_acc.mem, &zero, sizeof zero, n_keep * 24, nt * 24, 0, NULL, NULL);
+  }
+  if (nt && e == CL_SUCCESS) {
     if ((e = clEnqueueWriteBuffer(cl->q, cl->s_pos.mem, CL_FALSE, n_keep * 24, nt * 24, tail_pos, 0, NULL, NULL)) ==
             CL_SUCCESS &&
         (e = clEnqueueWriteBuffer(cl->q, cl->s_vel.mem, CL_FALSE, n_keep * 24, nt * 24, tail_vel, 0, NULL, NULL)) ==

@@ -164,6 +164,9 @@ static void sink_scales(struct hy_force *f, const struct hy_part *p) {
   struct scale_job j = {.acc = p->acc, .sc = f->sc, .alpha_g = f->cfg.mac_alpha / f->cfg.G,
                         .aerr_g = f->cfg.a_err / f->cfg.G};
   hy_pool_for(f->pool, p->n, 16384, scale_body, &j);
+  double m = 0.0; /* the largest, for the LET selection of this rank's box */
+  for (size_t i = 0; i < p->n; i++) m = f->sc[i] > m ? f->sc[i] : m;
+  f->c_mine = m;
 }
 
 #define PACK_RED 10 /* doubles per thread of the pack reductions */
@@ -427,8 +430,9 @@ int hy_force_build_packed(struct hy_force *f, int slot, size_t n, size_t n_local
     a.keys = keys;
     a.presorted = presorted;
   }
-  if (slot == 0 && f->cfg.mac_alpha > 0) { /* the sinks' scales for their records */
+  if (f->cfg.mac_alpha > 0 && (slot == 0 || n_local > 0)) { /* the local sinks' scales for their records */
     a.sc = pos4 ? f->sc : NULL;
+    a.sc_n = slot == 0 ? n : n_local;
     a.state_sc = pos4 == NULL;
   }
   if (slot == 1) {
@@ -674,6 +678,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   /* the tree's MAC radii are computed for G = 1 sums: a_err / G */
   if (hy_tree_build(&f->tree, p, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
   f->tree.rel_alpha = f->cfg.mac_alpha / f->cfg.G;
+  if (f->cfg.mac_alpha > 0) sink_scales(f, p); /* c_mine */
   double t2 = hy_wtime();
   hy_force_records_room(&f->node, &f->node_cap, hy_tree_n_nodes(&f->tree), "tree node records");
   /* the records' frame: the centre of mass, or the bulk's centre when

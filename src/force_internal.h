@@ -37,6 +37,7 @@ struct hy_force {
   struct hy_force_cfg cfg;
   struct hy_tree tree;
   float *sc;          /* relative criterion, host-state device builds: the sink scales (host order) */
+  double c_mine;      /* relative criterion: the largest sink scale of the last build's particles (0: none) */
   size_t sc_cap;
   uint64_t tree_id;   /* increases with every build: lets the engine skip re-uploads */
   int have_tree;

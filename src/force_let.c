@@ -29,7 +29,7 @@ int hy_force_exchange_let(struct hy_force *f, const struct hy_part *p, int mode,
   f->n_items = 0;
   const int hard = mode == HY_WALK_HARD;
   if (selected && hy_cl_let_wait(f->cl, err) != 0) return -1; /* the device selection's items are read */
-  int rc = selected ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, f->frame, &ls, err);
+  int rc = selected ? 0 : hy_let_boxes(f->let, p, f->box_ok ? &f->box : NULL, f->frame, f->c_mine, &ls, err);
   if (rc == 0) {
     if (!selected) hy_let_select(f->let, p->n ? &f->tree : NULL, p, hard, f->cfg.r2, !hard, &ls);
     if (fl) {
@@ -60,6 +60,7 @@ static int build_second_tree(struct hy_force *f, struct hy_part *q, int whole, s
   double t0 = hy_wtime();
   hy_tree_sort_in(&f->rtree, q, f->pool, whole ? f->cube_c : NULL, f->cube_h, f->cube_shrunk);
   if (hy_tree_build(&f->rtree, q, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
+  f->rtree.rel_alpha = f->cfg.mac_alpha / f->cfg.G; /* the records the walks' criterion reads */
   hy_force_records_room(&f->rnode, &f->rnode_cap, hy_tree_n_nodes(&f->rtree), "remote tree records");
   hy_tree_export_at(&f->rtree, q, f->frame, f->rnode, f->pool);
   f->st.remote_build += hy_wtime() - t0;
@@ -272,6 +273,9 @@ static void merged_body(void *arg, size_t b, size_t e, int tid) {
     q->grp[2 * i] = i < n ? 0.0 : src->grp[2 * k];
     q->grp[2 * i + 1] = i < n ? 0.0 : src->grp[2 * k + 1];
     q->id[i] = i;
+    /* the sink scales of the relative criterion: the local particles', and
+     * 0 for the items (infinite |a|), whose results nobody reads */
+    for (int d = 0; d < 3; d++) q->acc[3 * i + d] = i < n ? j->p->acc[3 * k + d] : INFINITY;
   }
 }
 

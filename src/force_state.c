@@ -336,14 +336,14 @@ int hy_force_state_finite(struct hy_force *f, size_t *n_bad, struct hy_err *err)
  * order, of the host's selection walks), for hy_force_exchange_let. */
 static int state_select(struct hy_force *f, int mode, int async, struct hy_err *err) {
   struct hy_let_stats ls = {0};
-  int rc = hy_let_boxes(f->let, NULL, &f->box, f->frame, &ls, err);
+  int rc = hy_let_boxes(f->let, NULL, &f->box, f->frame, f->c_mine, &ls, err);
   f->st.let_boxes += ls.t_boxes;
   if (rc != 0) return -1;
   const double t0 = hy_wtime();
   const int P = f->nranks, hard = mode == HY_WALK_HARD;
   int me = 0;
   if (hy_mpi_check(MPI_Comm_rank(f->comm, &me), "MPI_Comm_rank", err)) return -1;
-  double *boxes = hy_malloc("LET boxes", (size_t)P, 6 * sizeof(double));
+  double *boxes = hy_malloc("LET boxes", (size_t)P, 7 * sizeof(double));
   double *frames = hy_malloc("LET frames", (size_t)P, 3 * sizeof(double));
   int *rank = hy_malloc("LET destinations", (size_t)P, sizeof(int));
   size_t *count = hy_malloc("LET counts", (size_t)P, sizeof(size_t));
@@ -352,8 +352,9 @@ static int state_select(struct hy_force *f, int mode, int async, struct hy_err *
   for (int r = 0; r < P; r++) {
     const struct hy_box *B = hy_let_box(f->let, r);
     if (r == me || !(B->lo[0] <= B->hi[0])) continue; /* nothing to send to an empty rank */
-    memcpy(boxes + 6 * nb, B->lo, 3 * sizeof(double));
-    memcpy(boxes + 6 * nb + 3, B->hi, 3 * sizeof(double));
+    memcpy(boxes + 7 * nb, B->lo, 3 * sizeof(double));
+    memcpy(boxes + 7 * nb + 3, B->hi, 3 * sizeof(double));
+    boxes[7 * nb + 6] = hy_let_scale(f->let, r);
     memcpy(frames + 3 * nb, hy_let_frame(f->let, r), 3 * sizeof(double));
     rank[nb++] = r;
   }
@@ -472,7 +473,8 @@ static int state_build(struct hy_force *f, const struct hy_part *p, struct hy_er
   if (f->pre_n > 0 && f->pre_n <= p->n && f->pre_h == half && memcmp(f->pre_c, centre, sizeof centre) == 0)
     pre = f->pre_n;
   f->pre_n = 0;
-  if (f->cfg.mac_alpha > 0 && hy_cl_state_scales(f->cl, f->cfg.mac_alpha / f->cfg.G, f->cfg.a_err / f->cfg.G, err))
+  if (f->cfg.mac_alpha > 0 &&
+      hy_cl_state_scales(f->cl, f->cfg.mac_alpha / f->cfg.G, f->cfg.a_err / f->cfg.G, &f->c_mine, err))
     return -1;
   if (hy_force_build_packed(f, 0, p->n, 0, NULL, NULL, centre, half, hy_wtime() - t0, NULL, pre, err) != 0) return -1;
   f->packed_n = 0; /* nothing of this build is in the host's staging buffer */

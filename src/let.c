@@ -62,6 +62,7 @@ struct hy_let {
   int rank, size;
   struct hy_pool *pool;
   struct hy_box *box;       /* per rank */
+  double *scale;            /* per rank: its particles' largest sink scale (relative criterion; 0: absolute) */
   double *frame;            /* 3 per rank: the frame each rank's items are sent relative to */
   struct dest_buf *dest;    /* per rank */
   struct sel_task *task;    /* selection tasks of the last hy_let_select */
@@ -94,6 +95,7 @@ struct hy_let *hy_let_create(MPI_Comm comm, struct hy_pool *pool) {
     hy_die("LET: MPI_Comm_rank/MPI_Comm_size failed");
   size_t P = (size_t)L->size;
   L->box = hy_calloc("LET boxes", P, sizeof *L->box);
+  L->scale = hy_calloc("LET scales", P, sizeof *L->scale);
   L->frame = hy_calloc("LET frames", P, 3 * sizeof(double));
   L->dest = hy_calloc("LET buffers", P, sizeof *L->dest);
   L->send_cnt = hy_calloc("LET counts", CNT * P, sizeof(uint64_t));
@@ -126,6 +128,7 @@ void hy_let_free(struct hy_let *L) {
   hy_free(L->fskip[1]);
   hy_free(L->dest);
   hy_free(L->box);
+  hy_free(L->scale);
   hy_free(L->frame);
   hy_free(L->send_cnt);
   hy_free(L->recv_cnt);
@@ -203,28 +206,31 @@ double hy_let_box_distance(const struct hy_box *b, const double x[3]) {
 }
 
 int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box *mine, const double frame[3],
-                 struct hy_let_stats *st, struct hy_err *err) {
+                 double scale, struct hy_let_stats *st, struct hy_err *err) {
   double t0 = hy_wtime();
   struct hy_box own;
   if (mine)
     own = *mine;
   else
     tight_box_pool(p, L->pool, &own);
-  double buf[9];
+  double buf[10];
   for (int d = 0; d < 3; d++) {
     buf[d] = own.lo[d];
     buf[3 + d] = own.hi[d];
     buf[6 + d] = frame ? frame[d] : 0.0;
   }
-  double *all = hy_malloc("LET boxes", (size_t)L->size, 9 * sizeof(double));
-  int rc = MPI_Allgather(buf, 9, MPI_DOUBLE, all, 9, MPI_DOUBLE, L->comm);
+  buf[9] = scale;
+  double *all = hy_malloc("LET boxes", (size_t)L->size, 10 * sizeof(double));
+  int rc = MPI_Allgather(buf, 10, MPI_DOUBLE, all, 10, MPI_DOUBLE, L->comm);
   if (rc == MPI_SUCCESS)
-    for (int r = 0; r < L->size; r++)
+    for (int r = 0; r < L->size; r++) {
       for (int d = 0; d < 3; d++) {
-        L->box[r].lo[d] = all[9 * r + d];
-        L->box[r].hi[d] = all[9 * r + 3 + d];
-        L->frame[3 * r + d] = all[9 * r + 6 + d];
+        L->box[r].lo[d] = all[10 * r + d];
+        L->box[r].hi[d] = all[10 * r + 3 + d];
+        L->frame[3 * r + d] = all[10 * r + 6 + d];
       }
+      L->scale[r] = all[10 * r + 9];
+    }
   hy_free(all);
   st->t_boxes += hy_wtime() - t0;
   hy_trace(HY_TRACE_MAIN, "let_boxes", t0);
@@ -232,6 +238,7 @@ int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box 
 }
 
 const struct hy_box *hy_let_box(const struct hy_let *L, int r) { return &L->box[r]; }
+double hy_let_scale(const struct hy_let *L, int r) { return L->scale[r]; }
 
 const double *hy_let_frame(const struct hy_let *L, int r) { return L->frame + 3 * r; }
 
@@ -291,10 +298,13 @@ struct sel_job {
   double r2;
 };
 
-/* Whether a walk opens cell c at distance d from the box: the hard walk
- * below r_b, a full walk below fopen r_b (hy_let_set_full_open). */
-static int opens(const struct hy_tree *t, size_t c, double d, int hard, double fopen) {
-  return d < (hard ? t->rb[c] : fopen * t->rb[c]);
+/* Whether a walk opens cell c at distance d from box B: the hard walk
+ * below r_b, a full walk below fopen r_b (hy_let_set_full_open); with the
+ * relative criterion (the box's largest sink scale sc > 0) r_b is
+ * b_max/2 + sqrt(b_max^2/4 + sqrt(3 B2) sc) (hy_shared.h). */
+static int opens(const struct hy_tree *t, size_t c, double d, int hard, double fopen, double sc) {
+  const double bm = t->bmax[c], rb = sc > 0 ? bm / 2 + sqrt(bm * bm / 4 + sqrt(3 * t->b2[c]) * sc) : t->rb[c];
+  return d < (hard ? rb : fopen * rb);
 }
 
 /* The selection walk against box B over the nodes from x up to (excluding)
@@ -304,9 +314,9 @@ static int opens(const struct hy_tree *t, size_t c, double d, int hard, double f
  * select: it visits what the full walk visits except the subtrees of cells
  * with d >= R2 + b_max, which the full walk may open but the hard walk
  * skips (their end is the skipped cell's next link). Returns the item count. */
-static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct hy_box *B, int hard,
-                            double r2, double fopen, int32_t x, int32_t stop, int skip0, struct dest_buf *out,
-                            const double *F, uint64_t *hard_count) {
+static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, const struct hy_box *B, double sc,
+                            int hard, double r2, double fopen, int32_t x, int32_t stop, int skip0,
+                            struct dest_buf *out, const double *F, uint64_t *hard_count) {
   const int32_t np = (int32_t)t->n_part;
   uint64_t count = 0, hc = 0;
   /* hard_count: inside a skipped subtree until this node; skip0: the whole walk is */
@@ -332,8 +342,8 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
     const int far = d >= HY_HARD_REACH(r2, t->bmax[c]); /* no part of the cell within R2 of B */
     if (hard && far) {
       x = t->next[x];
-    } else if (opens(t, c, d, hard, fopen)) {
-      if (hard_count && !skipping && (far || !opens(t, c, d, 1, 1.0))) {
+    } else if (opens(t, c, d, hard, fopen, sc)) {
+      if (hard_count && !skipping && (far || !opens(t, c, d, 1, 1.0, sc))) {
         /* the hard walk does not open it: it skips it (far), or sends it
          * whole (within R2) or not at all */
         hc += !far && d < r2;
@@ -362,8 +372,8 @@ static uint64_t select_walk(const struct hy_tree *t, const struct hy_part *p, co
  * cell that the full walk opens but the hard walk skips (d >= R2 + b_max)
  * is marked in L->fskip[0], so that its walk counts nothing, as the whole
  * walk would not. Returns the count; the nodes are in L->front[0]. */
-static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct hy_box *B, int hard, int count_hard,
-                       double r2, double fopen, size_t want) {
+static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct hy_box *B, double sc, int hard,
+                       int count_hard, double r2, double fopen, size_t want) {
   const int32_t np = (int32_t)t->n_part;
   size_t n = 1;
   L->front[0][0] = t->root;
@@ -378,9 +388,9 @@ static size_t frontier(struct hy_let *L, const struct hy_tree *t, const struct h
         const size_t c = (size_t)(x - np);
         const double d = hy_let_box_distance(B, t->cm + 3 * c);
         const int far = d >= HY_HARD_REACH(r2, t->bmax[c]);
-        open = !(hard && far) && opens(t, c, d, hard, fopen);
+        open = !(hard && far) && opens(t, c, d, hard, fopen, sc);
         /* a cell that the hard walk sends whole stays a task (its walk counts it) */
-        if (open && count_hard && !skip && !far && !opens(t, c, d, 1, 1.0)) open = 0;
+        if (open && count_hard && !skip && !far && !opens(t, c, d, 1, 1.0, sc)) open = 0;
         if (open && count_hard && far) skip = 1;
       }
       /* the children of an opened cell: more[x], then next links up to next[x] */
@@ -414,7 +424,7 @@ static void sel_body(void *arg, size_t b, size_t e, int tid) {
     const int32_t stop = j->t->next[tk->x];
     tk->out.n = 0;
     tk->out.n_hard = 0;
-    select_walk(j->t, j->p, B, j->hard, j->r2, L->full_open, tk->x, stop, tk->skip, &tk->out,
+    select_walk(j->t, j->p, B, L->scale[tk->r], j->hard, j->r2, L->full_open, tk->x, stop, tk->skip, &tk->out,
                 L->frame + 3 * tk->r, j->count_hard ? &tk->out.n_hard : NULL);
   }
 }
@@ -453,7 +463,7 @@ void hy_let_select(struct hy_let *L, const struct hy_tree *t, const struct hy_pa
   for (int r = 0; r < L->size; r++) {
     const struct hy_box *B = &L->box[r];
     if (r == L->rank || !t || p->n == 0 || !(B->lo[0] <= B->hi[0])) continue;
-    size_t n = frontier(L, t, B, hard, j.count_hard, r2, L->full_open, want);
+    size_t n = frontier(L, t, B, L->scale[r], hard, j.count_hard, r2, L->full_open, want);
     for (size_t k = 0; k < n; k++) add_task(L, r, L->front[0][k], L->fskip[0][k]);
   }
   hy_pool_for(L->pool, L->n_task, 1, sel_body, &j);

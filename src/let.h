@@ -89,9 +89,13 @@ double hy_let_box_distance(const struct hy_box *b, const double x[3]);
 /** Allgather every rank's tight box (mine, or when NULL the tight box of p)
  *  and frame: the origin of the single-precision positions of the trees
  *  that its received items go into (NULL: the origin), which senders make
- *  the items' positions relative to. */
+ *  the items' positions relative to; and scale, the largest relative-
+ *  criterion sink scale of its particles (HY_MAC_REL_SCALE; 0: the
+ *  absolute criterion), which the selection for it opens cells with. */
 int hy_let_boxes(struct hy_let *L, const struct hy_part *p, const struct hy_box *mine, const double frame[3],
-                 struct hy_let_stats *st, struct hy_err *err);
+                 double scale, struct hy_let_stats *st, struct hy_err *err);
+/** Rank r's scale from the last hy_let_boxes. */
+double hy_let_scale(const struct hy_let *L, int r);
 /** The box of rank r from the last hy_let_boxes. */
 const struct hy_box *hy_let_box(const struct hy_let *L, int r);
 /** The frame of rank r from the last hy_let_boxes (3 doubles). */

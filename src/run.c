@@ -921,16 +921,10 @@ static int read_run_keys(struct hy_run *r, struct hy_err *err) {
   return 0;
 }
 
-/* The opening criterion: r->mac_alpha. The relative one needs the last
- * accelerations of every sink; the LET selection has none for another
- * rank's particles. */
-static int read_criterion(struct hy_run *r, struct hy_err *err) {
+/* The opening criterion: r->mac_alpha (0: the absolute one). */
+static void read_criterion(struct hy_run *r) {
   const int rel = strcmp(hy_params_get_str(r->par, "OpeningCriterion"), "relative") == 0;
   r->mac_alpha = rel && r->scheme != HY_SCHEME_DIRECT ? hy_params_get_number(r->par, "ErrTolForceAcc") : 0.0;
-  if (r->mac_alpha > 0 && r->size > 1)
-    return hy_err_set(err, "%s: OpeningCriterion relative runs on one MPI rank; use absolute with %d ranks",
-                      hy_params_where(r->par, "OpeningCriterion"), r->size);
-  return 0;
 }
 
 /* ParticleState device needs the device paths that keep the state there. */
@@ -977,7 +971,7 @@ static int install_signal_handlers(struct hy_err *err) {
 static int read_settings(struct hy_run *r, int grid[3], struct hy_err *err) {
   int rc = read_run_keys(r, err);
   if (rc == 0) rc = check_particle_state(r, err);
-  if (rc == 0) rc = read_criterion(r, err);
+  if (rc == 0) read_criterion(r);
   if (rc == 0) {
     hy_shm_set_use(strcmp(hy_params_get_str(r->par, "NodeSharedMemory"), "yes") == 0);
     rc = read_domain_grid(r, grid, err);

@@ -6,7 +6,8 @@
 #  - 3 ranks: the Gadget-2 galaxy ICs with TimeEnd 0 and SnapshotFields
 #    Acceleration,Potential: the gathered snapshot's accelerations and
 #    potentials match a double direct sum (tests/check_snapshot) and it holds
-#    every particle (40000 halo, 20000 disk).
+#    every particle (40000 halo, 20000 disk); with OpeningCriterion
+#    relative every sampled particle's error is within 3 ErrTolForceAcc.
 #  - 2 ranks: a short hybrid run completes, writes let.csv with every step
 #    and the MPI columns of timings.csv, conserves the particle count, writes
 #    its snapshots as 2 files each (NumFilesPerSnapshot 2), and its energy
@@ -95,6 +96,17 @@ if mpirun_ 3 run "$top_srcdir/params/galaxy.txt" -P "InitCondFile=$ics" -P "Outp
   fi
 else
   echo "FAIL: 3-rank galaxy run:"; cat "$tmp/gal3.log"; fail=1
+fi
+
+# 3 ranks, the relative opening criterion (alpha 0.0025): every sampled
+# particle's error stays within 3 alpha (the absolute criterion's largest
+# is about 1e-2 here)
+if mpirun_ 3 run "$top_srcdir/params/galaxy.txt" -P "InitCondFile=$ics" -P "OutputDir=$tmp/gal3r" -P TimeEnd=0 \
+     -P SnapshotFields=Acceleration,Potential -P OpeningCriterion=relative -P ErrTolForceAcc=0.0025 \
+     >"$tmp/gal3r.log" 2>&1; then
+  "$top_builddir/tests/check_snapshot" "$tmp/gal3r/snapshot_000.hdf5" 4000 0.0075 || fail=1
+else
+  echo "FAIL: 3-rank galaxy run, relative criterion:"; cat "$tmp/gal3r.log"; fail=1
 fi
 
 # 2 ranks, a short hybrid run

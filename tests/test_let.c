@@ -108,7 +108,7 @@ static void check_exchange(struct hy_let *L, struct hy_tree *t, struct hy_part *
                            const double origin[3], int want_items, int with_ready, struct room *room) {
   struct hy_err err = {0};
   struct hy_let_stats st = {0};
-  HY_CHECK(hy_let_boxes(L, p, NULL, frame, &st, &err) == 0);
+  HY_CHECK(hy_let_boxes(L, p, NULL, frame, 0.0, &st, &err) == 0);
   const double r2 = 0.15;
   hy_let_select(L, t, p, hard, r2, !hard, &st);
   struct hy_part remote;

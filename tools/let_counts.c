@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
       hy_tree_sort_in(&t, &p, pool, centre, half, shrunk);
       if (hy_tree_build(&t, &p, 16, a_err, pool, &err) != 0) fail("tree", &err);
     }
-    if (hy_let_boxes(L, &p, NULL, NULL, &st, &err) != 0) fail("boxes", &err);
+    if (hy_let_boxes(L, &p, NULL, NULL, 0.0, &st, &err) != 0) fail("boxes", &err);
     hy_let_select(L, p.n ? &t : NULL, &p, 0, r2, 1, &st);
     if (hy_let_exchange(L, &remote, &st, &err) != 0) fail("exchange", &err);
     extra = (double)st.n_recv_hard;
