@@ -2,7 +2,7 @@
  * io.h: initial conditions in, snapshots out.
  * Owns the file formats: Gadget-style HDF5 (layout of doc/output.md), Gadget
  * binary format 1 and 2 (either endianness, float or double, 32- or 64-bit
- * IDs). Writers are atomic: temporary name, fsync, rename, fsync of the
+ * IDs), tipsy (standard big-endian or native little-endian). Writers are atomic: temporary name, fsync, rename, fsync of the
  * directory; a failed write leaves no partial file and any earlier file with
  * the same name untouched. Knows nothing of trees, devices or MPI. */
 #ifndef HY_IO_H
@@ -18,6 +18,7 @@ enum hy_ic_format {
   HY_FMT_HDF5,
   HY_FMT_GADGET1,
   HY_FMT_GADGET2,
+  HY_FMT_TIPSY,
 };
 
 /** Optional snapshot fields (bit mask). */
@@ -56,12 +57,18 @@ struct hy_snap_info {
  *  particles (with 0, ext is +inf .. -inf). */
 size_t hy_io_extent(const struct hy_part *p, double ext[6]);
 
-/** Parse a format name ("auto", "hdf5", "gadget1", "gadget2"); -1 if unknown. */
+/** Parse a format name ("auto", "hdf5", "gadget1", "gadget2", "tipsy"); -1 if unknown. */
 int hy_io_format_parse(const char *name, enum hy_ic_format *out);
 const char *hy_io_format_name(enum hy_ic_format f);
 
 /** Detect the format of a file from its first bytes (HDF5 signature, Gadget-1
- *  record marker 256 in either byte order, Gadget-2 "HEAD" block).
+ *  record marker 256 in either byte order, Gadget-2 "HEAD" block, tipsy
+ *  header with ndim 3 in either byte order, counts that add up and a file
+ *  size that matches them exactly). A file that both starts like a Gadget
+ *  file and is a consistent tipsy file is Gadget only when its first Gadget
+ *  record is closed by a matching end marker. A file that matches nothing
+ *  else but has ndim 3 is taken as a damaged tipsy file, so that the tipsy
+ *  reader names what is wrong with it.
  *  Returns 0 and sets *out, or -1 with a message naming the file. */
 int hy_io_detect_format(const char *path, enum hy_ic_format *out, struct hy_err *err);
 
@@ -103,6 +110,17 @@ struct hy_gadget_opts {
 };
 int hy_io_write_gadget(const char *path, const struct hy_part *p, double time,
                        const struct hy_gadget_opts *opts, struct hy_err *err);
+
+/** Write a standard (big-endian, XDR) tipsy file atomically: gas records for
+ *  type 0, star records for type 4, dark-matter records for the other types,
+ *  in that order (gas, dark, star), each kind in the order of p (dark: types
+ *  1, 2, 3, 5 one after the other). Mass, position and velocity become
+ *  float32; a value that float32 cannot hold (not finite, beyond FLT_MAX, a
+ *  positive mass that rounds to 0) is refused with a message naming the
+ *  particle. Every record's softening is `softening` (>= 0; 0 when unknown),
+ *  its potential and the gas/star fields 0. At most INT32_MAX particles. */
+int hy_io_write_tipsy(const char *path, const struct hy_part *p, double time, double softening,
+                      struct hy_err *err);
 
 /** Call hy_io_hdf5_init first thing in main (before any HDF5 call) and
  *  hy_io_hdf5_close at the end instead of HDF5's own atexit handler, which

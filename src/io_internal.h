@@ -32,6 +32,17 @@ char *hy_io_multifile_base(const char *path);
 int hy_io_read_gadget(const char *path, int format, struct hy_part *p, double *time,
                       struct hy_err *err);
 
+/** Read a tipsy file (either byte order) into p, as hy_io_read_hdf5: gas as
+ *  type 0, dark matter as type 1, stars as type 4, in file order, IDs 1..N.
+ *  The file size must equal what the header's counts need. */
+int hy_io_read_tipsy(const char *path, struct hy_part *p, double *time, struct hy_err *err);
+
+/** 2 if head (the first `got` bytes of a file of file_size bytes) is a tipsy
+ *  header with ndim 3 in either byte order, non-negative counts that add up
+ *  to nbodies, and file_size exactly what those counts need; 1 if only ndim
+ *  is 3 (a damaged tipsy file, for the reader to explain); else 0. */
+int hy_io_tipsy_probe(const unsigned char *head, size_t got, long long file_size);
+
 /** hy_io_tmpname into a freshly allocated buffer (free with hy_free). */
 char *hy_io_tmpname_alloc(const char *path);
 

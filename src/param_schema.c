@@ -16,9 +16,9 @@
 /* key, type, default (NULL = required), min, max, min_open, max_open, choices, unit, doc */
 static const struct hy_param_def schema[] = {
   {"InitCondFile", HY_PT_STRING, NULL, NOMIN, NOMAX, 0, 0, NULL, "",
-   "Initial conditions: a file path (HDF5, Gadget format 1 or 2), or a built-in generator: plummer:N[:seed], "
+   "Initial conditions: a file path (HDF5, Gadget format 1 or 2, tipsy), or a built-in generator: plummer:N[:seed], "
    "hernquist:N[:seed], king:N[:seed[:W0]] or uniform:N[:seed[:Q]] (doc/ic.md)"},
-  {"InitCondFormat", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,hdf5,gadget1,gadget2", "",
+  {"InitCondFormat", HY_PT_CHOICE, "auto", NOMIN, NOMAX, 0, 0, "auto,hdf5,gadget1,gadget2,tipsy", "",
    "Format of InitCondFile; auto detects it from the file contents"},
   {"OutputDir", HY_PT_STRING, NULL, NOMIN, NOMAX, 0, 0, NULL, "",
    "Directory for all outputs (snapshots, energy.csv, timings, params-used.txt, restart files)"},

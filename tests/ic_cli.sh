@@ -1,8 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-3.0-or-later
 # ic_cli.sh: `hytree ic MODEL` end to end for every model and option, the
-# one-line errors of bad invocations (each names the bad token), and the
-# generator strings in `hytree run` (a good one read, bad ones refused).
+# one-line errors of bad invocations (each names the bad token), the
+# generator strings in `hytree run` (a good one read, bad ones refused), and
+# a tipsy file from `hytree ic` (written the same twice, by name or by
+# --format) as the initial conditions of a short run.
 # Skips (77) while the hytree driver does not dispatch the ic subcommand yet.
 set -u
 : "${HYTREE:?HYTREE must point at the hytree program}"
@@ -112,5 +114,66 @@ elif grep -qi 'opencl\|device\|platform' "$tmp/out.log"; then
   echo "note: no OpenCL device for the king:256:3:7 run; skipped it"
 else
   echo "FAIL: hytree run with InitCondFile king:256:3:7:"; cat "$tmp/out.log"; fail=1
+fi
+
+# Tipsy: chosen by the .tipsy and .std names and by --format; the same
+# bytes each time (standard big-endian: 32-byte header with ndim 3, then one
+# 36-byte dark-matter record per particle).
+"$HYTREE" ic plummer -N 1000 --seed 5 -o "$tmp/x.tipsy" >"$tmp/out" 2>"$tmp/err" ||
+  { echo "FAIL: hytree ic -o x.tipsy:"; cat "$tmp/err"; fail=1; }
+grep -q 'wrote .*x\.tipsy (tipsy)$' "$tmp/out" || { echo "FAIL: summary of the tipsy write:"; cat "$tmp/out"; fail=1; }
+size=$(wc -c <"$tmp/x.tipsy")
+[ "$size" -eq $((32 + 36 * 1000)) ] || { echo "FAIL: x.tipsy has $size bytes, expected 36032"; fail=1; }
+ndim=$(od -An -tx1 -j12 -N4 "$tmp/x.tipsy" | tr -d ' \n')
+[ "$ndim" = 00000003 ] || { echo "FAIL: x.tipsy: ndim bytes are $ndim, expected big-endian 3"; fail=1; }
+"$HYTREE" ic plummer -N 1000 --seed 5 -o "$tmp/y.std" >/dev/null 2>&1 || { echo "FAIL: hytree ic -o y.std"; fail=1; }
+"$HYTREE" ic plummer -N 1000 --seed 5 -o "$tmp/z.dat" --format tipsy >/dev/null 2>&1 ||
+  { echo "FAIL: hytree ic --format tipsy"; fail=1; }
+for f in y.std z.dat; do
+  cmp "$tmp/x.tipsy" "$tmp/$f" || { echo "FAIL: $f differs from x.tipsy"; fail=1; }
+done
+expect_error 'unknown --format (hdf5, gadget1, gadget2, tipsy): tipsy2' ic plummer -N 10 -o "$o" --format tipsy2
+
+cat >"$tmp/tipsy.txt" <<EOP
+InitCondFile   $tmp/x.tipsy
+OutputDir      $tmp/tipsyout
+TimeEnd        0.05
+EOP
+if "$HYTREE" run "$tmp/tipsy.txt" >"$tmp/out.log" 2>&1; then
+  for s in 000 001; do
+    [ -f "$tmp/tipsyout/snapshot_$s.hdf5" ] || { echo "FAIL: run from x.tipsy wrote no snapshot_$s.hdf5"; fail=1; }
+  done
+  # masses 1/1000 as float32 (1.0000000475e-3) sum to 1.00000005
+  grep -q 'ICs: N = 1000, total mass 1.00000005,' "$tmp/out.log" || { echo "FAIL: run from x.tipsy: no 'ICs: N = 1000' line:"; cat "$tmp/out.log"; fail=1; }
+  # the first snapshot holds the tipsy file's particles (IDs 1..N in file order)
+  py=
+  for c in python3 /usr/bin/python3; do
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import h5py, numpy' 2>/dev/null; then py=$c; break; fi
+  done
+  if [ -z "$py" ]; then
+    echo "note: no python3 with h5py and numpy; the snapshot's particles are not compared with x.tipsy"
+  else
+    "$py" - "$tmp/x.tipsy" "$tmp/tipsyout/snapshot_000.hdf5" <<'EOPY' || fail=1
+import sys, h5py, numpy as np
+rec = np.fromfile(sys.argv[1], dtype='>f4', offset=32).reshape(-1, 9)
+with h5py.File(sys.argv[2], 'r') as f:
+    g = f['PartType1']
+    k = np.argsort(g['ParticleIDs'][:])
+    ids, pos, vel, m = g['ParticleIDs'][:][k], g['Coordinates'][:][k], g['Velocities'][:][k], g['Masses'][:][k]
+ok = (np.array_equal(ids, np.arange(1, len(rec) + 1)) and np.array_equal(m, rec[:, 0].astype(float))
+      and np.array_equal(pos, rec[:, 1:4].astype(float)) and np.array_equal(vel, rec[:, 4:7].astype(float)))
+print('snapshot_000 holds the tipsy particles:', ok)
+sys.exit(0 if ok else 1)
+EOPY
+  fi
+  # named explicitly as well
+  if ! "$HYTREE" run "$tmp/tipsy.txt" -P InitCondFormat=tipsy -P TimeEnd=0 -P "OutputDir=$tmp/tipsyout2" --quiet \
+      >"$tmp/out.log" 2>&1 || [ ! -f "$tmp/tipsyout2/snapshot_000.hdf5" ]; then
+    echo "FAIL: run with InitCondFormat tipsy:"; cat "$tmp/out.log"; fail=1
+  fi
+elif grep -qi 'opencl\|device\|platform' "$tmp/out.log"; then
+  echo "note: no OpenCL device for the run from x.tipsy; skipped it"
+else
+  echo "FAIL: hytree run with InitCondFile x.tipsy:"; cat "$tmp/out.log"; fail=1
 fi
 exit $fail

@@ -321,7 +321,7 @@ static void test_errors(void) {
   expect_error(__LINE__, REQ "\n\nScheme hybird\n",
                "p.txt:6: parameter 'Scheme': 'hybird' is not one of hybrid, tree, direct");
   expect_error(__LINE__, REQ "InitCondFormat gadget3\n",
-               "p.txt:4: parameter 'InitCondFormat': 'gadget3' is not one of auto, hdf5, gadget1, gadget2");
+               "p.txt:4: parameter 'InitCondFormat': 'gadget3' is not one of auto, hdf5, gadget1, gadget2, tipsy");
   expect_error(__LINE__, REQ "SnapshotFields Velocity\n",
                "p.txt:4: parameter 'SnapshotFields': 'Velocity' is not one of Acceleration, Potential");
   expect_error(__LINE__, REQ "SnapshotFields Potential,Potential\n",

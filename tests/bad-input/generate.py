@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Writes the binary cases of tests/bad-input/ (Gadget-1/2 and HDF5 initial
-conditions, each damaged in one way) into the directory given (default: the
+"""Writes the binary cases of tests/bad-input/ (Gadget-1/2, tipsy and HDF5
+initial conditions, each damaged in one way) into the directory given (default: the
 directory of this script). Not run by make check: the files it wrote are kept
 in the repository, and this script documents how each was made. Run it again
 (python3 with numpy and h5py) after changing a case, and check the .expect
 files with tests/bad_input_corpus.sh.
 
 Every file holds 8 particles of type 1 (IDs 1..8, mass 1/8, positions and
-velocities from a fixed pattern), in double precision unless said otherwise.
+velocities from a fixed pattern), in double precision unless said otherwise
+(tipsy: float32 dark-matter records). The tipsy cases need no numpy:
+python3 -c 'import generate; generate.tipsy_cases(".")' writes only them.
 """
 import os
 import struct
@@ -69,6 +71,29 @@ def gadget(path, pos=None, vel=None, ids=None, mass=None, masstab=None, time=0.0
         f.write(out)
 
 
+def tipsy(path, big=True, ndim=3, nbodies=N, pos=None, cut=None):
+    """Tipsy file of N dark-matter records (mass, pos, vel, eps, phi)."""
+    p, v, i, m = particles()
+    pos = p if pos is None else pos
+    e = '>' if big else '<'
+    out = struct.pack(e + 'd6i', 0.0, nbodies, ndim, 0, N, 0, 0)
+    for k in range(N):
+        out += struct.pack(e + '9f', m[k], *pos[k], *v[k], 0.01, 0.0)
+    if cut is not None:
+        out = out[:cut]
+    with open(path, 'wb') as f:
+        f.write(out)
+
+
+def tipsy_cases(out):
+    o = lambda name: os.path.join(out, name)
+    p, v, i, m = particles()
+    tipsy(o('tipsy-truncated.tipsy'), cut=220)  # 100 bytes short of 32 + 8 * 36
+    tipsy(o('tipsy-ndim.tipsy'), ndim=2)
+    tipsy(o('tipsy-counts.std'), big=False, nbodies=9)  # native little-endian
+    tipsy(o('tipsy-nan-position.tipsy'), pos=p[:2] + [[float('nan'), 0.0, 0.0]] + p[3:])
+
+
 def hdf5(path, drop=(), header_over=None, shapes=None, data_over=None, mass_dataset=True):
     import h5py
     import numpy as np
@@ -120,6 +145,7 @@ def main():
     with open(o('g2-bad-label.g2'), 'wb') as f:  # POS label record of 12 bytes instead of 8
         f.write(label('HEAD', 256) + record(header([0, N, 0, 0, 0, 0], [0.0, 1.0 / N, 0, 0, 0, 0])))
         f.write(struct.pack('<I', 12) + b'POS ' + struct.pack('<II', 200, 0) + struct.pack('<I', 12))
+    tipsy_cases(out)
     # HDF5
     import numpy as np
     hdf5(o('h5-no-header.hdf5'), drop=('Header',))
