@@ -65,8 +65,10 @@
 /* A sink's scale c from its last total acceleration a (|a| = amag, G
  * included) with alpha_g = alpha / G; a sink without one (amag 0: the first
  * force of a run, a particle that just changed rank) takes the absolute
- * criterion's a_err / G (aerr_g) instead. */
-#define HY_MAC_REL_SCALE(amag, alpha_g, aerr_g) (1 / sqrt((amag) > 0 ? (alpha_g) * (amag) : (aerr_g)))
+ * criterion's a_err / G (aerr_g) instead, and with capped set every sink
+ * takes the smaller of the two (both criteria hold). */
+#define HY_MAC_REL_SCALE(amag, alpha_g, aerr_g, capped) \
+  (1 / sqrt((amag) > 0 && !((capped) && (alpha_g) * (amag) > (aerr_g)) ? (alpha_g) * (amag) : (aerr_g)))
 
 /* The hard force's reach: nothing of a node of extent b_max (0 for a
  * particle) is within R2 of a point at least this far from its centre. */

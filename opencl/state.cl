@@ -126,14 +126,14 @@ __kernel void hy_st_unpack(__global const float4 *o0, __global const float4 *o1,
 /* The relative criterion's sink scales (HY_MAC_REL_SCALE) from the total
  * accelerations: src/tree.c's hy_tree_sink_scale, operation for operation. */
 __kernel void hy_st_scales(__global const double *acc, const uint n, const double alpha_g, const double aerr_g,
-                           __global float *sc, __global float *gmax) {
+                           const int capped, __global float *sc, __global float *gmax) {
   __local float lm[HY_WG];
   const uint lid = (uint)get_local_id(0);
   float m = 0.0f;
   for (uint i = (uint)get_global_id(0); i < n; i += (uint)get_global_size(0)) {
     const double ax = acc[3 * i], ay = acc[3 * i + 1], az = acc[3 * i + 2];
     const double amag = sqrt(ax * ax + ay * ay + az * az);
-    sc[i] = (float)HY_MAC_REL_SCALE(amag, alpha_g, aerr_g);
+    sc[i] = (float)HY_MAC_REL_SCALE(amag, alpha_g, aerr_g, capped);
     m = fmax(m, sc[i]);
   }
   /* the work-group's largest scale (the LET selection for this rank's box) */

@@ -266,7 +266,8 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
   return run_grid(cl, cl->k_unpack, "unpacking the walk results on the device", seconds, err);
 }
 
-int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, double *largest, struct hy_err *err) {
+int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, int capped, double *largest,
+                       struct hy_err *err) {
   if (need_state(cl, "sink scales", err)) return -1;
   const size_t n = cl->state_n;
   if (cl->s_acc.size < n * 3 * sizeof(double))
@@ -275,13 +276,15 @@ int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, double *
       hy_cl_ensure_buf(cl, &cl->s_scmax, STATE_GROUPS * sizeof(float), "sink scales", err))
     return -1;
   cl_uint un = (cl_uint)n;
+  const cl_int cap = capped != 0;
   const char *nm = "hy_st_scales";
   if (set_arg(cl, cl->k_scales, 0, sizeof(cl_mem), &cl->s_acc.mem, nm, err) ||
       set_arg(cl, cl->k_scales, 1, sizeof un, &un, nm, err) ||
       set_arg(cl, cl->k_scales, 2, sizeof alpha_g, &alpha_g, nm, err) ||
       set_arg(cl, cl->k_scales, 3, sizeof aerr_g, &aerr_g, nm, err) ||
-      set_arg(cl, cl->k_scales, 4, sizeof(cl_mem), &cl->s_sc.mem, nm, err) ||
-      set_arg(cl, cl->k_scales, 5, sizeof(cl_mem), &cl->s_scmax.mem, nm, err) ||
+      set_arg(cl, cl->k_scales, 4, sizeof cap, &cap, nm, err) ||
+      set_arg(cl, cl->k_scales, 5, sizeof(cl_mem), &cl->s_sc.mem, nm, err) ||
+      set_arg(cl, cl->k_scales, 6, sizeof(cl_mem), &cl->s_scmax.mem, nm, err) ||
       run_grid(cl, cl->k_scales, "the sink scales on the device", NULL, err))
     return -1;
   float gm[STATE_GROUPS];

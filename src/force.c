@@ -127,6 +127,7 @@ struct sink_job {
   float *sink;
   const double *acc; /* relative criterion: the scales from p->acc in .w (NULL: 0) */
   double alpha_g, aerr_g;
+  int capped;
 };
 
 static void sink_body(void *arg, size_t b, size_t e, int tid) {
@@ -134,7 +135,7 @@ static void sink_body(void *arg, size_t b, size_t e, int tid) {
   const struct sink_job *j = arg;
   for (size_t i = b; i < e; i++) {
     for (int d = 0; d < 3; d++) j->sink[4 * i + d] = (float)(j->pos[3 * i + d] - j->centre[d]);
-    j->sink[4 * i + 3] = j->acc ? hy_tree_sink_scale(j->acc + 3 * i, j->alpha_g, j->aerr_g) : 0.0f;
+    j->sink[4 * i + 3] = j->acc ? hy_tree_sink_scale(j->acc + 3 * i, j->alpha_g, j->aerr_g, j->capped) : 0.0f;
   }
 }
 
@@ -146,12 +147,13 @@ struct scale_job {
   const double *acc;
   float *sc;
   double alpha_g, aerr_g;
+  int capped;
 };
 
 static void scale_body(void *arg, size_t b, size_t e, int tid) {
   (void)tid;
   const struct scale_job *j = arg;
-  for (size_t i = b; i < e; i++) j->sc[i] = hy_tree_sink_scale(j->acc + 3 * i, j->alpha_g, j->aerr_g);
+  for (size_t i = b; i < e; i++) j->sc[i] = hy_tree_sink_scale(j->acc + 3 * i, j->alpha_g, j->aerr_g, j->capped);
 }
 
 /* The relative criterion's sink scales of p's particles into f->sc. */
@@ -162,7 +164,7 @@ static void sink_scales(struct hy_force *f, const struct hy_part *p) {
     f->sc_cap = p->n;
   }
   struct scale_job j = {.acc = p->acc, .sc = f->sc, .alpha_g = f->cfg.mac_alpha / f->cfg.G,
-                        .aerr_g = f->cfg.a_err / f->cfg.G};
+                        .aerr_g = f->cfg.a_err / f->cfg.G, .capped = f->cfg.mac_both};
   hy_pool_for(f->pool, p->n, 16384, scale_body, &j);
   double m = 0.0; /* the largest, for the LET selection of this rank's box */
   for (size_t i = 0; i < p->n; i++) m = f->sc[i] > m ? f->sc[i] : m;
@@ -678,6 +680,7 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   /* the tree's MAC radii are computed for G = 1 sums: a_err / G */
   if (hy_tree_build(&f->tree, p, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
   f->tree.rel_alpha = f->cfg.mac_alpha / f->cfg.G;
+  f->tree.rel_capped = f->cfg.mac_both;
   if (f->cfg.mac_alpha > 0) sink_scales(f, p); /* c_mine */
   double t2 = hy_wtime();
   hy_force_records_room(&f->node, &f->node_cap, hy_tree_n_nodes(&f->tree), "tree node records");
@@ -748,7 +751,8 @@ void hy_force_pack_sinks(struct hy_force *f, const struct hy_part *p) {
                         .sink = f->sink,
                         .acc = f->cfg.mac_alpha > 0 ? p->acc : NULL,
                         .alpha_g = f->cfg.mac_alpha / f->cfg.G,
-                        .aerr_g = f->cfg.a_err / f->cfg.G};
+                        .aerr_g = f->cfg.a_err / f->cfg.G,
+                        .capped = f->cfg.mac_both};
   hy_pool_for(f->pool, p->n, 4096, sink_body, &sj);
   f->sinks_packed = 1;
 }

@@ -41,6 +41,8 @@ struct hy_force_cfg {
   double eps;     /**< Plummer softening */
   double r1, r2;  /**< split radii (hybrid) */
   double a_err;   /**< absolute MAC accuracy [acceleration], G included */
+  int mac_both;     /**< with mac_alpha: a cell must meet the absolute criterion too (HY_MAC_REL_SCALE's
+                         capped) */
   double mac_alpha; /**< > 0: the relative opening criterion with this alpha (hy_shared.h), sinks scaled
                          by their last total acceleration p->acc (zero: a_err instead); the engine's
                          walks must be built for it (hy_cl_opts.mac_rel); 0: the absolute one */

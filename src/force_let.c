@@ -61,6 +61,7 @@ static int build_second_tree(struct hy_force *f, struct hy_part *q, int whole, s
   hy_tree_sort_in(&f->rtree, q, f->pool, whole ? f->cube_c : NULL, f->cube_h, f->cube_shrunk);
   if (hy_tree_build(&f->rtree, q, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
   f->rtree.rel_alpha = f->cfg.mac_alpha / f->cfg.G; /* the records the walks' criterion reads */
+  f->rtree.rel_capped = f->cfg.mac_both;
   hy_force_records_room(&f->rnode, &f->rnode_cap, hy_tree_n_nodes(&f->rtree), "remote tree records");
   hy_tree_export_at(&f->rtree, q, f->frame, f->rnode, f->pool);
   f->st.remote_build += hy_wtime() - t0;

@@ -474,7 +474,8 @@ static int state_build(struct hy_force *f, const struct hy_part *p, struct hy_er
     pre = f->pre_n;
   f->pre_n = 0;
   if (f->cfg.mac_alpha > 0 &&
-      hy_cl_state_scales(f->cl, f->cfg.mac_alpha / f->cfg.G, f->cfg.a_err / f->cfg.G, &f->c_mine, err))
+      hy_cl_state_scales(f->cl, f->cfg.mac_alpha / f->cfg.G, f->cfg.a_err / f->cfg.G, f->cfg.mac_both, &f->c_mine,
+                         err))
     return -1;
   if (hy_force_build_packed(f, 0, p->n, 0, NULL, NULL, centre, half, hy_wtime() - t0, NULL, pre, err) != 0) return -1;
   f->packed_n = 0; /* nothing of this build is in the host's staging buffer */

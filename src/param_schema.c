@@ -39,10 +39,10 @@ static const struct hy_param_def schema[] = {
    "Plummer softening length eps, >= 0; auto = 0.1 N^(-0.26) r_v"},
   {"AccErr", HY_PT_NUMBER_AUTO, "auto", 0.0, NOMAX, 1, 0, NULL, "code acceleration",
    "Absolute acceleration error a_err of the cell-opening criterion, > 0; auto = 2^-8 G M / r_v^2"},
-  {"OpeningCriterion", HY_PT_CHOICE, "absolute", NOMIN, NOMAX, 0, 0, "absolute,relative", "",
+  {"OpeningCriterion", HY_PT_CHOICE, "absolute", NOMIN, NOMAX, 0, 0, "absolute,relative,both", "",
    "Cell-opening criterion: absolute (a cell's monopole error estimate 3 G B2 / (d^2 (d - b_max)^2) below "
-   "AccErr) or relative (below ErrTolForceAcc times the particle's acceleration of the previous step, as "
-   "Gadget's relative criterion; the first force of a run uses AccErr)"},
+   "AccErr), relative (below ErrTolForceAcc times the particle's acceleration of the previous step, as "
+   "Gadget's relative criterion; the first force of a run uses AccErr) or both (below the smaller of the two)"},
   {"ErrTolForceAcc", HY_PT_NUMBER, "0.005", 0.0, 1.0, 1, 0, NULL, "",
    "alpha of OpeningCriterion relative: a cell's error estimate must be below alpha |a|, > 0 and <= 1"},
   {"NCrit", HY_PT_INT, "16", 1.0, 65536.0, 0, 0, NULL, "",

@@ -379,6 +379,7 @@ static struct hy_force *create_force(struct hy_run *r, struct hy_cl *cl, struct 
                             .r2 = r->r2,
                             .a_err = r->a_err,
                             .mac_alpha = r->mac_alpha,
+                            .mac_both = r->mac_both,
                             .n_crit = (int)hy_params_get_int(r->par, "NCrit"),
                             .nvec = (int)hy_params_get_int(r->par, "NVec"),
                             .n_ratio = r->n_ratio,
@@ -923,7 +924,9 @@ static int read_run_keys(struct hy_run *r, struct hy_err *err) {
 
 /* The opening criterion: r->mac_alpha (0: the absolute one). */
 static void read_criterion(struct hy_run *r) {
-  const int rel = strcmp(hy_params_get_str(r->par, "OpeningCriterion"), "relative") == 0;
+  const char *c = hy_params_get_str(r->par, "OpeningCriterion");
+  const int rel = strcmp(c, "relative") == 0 || strcmp(c, "both") == 0;
+  r->mac_both = strcmp(c, "both") == 0;
   r->mac_alpha = rel && r->scheme != HY_SCHEME_DIRECT ? hy_params_get_number(r->par, "ErrTolForceAcc") : 0.0;
 }
 

@@ -27,7 +27,8 @@ struct hy_run {
   enum hy_scheme scheme;
   int n_ratio;
   double G, eps, r1, r2, a_err, dt_h, t_end, snap_dt, energy_dt;
-  double mac_alpha; /* OpeningCriterion relative: ErrTolForceAcc; absolute: 0 */
+  double mac_alpha; /* OpeningCriterion relative or both: ErrTolForceAcc; absolute: 0 */
+  int mac_both;     /* OpeningCriterion both */
   double progress_dt; /* ProgressInterval: wall seconds between progress lines, 0 every step */
   unsigned snap_fields;
   int snap_files;   /* NumFilesPerSnapshot */

@@ -424,9 +424,9 @@ static void build_links(struct hy_tree *t, struct hy_tree_work *w, struct links_
   hy_pool_for(pool, (size_t)nt, 1, task_place_body, job);
 }
 
-float hy_tree_sink_scale(const double a[3], double alpha_g, double aerr_g) {
+float hy_tree_sink_scale(const double a[3], double alpha_g, double aerr_g, int capped) {
   const double amag = sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]);
-  return (float)HY_MAC_REL_SCALE(amag, alpha_g, aerr_g);
+  return (float)HY_MAC_REL_SCALE(amag, alpha_g, aerr_g, capped);
 }
 
 double hy_tree_mac_radius(double bmax, double b2, double a_err) {
@@ -640,7 +640,7 @@ static void export_body(void *arg, size_t b, size_t e, int tid) {
       o[2] = (float)(r[2] - c0[2]);
       o[3] = (float)j->p->mass[x];
       o[4] = 0.0f;
-      o[5] = t->rel_alpha > 0 ? hy_tree_sink_scale(j->p->acc + 3 * x, t->rel_alpha, t->a_err) : 0.0f;
+      o[5] = t->rel_alpha > 0 ? hy_tree_sink_scale(j->p->acc + 3 * x, t->rel_alpha, t->a_err, t->rel_capped) : 0.0f;
     } else {
       size_t c = x - n;
       const double *r = t->cm + 3 * c;

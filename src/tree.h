@@ -50,6 +50,7 @@ struct hy_tree {
   double rel_alpha;    /**< > 0: the exported records are the relative criterion's (HY_MAC_WORD with
                             a_err 0), the particles' carrying their sink scales from p->acc with
                             alpha / G = rel_alpha (HY_MAC_REL_SCALE); set by the caller, kept by builds */
+  int rel_capped;      /**< with rel_alpha: the scales of both criteria (HY_MAC_REL_SCALE's capped) */
   int depth;           /**< deepest cell level below the root */
   uint64_t *key;       /**< Morton key per particle, ascending */
   int shrunk;            /**< last sort: the key cube follows the bulk, not escapers (hy_tree_robust_cube) */
@@ -163,8 +164,9 @@ void hy_tree_from_records(struct hy_tree *t, size_t n_part, size_t n_cell, const
 
 /** The relative criterion's sink scale (HY_MAC_REL_SCALE) of a particle
  *  whose last total acceleration is a (G included), alpha_g = alpha / G,
- *  aerr_g = a_err / G; the same operations as opencl/state.cl's. */
-float hy_tree_sink_scale(const double a[3], double alpha_g, double aerr_g);
+ *  aerr_g = a_err / G, capped: both criteria; the same operations as
+ *  opencl/state.cl's. */
+float hy_tree_sink_scale(const double a[3], double alpha_g, double aerr_g, int capped);
 
 /** Absolute-MAC radius r_b = b/2 + sqrt(b^2/4 + sqrt(3 B2 / a_err)). */
 double hy_tree_mac_radius(double bmax, double b2, double a_err);

@@ -1069,7 +1069,7 @@ static void test_relative_criterion(struct hy_cl *rel, int tree_build) {
   HY_CHECK_LE(er.max, 3 * alpha);
   HY_CHECK_MSG(er.max < ea.max, "relative max error %.3e not below the absolute criterion's %.3e", er.max, ea.max);
   if (tree_build == HY_TREE_BUILD_HOST) { /* the host reference walk needs the host's tree */
-    for (size_t i = 0; i < n; i++) sc[i] = hy_tree_sink_scale(ref + 3 * i, alpha, a_err);
+    for (size_t i = 0; i < n; i++) sc[i] = hy_tree_sink_scale(ref + 3 * i, alpha, a_err, 0);
     struct hy_walk_cfg wc = {.mode = HY_WALK_FULL, .nvec = 4, .eps = 0.0, .r1 = 0.01, .r2 = 0.02, .n_ratio = 4,
                              .sink_scale = sc, .bound = bound};
     uint64_t cnt[2];
