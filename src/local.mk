@@ -13,7 +13,7 @@ src_libhytree_a_SOURCES = \
 	src/cl_let.c src/cl_check.c src/cl_check.h \
 	src/decomp.c src/decomp.h src/decomp_internal.h src/decomp_cut.c src/decomp_cost.c \
 	src/decomp_exchange.c src/restart.c src/restart.h src/lsan.h \
-	src/trace.c src/trace.h
+	src/trace.c src/trace.h src/bench_ref.c src/bench_ref.h
 nodist_src_libhytree_a_SOURCES = src/cl_sources.c
 
 bin_PROGRAMS += hytree
