@@ -17,7 +17,8 @@ src_libhytree_a_SOURCES = \
 nodist_src_libhytree_a_SOURCES = src/cl_sources.c
 
 bin_PROGRAMS += hytree
-hytree_SOURCES = src/main.c src/run.c src/run.h src/run_internal.h src/run_output.c src/bench.c src/bench.h
+hytree_SOURCES = src/main.c src/run.c src/run.h src/run_internal.h src/run_output.c src/bench.c src/bench.h \
+	src/bench_internal.h src/bench_time.c
 hytree_LDADD = src/libhytree.a $(HY_LIBS)
 
 include src/io.mk
