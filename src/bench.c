@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later
- * bench.c: `hytree bench`. Owns the benchmark protocol: Plummer ICs in Hénon
+ * bench.c: `hytree bench`, and its fixed protocol; with --time the command
+ * line goes to bench_time.c (accuracy per time over a grid of run
+ * parameters). The protocol: Plummer ICs in Hénon
  * units with Watanabe & Nakasato's defaults (eps = 0.1 N^-0.26,
  * R1 = 1.03 N^-1/3, R2 = 2 R1, a_err = 2^-8, n = 4, dt_h = eps / sigma_v
  * with sigma_v the mass-weighted mean speed of the ICs; r_v = 1 by
  * construction), one warm-up dt_s, then K timed dt_s per scheme (hybrid: K
  * steps of 1 soft + 3 hard; tree: 4K steps), the force error of the final
- * configuration on sampled sinks against a device direct sum over all
- * particles, and one table (and CSV) row per (N, scheme). One rank. */
+ * configuration on sampled sinks against a double-precision direct sum over
+ * all particles (bench_ref.c), and one table (and CSV) row per (N, scheme).
+ * One rank. */
 #include "config.h"
 
 #include "bench.h"
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "bench_internal.h"
 #include "cl_engine.h"
 #include "force.h"
 #include "hy_shared.h"
@@ -38,19 +42,20 @@ struct row {
   int device_built;
 };
 
-static void usage(FILE *out) {
+void hy_bench_usage(FILE *out) {
   fputs("usage: hytree bench [--N N[,N...]] [--schemes hybrid,tree] [--device gpu|cpu|any|P:D]\n"
         "                    [--soft-steps K] [--sinks S] [--seed S] [--tree-build auto|host|device]\n"
         "                    [--csv FILE] [--quiet]\n"
         "  Time the hybrid and tree schemes on Plummer spheres with Watanabe & Nakasato's\n"
         "  defaults (all `auto` values of hytree run), one warm-up dt_s and K measured dt_s\n"
         "  (default 3) per scheme, and measure the force error of the final configuration on\n"
-        "  S sampled sinks (default 10000) against a direct sum on the device. A second table\n"
+        "  S sampled sinks (default 10000) against a double-precision direct sum. A second table\n"
         "  splits the tree build (host part; device keys+sort, cells, moments) and the copies.\n"
         "  --tree-build as TreeBuild of hytree run; device also keeps the particle state on\n"
         "  the device (ParticleState device).\n"
         "  Defaults: --N 1048576 --schemes hybrid,tree --device any.\n",
         out);
+  hy_bench_time_usage(out);
 }
 
 static void free_list(char **list, int *n) {
@@ -73,51 +78,6 @@ static int parse_list(const char *s, char **out, int *n, int max) {
   }
   hy_free(copy);
   return *n;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Median and 99th percentile of |a - ref| / |ref| over the sampled sinks:
- * the reference is a device direct sum over all particles (float, whose
- * rounding ~1e-6 is far below the tree's errors). */
-static int force_error(struct hy_cl *cl, const struct hy_part *p, const double *acc, size_t n_sinks, double *med,
-                       double *p99, struct hy_err *err) {
-  size_t n = p->n, stride = n > n_sinks ? n / n_sinks : 1, m = (n + stride - 1) / stride;
-  float *src = hy_malloc("bench sources", n, 4 * sizeof(float));
-  float *sink = hy_malloc("bench sinks", m, 4 * sizeof(float)), *out = hy_malloc("bench sums", m, 4 * sizeof(float));
-  for (size_t i = 0; i < n; i++) {
-    for (int d = 0; d < 3; d++) src[4 * i + d] = (float)p->pos[3 * i + d];
-    src[4 * i + 3] = (float)p->mass[i];
-  }
-  for (size_t k = 0; k < m; k++) {
-    for (int d = 0; d < 3; d++) sink[4 * k + d] = src[4 * (k * stride) + d];
-    sink[4 * k + 3] = 0.0f;
-  }
-  const double eps = 0.1 * pow((double)n, -0.26);
-  int rc = hy_cl_direct(cl, src, n, sink, m, -1, eps, out, NULL, err);
-  double *e = hy_malloc("bench errors", m, sizeof(double));
-  for (size_t k = 0; rc == 0 && k < m; k++) {
-    double d2 = 0, r2 = 0;
-    for (int d = 0; d < 3; d++) {
-      double ref = (double)out[4 * k + d], x = acc[3 * (k * stride) + d];
-      d2 += (x - ref) * (x - ref);
-      r2 += ref * ref;
-    }
-    e[k] = r2 > 0 ? sqrt(d2 / r2) : 0.0;
-  }
-  if (rc == 0) {
-    qsort(e, m, sizeof(double), cmp_double);
-    *med = e[m / 2];
-    *p99 = e[(size_t)(0.99 * (double)(m - 1))];
-  }
-  hy_free(e);
-  hy_free(src);
-  hy_free(sink);
-  hy_free(out);
-  return rc;
 }
 
 static int run_one(struct hy_cl *cl, struct hy_pool *pool, const struct hy_part *ics, const char *scheme_name,
@@ -206,7 +166,10 @@ static int run_one(struct hy_cl *cl, struct hy_pool *pool, const struct hy_part 
     if (rc == 0) rc = hy_force_walk(f, &p, hybrid ? HY_WALK_SPLIT : HY_WALK_FULL, a, hybrid ? b : NULL, NULL, err);
     if (rc == 0 && hybrid)
       for (size_t i = 0; i < 3 * n; i++) a[i] += b[i];
-    if (rc == 0) rc = force_error(cl, &p, a, n_sinks, &row->med, &row->p99, err);
+    struct hy_bench_err fe = {0};
+    if (rc == 0) rc = hy_bench_force_error(cl, pool, &p, a, 1.0, eps, n_sinks, &fe, err);
+    row->med = fe.med;
+    row->p99 = fe.p99;
     hy_free(a);
     hy_free(b);
   }
@@ -263,6 +226,9 @@ static int parse_option(const char *a, const char *v, struct opts *o) {
     }
   } else if (strcmp(a, "--csv") == 0) {
     o->csv = v;
+  } else if (strcmp(a, "--ic") == 0 || strcmp(a, "--grid") == 0 || strcmp(a, "--keep") == 0) {
+    fprintf(stderr, "hytree: error: bench: %s needs --time (see hytree bench --help)\n", a);
+    return 2;
   } else {
     fprintf(stderr, "hytree: error: bench: unknown option '%s' (see hytree bench --help)\n", a);
     return 2;
@@ -282,11 +248,14 @@ static int parse_args(int argc, char **argv, struct opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      usage(stdout);
+      hy_bench_usage(stdout);
       return 0;
     } else if (strcmp(a, "--quiet") == 0) {
       hy_log_set_quiet(1);
       continue;
+    } else if (strncmp(a, "-P", 2) == 0 || strcmp(a, "--verbose") == 0) {
+      fprintf(stderr, "hytree: error: bench: %s needs --time (see hytree bench --help)\n", a);
+      return 2;
     }
     const int status = parse_option(a, i + 1 < argc ? argv[i + 1] : NULL, o);
     if (status >= 0) return status;
@@ -454,7 +423,15 @@ static int bench(const struct opts *o, const struct hy_cl_opts *co) {
   return rc == 0 ? 0 : 1;
 }
 
+/* With --time anywhere: the accuracy-per-time mode. */
+static int time_mode(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--time") == 0) return 1;
+  return 0;
+}
+
 int hy_cmd_bench(int argc, char **argv) {
+  if (time_mode(argc, argv)) return hy_bench_time(argc, argv);
   struct opts o;
   struct hy_cl_opts co;
   int status = parse_args(argc, argv, &o);

@@ -87,6 +87,8 @@ struct hy_cl {
   cl_kernel walk_k[HY_WALK_NMODES][2];
   cl_program direct_prog;
   cl_kernel direct_k;
+  cl_program direct_ref_prog; /* direct.cl with -D HY_DIRECT_REF (fp64 devices, built on first use) */
+  cl_kernel direct_ref_k;
   struct cl_buf node[2];
   uint64_t node_id[2];
   uint64_t sink_id; /* id of the sinks resident in the sink buffer (0: none) */

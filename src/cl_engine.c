@@ -259,6 +259,8 @@ void hy_cl_free(struct hy_cl *cl) {
     }
   if (cl->direct_k) clReleaseKernel(cl->direct_k);
   if (cl->direct_prog) clReleaseProgram(cl->direct_prog);
+  if (cl->direct_ref_k) clReleaseKernel(cl->direct_ref_k);
+  if (cl->direct_ref_prog) clReleaseProgram(cl->direct_ref_prog);
   hy_cl_let_free(cl);
   hy_cl_build_free(cl);
   hy_cl_state_free(cl);
@@ -696,6 +698,58 @@ int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *
     times->download = hy_cl_event_seconds(ev[3]);
   }
   hy_cl_release_events(ev, 4);
+  return 0;
+}
+
+/* The double-precision reference kernel, built on first use: a device
+ * without cl_khr_fp64 could not build it, so hy_cl_build_all does not. */
+static int get_direct_ref_kernel(struct hy_cl *cl, struct hy_err *err) {
+  if (cl->direct_ref_k) return 0;
+  if (!hy_cl_has_fp64(cl))
+    return hy_err_set(err, "OpenCL device %s has no double precision (cl_khr_fp64): no reference direct sum there",
+                      hy_cl_dev_label(cl));
+  if (!cl->direct_ref_prog &&
+      hy_cl_build_program(cl, "direct.cl", hy_cl_source_direct, "-D HY_DIRECT_REF", &cl->direct_ref_prog, err) != 0)
+    return -1;
+  return hy_cl_kernel(cl, cl->direct_ref_prog, "hy_direct_ref", &cl->direct_ref_k, err);
+}
+
+/* The work-group size of hy_direct_ref: its tile is local memory. */
+static int direct_ref_local(struct hy_cl *cl, size_t *local, struct hy_err *err) {
+  size_t kwg = 0;
+  CL_CHECK(clGetKernelWorkGroupInfo(cl->direct_ref_k, cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL),
+           "clGetKernelWorkGroupInfo(hy_direct_ref)");
+  *local = kwg < 64 ? kwg : 64;
+  if (*local < 1) *local = 1;
+  return 0;
+}
+
+int hy_cl_direct_ref(struct hy_cl *cl, const double *src, size_t n_src, const double *sink, size_t n_sink, double eps,
+                     double *out, struct hy_err *err) {
+  if (hy_cl_check_int(n_src, "reference sources", err) || hy_cl_check_int(n_sink, "reference sinks", err)) return -1;
+  if (n_sink == 0) return 0;
+  size_t local;
+  if (get_direct_ref_kernel(cl, err) != 0 || direct_ref_local(cl, &local, err) != 0) return -1;
+  const size_t src_bytes = hy_size_mul_or_die(n_src ? n_src : 1, 4 * sizeof(double), "reference sources");
+  const size_t sink_bytes = hy_size_mul_or_die(n_sink, 4 * sizeof(double), "reference sinks");
+  cl->sink_id = 0; /* the sink buffer is overwritten */
+  if (hy_cl_ensure_buf(cl, &cl->dsrc, src_bytes, "direct sources", err) ||
+      hy_cl_ensure_buf(cl, &cl->sink, sink_bytes, "sinks", err) ||
+      hy_cl_ensure_buf(cl, &cl->out0, sink_bytes, "forces", err))
+    return -1;
+  const cl_int ns = (cl_int)n_src, nk = (cl_int)n_sink;
+  const cl_double eps2 = eps * eps;
+  if (hy_cl_set_args(cl, cl->direct_ref_k, "hy_direct_ref", err, M(cl->dsrc), V(ns), M(cl->sink), V(nk), V(eps2),
+                     M(cl->out0), local * 4 * sizeof(double), (const void *)NULL, END) != 0)
+    return -1;
+  const size_t global = (n_sink + local - 1) / local * local;
+  cl_int e = CL_SUCCESS;
+  if (n_src > 0) e = clEnqueueWriteBuffer(cl->q, cl->dsrc.mem, CL_FALSE, 0, src_bytes, src, 0, NULL, NULL);
+  if (e == CL_SUCCESS) e = clEnqueueWriteBuffer(cl->q, cl->sink.mem, CL_FALSE, 0, sink_bytes, sink, 0, NULL, NULL);
+  if (e == CL_SUCCESS) e = clEnqueueNDRangeKernel(cl->q, cl->direct_ref_k, 1, NULL, &global, &local, 0, NULL, NULL);
+  if (e == CL_SUCCESS) e = clEnqueueReadBuffer(cl->q, cl->out0.mem, CL_TRUE, 0, sink_bytes, out, 0, NULL, NULL);
+  if (e != CL_SUCCESS) clFinish(cl->q); /* nothing queued may still read the host arrays */
+  CL_CHECK(e, "the reference direct sum");
   return 0;
 }
 

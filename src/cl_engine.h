@@ -258,6 +258,17 @@ int hy_cl_walk(struct hy_cl *cl, const struct hy_cl_walk_args *a, const struct h
 int hy_cl_direct(struct hy_cl *cl, const float *src, size_t n_src, const float *sink, size_t n_sink,
                  long self_base, double eps, float *out, struct hy_cl_times *times, struct hy_err *err);
 
+/** O(N^2) direct sum in double precision (opencl/direct.cl's hy_direct_ref,
+ *  built on first use; needs cl_khr_fp64, hy_cl_has_fp64): out receives
+ *  (ax, ay, az, potential) per sink for G = 1 and Plummer softening eps.
+ *  src: 4 doubles (x, y, z, m) per source; sink: 4 doubles (x, y, z,
+ *  unused) per sink, in the same frame (best centred on the particles); a
+ *  source at a sink's own position adds nothing (its softened force is
+ *  zero; with eps = 0 it would be infinite). Returns 0 or -1 with err set
+ *  (also on a device without double precision). */
+int hy_cl_direct_ref(struct hy_cl *cl, const double *src, size_t n_src, const double *sink, size_t n_sink, double eps,
+                     double *out, struct hy_err *err);
+
 /** The last device-built tree of a slot (0: the local tree), for the host
  *  (LET selection in distributed runs; tests): cells receives 8 floats per cell (the node records of nodes n ..
  *  n + n_cell - 1, hy_shared.h), next the next link of particle nodes

@@ -13,11 +13,12 @@ src_libhytree_a_SOURCES = \
 	src/cl_let.c src/cl_check.c src/cl_check.h \
 	src/decomp.c src/decomp.h src/decomp_internal.h src/decomp_cut.c src/decomp_cost.c \
 	src/decomp_exchange.c src/restart.c src/restart.h src/lsan.h \
-	src/trace.c src/trace.h
+	src/trace.c src/trace.h src/bench_ref.c src/bench_ref.h
 nodist_src_libhytree_a_SOURCES = src/cl_sources.c
 
 bin_PROGRAMS += hytree
-hytree_SOURCES = src/main.c src/run.c src/run.h src/run_internal.h src/run_output.c src/bench.c src/bench.h
+hytree_SOURCES = src/main.c src/run.c src/run.h src/run_internal.h src/run_output.c src/bench.c src/bench.h \
+	src/bench_internal.h src/bench_time.c
 hytree_LDADD = src/libhytree.a $(HY_LIBS)
 
 include src/io.mk

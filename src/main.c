@@ -24,6 +24,7 @@ static void usage(FILE *out) {
         "                                             king or uniform model (hytree ic --help)\n"
         "  hytree devices                             list the OpenCL platforms and devices\n"
         "  hytree bench [--N N,...] [--device gpu]    time the schemes on Plummer spheres (hytree bench --help)\n"
+        "  hytree bench --time T [--grid K=v,...]     accuracy per time of run parameters (hytree bench --help)\n"
         "  hytree --version                           print the version\n"
         "  hytree --help                              this help\n"
         "A GPU-accelerated hybrid tree N-body code: Barnes-Hut octree with the pair force split\n"

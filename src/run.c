@@ -14,7 +14,11 @@
  * (decomp.h) runs before the first force and at every soft step. Decisions
  * that one rank makes are broadcast; a failure on one rank during the run
  * ends all ranks (hy_die, MPI_Abort) with its message. Rank 0 writes the
- * text outputs; snapshots are gathered or written per group (io_mpi.h). */
+ * text outputs; snapshots are gathered or written per group (io_mpi.h).
+ *
+ * `hytree bench --time` runs the same set-up and loop in its own process
+ * (hy_run_embedded): one rank, no snapshots, and the last step's particles
+ * and total accelerations handed to the bench. */
 #include "config.h"
 
 #include "run.h"
@@ -359,6 +363,7 @@ struct loop {
   struct hy_sim *sim;
   struct hy_pool *pool;
   unsigned snap_want;   /* what a snapshot needs from a step's forces */
+  unsigned final_want;  /* and the last step's for an embedded run's caller */
   struct hy_diag d0, d; /* the initial and the latest energy diagnostics */
   long first_step, n_steps, next_snap, next_energy;
   double len;           /* a (soft) step's length */
@@ -577,7 +582,8 @@ static int one_step(struct hy_run *r, struct loop *L, long s, struct hy_err *err
   int off;
   const int snap = hy_run_snaps_due(r, L->next_snap, L->len, t_next, &off) || final;
   const int energy = final || r->energy_dt == 0.0 || reaches(t_next, r->t0, r->energy_dt, L->next_energy, L->len);
-  const unsigned want = (snap ? L->snap_want : 0u) | (off ? HY_WANT_ACC : 0u) | (energy ? HY_WANT_POT : 0u);
+  const unsigned want = (snap ? L->snap_want : 0u) | (off ? HY_WANT_ACC : 0u) | (energy ? HY_WANT_POT : 0u) |
+                        (final ? L->final_want : 0u);
   struct hy_step_times tm;
   if (inject_test_nan(r, L, s, err) != 0 || advance(r, L, s, want, &tm, err) != 0) return -1;
   const double t = hy_sim_time(L->sim);
@@ -606,6 +612,7 @@ static int integrate(struct hy_run *r, struct loop *L, struct hy_err *err) {
     hy_msg("done: %ld steps in %.2f s (%.4f s per %sstep), final |dE/E| = %.3e", done, wall, wall / (double)done,
            r->scheme == HY_SCHEME_HYBRID ? "soft " : "", L->d.de_rel);
   hy_run_summary(r, &L->sum, hy_sim_time(L->sim), L->stopped);
+  r->totals = L->sum;
   return 0;
 }
 
@@ -618,6 +625,7 @@ static int simulate(struct hy_run *r, struct hy_cl *cl, struct hy_pool *pool, st
   L.f = create_force(r, cl, pool);
   L.sim = create_sim(r, L.f, pool);
   L.snap_want = HY_WANT_HOST | HY_WANT_POT | ((r->snap_fields & HY_FIELD_ACC) ? HY_WANT_ACC : 0u);
+  L.final_want = r->embed ? HY_WANT_HOST | HY_WANT_ACC : 0u;
   L.first_step = L.next_snap = L.next_energy = 1;
   int rc = report_placement(r, cl, &L, err);
   if (rc == 0 && r->restart_dir)
@@ -684,11 +692,12 @@ static int check_restart_params(struct hy_run *r, const char *stored, const char
 
 /* ------------------------------------------------------------- MPI setup */
 
-/* Duplicate MPI_COMM_WORLD with MPI_ERRORS_RETURN (so MPI failures come
- * back as codes with messages) and find the node-local rank. */
-static int setup_mpi(struct hy_run *r) {
+/* Duplicate base (MPI_COMM_WORLD; an embedded run's MPI_COMM_SELF) with
+ * MPI_ERRORS_RETURN (so MPI failures come back as codes with messages) and
+ * find the node-local rank. */
+static int setup_mpi(struct hy_run *r, MPI_Comm base) {
   MPI_Comm node;
-  if (MPI_Comm_dup(MPI_COMM_WORLD, &r->comm) != MPI_SUCCESS ||
+  if (MPI_Comm_dup(base, &r->comm) != MPI_SUCCESS ||
       MPI_Comm_set_errhandler(r->comm, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
       MPI_Comm_rank(r->comm, &r->rank) != MPI_SUCCESS || MPI_Comm_size(r->comm, &r->size) != MPI_SUCCESS ||
       MPI_Comm_split_type(r->comm, MPI_COMM_TYPE_SHARED, r->rank, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
@@ -852,6 +861,15 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c) {
   return status;
 }
 
+void hy_run_print_errors(const char *errors) {
+  for (const char *line = errors; line && *line;) {
+    const char *nl = strchr(line, '\n');
+    const int len = nl ? (int)(nl - line) : (int)strlen(line);
+    fprintf(stderr, "hytree: error: %.*s\n", len, line);
+    line = nl ? nl + 1 : NULL;
+  }
+}
+
 /* What a restart set holds besides its state and the particles. */
 struct stored {
   char *text;        /* its parameters */
@@ -889,13 +907,7 @@ static int load_params(struct hy_run *r, const struct cmdline *c, struct stored 
     r->par = NULL;
   }
   if (r->par) return 0;
-  char *line = errors;
-  while (r->rank == 0 && line && *line) {
-    char *nl = strchr(line, '\n');
-    if (nl) *nl = '\0';
-    fprintf(stderr, "hytree: error: %s\n", line);
-    line = nl ? nl + 1 : NULL;
-  }
+  if (r->rank == 0) hy_run_print_errors(errors);
   free(errors);
   return -1;
 }
@@ -983,7 +995,7 @@ static int read_settings(struct hy_run *r, int grid[3], struct hy_err *err) {
     hy_msg("%s: %s run on %d MPI rank%s, parameters from %s", PACKAGE_STRING, hy_scheme_name(r->scheme), r->size,
            r->size > 1 ? "s" : "", r->pfile);
     read_restart_keys(r);
-    rc = install_signal_handlers(err);
+    if (!r->embed) rc = install_signal_handlers(err); /* a bench's SIGTERM ends it */
   }
   if (rc != 0) report(r, err);
   return rc;
@@ -1110,6 +1122,20 @@ static int close_outputs(struct hy_run *r, int status, struct hy_err *err) {
   return hy_run_close_files(r, status);
 }
 
+/* An embedded run after its last step: its figures and the caller's look
+ * at the final particles. */
+static int embedded_end(struct hy_run *r, struct hy_cl *cl, struct hy_pool *pool, struct hy_err *err) {
+  struct hy_run_embed *e = r->embed;
+  e->n = r->p.n;
+  e->t0 = r->t0;
+  e->steps = r->totals.steps;
+  e->wall = r->totals.wall;
+  e->max_de = r->totals.max_de;
+  e->inter = r->totals.inter;
+  e->kernel = r->totals.kernel;
+  return e->at_end ? e->at_end(e->ctx, cl, pool, &r->p, r->G, r->eps, err) : 0;
+}
+
 /* The run from its parameters on: set-up, outputs, the main loop. Returns
  * the exit status. */
 static int set_up_and_run(struct hy_run *r, const struct stored *st, struct hy_pool *pool, struct hy_cl **cl) {
@@ -1121,6 +1147,10 @@ static int set_up_and_run(struct hy_run *r, const struct stored *st, struct hy_p
   if (rc == 0) rc = open_device(r, cl, &err);
   if (rc == 0) rc = open_outputs(r, &err);
   if (rc == 0 && simulate(r, *cl, pool, &err) != 0) {
+    report(r, &err);
+    rc = -1;
+  }
+  if (rc == 0 && r->embed && embedded_end(r, *cl, pool, &err) != 0) {
     report(r, &err);
     rc = -1;
   }
@@ -1148,7 +1178,7 @@ int hy_cmd_run(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   hy_part_init(&r.p);
   r.pfile = c.pfile;
-  if (setup_mpi(&r) != 0) {
+  if (setup_mpi(&r, MPI_COMM_WORLD) != 0) {
     hy_free(c.ov);
     return 1;
   }
@@ -1163,6 +1193,24 @@ int hy_cmd_run(int argc, char **argv) {
     pool = hy_pool_create(pool_threads(&r));
     status = set_up_and_run(&r, &st, pool, &cl);
   }
+  release(&r, &st, pool, cl);
+  return status;
+}
+
+int hy_run_embedded(struct hy_params *par, const char *name, struct hy_run_embed *e) {
+  struct hy_run r;
+  memset(&r, 0, sizeof r);
+  hy_part_init(&r.p);
+  r.pfile = name;
+  r.embed = e;
+  if (setup_mpi(&r, MPI_COMM_SELF) != 0) return 1;
+  r.par = par;
+  struct stored st;
+  memset(&st, 0, sizeof st);
+  struct hy_pool *pool = hy_pool_create(pool_threads(&r));
+  struct hy_cl *cl = NULL;
+  const int status = set_up_and_run(&r, &st, pool, &cl);
+  r.par = NULL; /* the caller's */
   release(&r, &st, pool, cl);
   return status;
 }

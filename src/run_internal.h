@@ -17,8 +17,24 @@
 #include "params.h"
 #include "part.h"
 #include "restart.h"
+#include "run.h"
 #include "sim.h"
 #include "threads.h"
+
+/* the summary's split of rank 0's costs */
+enum hy_run_sum_part {
+  SP_SORT, SP_BUILD, SP_EXPORT, SP_REMOTE, SP_UPLOAD, SP_DOWNLOAD, SP_LET, SP_BOXES, SP_DD, SP_WALK, SP_N
+};
+
+/* Totals over the steps of a run, for its summary. */
+struct hy_run_totals {
+  long steps, n_hard;
+  double wall, soft, hard, kernel, inter, max_de, merged, whole;
+  double part[SP_N]; /* rank 0's costs, enum hy_run_sum_part */
+  /* the decomposition figures of struct hy_run when the loop began */
+  double dd_wait0, dd_sent0, dd_recv0, dd_before0;
+  long dd_count0;
+};
 
 struct hy_run {
   struct hy_params *par;
@@ -40,7 +56,7 @@ struct hy_run {
   int snap_count;
   FILE *energy, *timings, *let;
   /* MPI */
-  MPI_Comm comm; /* MPI_COMM_WORLD's duplicate with MPI_ERRORS_RETURN */
+  MPI_Comm comm; /* MPI_COMM_WORLD's (embedded: MPI_COMM_SELF's) duplicate with MPI_ERRORS_RETURN */
   int rank, size, local_rank, local_size;
   struct hy_decomp *dd;
   struct hy_decomp_stats dd_st;
@@ -59,21 +75,8 @@ struct hy_run {
   long test_nan_step;               /* HYTREE_TEST_NAN_AT_STEP (tests) */
   int test_kill_write;              /* HYTREE_TEST_KILL_IN_RESTART (tests) */
   int restarts_written;
-};
-
-/* the summary's split of rank 0's costs */
-enum hy_run_sum_part {
-  SP_SORT, SP_BUILD, SP_EXPORT, SP_REMOTE, SP_UPLOAD, SP_DOWNLOAD, SP_LET, SP_BOXES, SP_DD, SP_WALK, SP_N
-};
-
-/* Totals over the steps of a run, for its summary. */
-struct hy_run_totals {
-  long steps, n_hard;
-  double wall, soft, hard, kernel, inter, max_de, merged, whole;
-  double part[SP_N]; /* rank 0's costs, enum hy_run_sum_part */
-  /* the decomposition figures of struct hy_run when the loop began */
-  double dd_wait0, dd_sent0, dd_recv0, dd_before0;
-  long dd_count0;
+  struct hy_run_embed *embed;  /* a run inside hytree bench (hy_run_embedded), or NULL */
+  struct hy_run_totals totals; /* of the loop, when it ended */
 };
 
 /* run.c */

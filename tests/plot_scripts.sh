@@ -12,6 +12,10 @@
 #  - bad input (a missing file, a CSV file given as a snapshot, a file
 #    without the expected columns) exits 1 with a message naming the file;
 #  - hytree-plot-sweep on a hand-written results.csv;
+#  - hytree-plot-bench on a hand-written `hytree bench --time` CSV whose
+#    Pareto front is known: its pareto_front() finds exactly those points
+#    (two dominated ones left out: one slower at the same error, one slower
+#    and less accurate), and the figure has both panels;
 #  - every figure the script calls above make is built again through the
 #    script's make_figure() and checked on the Figure object by
 #    tests/check_plot_figures.py: a title with N, the scheme (and the time
@@ -42,7 +46,7 @@ S=$HYTREE_SCRIPTS_DIR
 # whichever python3 comes first on PATH
 if [ -n "${PYTHON:-}" ]; then
   for f in "$S"/hytree-plot-energy "$S"/hytree-plot-timings "$S"/hytree-plot-sweep "$S"/hytree-plot-density \
-           "$S"/hytree-plot-lagrangian "$S"/hytree-sweep; do
+           "$S"/hytree-plot-lagrangian "$S"/hytree-plot-bench "$S"/hytree-sweep; do
     [ "$(head -n 1 "$f")" = "#!$PYTHON" ] || { echo "FAIL: $f starts with $(head -n 1 "$f"), not #!$PYTHON"; fail=1; }
   done
 fi
@@ -71,7 +75,7 @@ bad() { # name, expected text in the message, args... (exit 1 expected)
   fi
 }
 
-for name in energy timings sweep density lagrangian; do
+for name in energy timings sweep density lagrangian bench; do
   "$PY" "$S/hytree-plot-$name" --help >/dev/null 2>&1 || { echo "FAIL: hytree-plot-$name --help"; fail=1; }
 done
 nb="N = 2048|hybrid scheme"
@@ -144,6 +148,37 @@ for p in a b c; do mkdir -p "$tmp/$p/output" && cp "$run/params-used.txt" "$tmp/
 plot sweep "$nb|c=R1 [N-body units]|x=[s]|L=n = 2;n = 4" "$tmp/results.csv" -o "$tmp/sweep.png"
 png "$tmp/sweep.png" || { echo "FAIL: sweep.png"; fail=1; }
 
+# a bench table (columns as hytree bench --time --grid SoftStepRatio=... --grid NCrit=... --csv writes);
+# (time, max |dE/E|): the front is rows 4, 1, 2, 5 (0-based 3, 0, 1, 4); row 3 is slower and less
+# accurate than row 2, row 6 as fast as row 2 at row 1's error
+cat >"$tmp/bench.csv" <<EOR
+ic,N,SoftStepRatio,NCrit,wall_time_s,steps,max_rel_energy_error,force_err_median,force_err_p99,force_err_max,interactions_per_s
+plummer,4096,2,8,1.0,8,1.0e-5,1e-3,4e-3,2e-2,1e8
+plummer,4096,2,16,2.0,8,5.0e-6,9e-4,3e-3,2e-2,1e8
+plummer,4096,4,8,3.0,4,8.0e-6,1e-3,5e-3,2e-2,1e8
+plummer,4096,4,16,0.5,4,4.0e-5,1e-3,6e-3,2e-2,1e8
+plummer,4096,1,8,4.0,16,1.0e-6,1e-3,2e-3,2e-2,1e8
+plummer,4096,1,16,2.0,16,1.0e-5,1e-3,7e-3,2e-2,1e8
+EOR
+"$PY" - "$S/hytree-plot-bench" "$tmp/bench.csv" <<'EOPY' || fail=1
+import importlib.machinery, importlib.util, sys
+loader = importlib.machinery.SourceFileLoader("hytree_plot_bench", sys.argv[1])
+spec = importlib.util.spec_from_loader(loader.name, loader)
+mod = importlib.util.module_from_spec(spec)
+loader.exec_module(mod)
+rows, keys = mod.read_table(sys.argv[2])
+front = mod.pareto_front([(r["wall_time_s"], r["max_rel_energy_error"]) for r in rows])
+if keys != ["SoftStepRatio", "NCrit"] or front != [3, 0, 1, 4]:
+    sys.exit(f"FAIL: hytree-plot-bench: grid keys {keys}, front {front}; expected [SoftStepRatio, NCrit], [3, 0, 1, 4]")
+print(f"bench front: rows {front}")
+EOPY
+plot bench "Accuracy per time: plummer, N = 4096|x=wall time of the steps [s]|y=max|L=configuration;Pareto front" \
+  "$tmp/bench.csv" -o "$tmp/bench.png"
+plot bench "N = 4096" "$tmp/bench.csv" --labels all -o "$tmp/bench-all.png"
+for f in bench bench-all; do
+  png "$tmp/$f.png" || { echo "FAIL: $f.png is missing, small or not a PNG"; fail=1; }
+done
+
 # hand-made runs: hybrid n = 2 (dt_s = 0.1, 4 steps of 1 s) and tree n = 8
 # (dt_h = 0.025, 16 steps of 0.25 s), both 10 s per unit of simulated time
 # (per dt_s they would differ: 1 s and 2 s); a run in Gadget units
@@ -203,7 +238,7 @@ done
 "$PY" "$top_srcdir/tests/check_plot_figures.py" "$S" "$tmp/figures.list" || fail=1
 if [ -n "${PLOT_FIGURES_DIR:-}" ]; then
   mkdir -p "$PLOT_FIGURES_DIR" &&
-  for f in energy timings sweep density; do cp "$tmp/$f.png" "$PLOT_FIGURES_DIR/$f.png" || fail=1; done &&
+  for f in energy timings sweep density bench; do cp "$tmp/$f.png" "$PLOT_FIGURES_DIR/$f.png" || fail=1; done &&
   cp "$tmp/lagr.png" "$PLOT_FIGURES_DIR/lagrangian.png" || fail=1
 fi
 
@@ -214,4 +249,6 @@ bad energy "params-used.txt: no column time" "$run/params-used.txt" -o "$tmp/x.p
 bad timings "energy.csv: no column t_step" "$run/energy.csv" -o "$tmp/x.png"
 bad sweep "energy.csv: no column R1" "$run/energy.csv" -o "$tmp/x.png"
 bad lagrangian "directory without snapshot_NNN.hdf5" "$tmp" -o "$tmp/x.png"
+bad bench "energy.csv: no column ic" "$run/energy.csv" -o "$tmp/x.png"
+bad bench "nothere.csv: cannot read" "$tmp/nothere.csv" -o "$tmp/x.png"
 exit $fail

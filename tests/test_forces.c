@@ -16,7 +16,10 @@
  *  - the hard steps' force errors do no net work (Hernquist cusp);
  *  - the device state's energy sums equal the host's to rounding;
  *  - the relative opening criterion: the monopole error bound per sink,
- *    device walk against the host reference walk, errors of order alpha. */
+ *    device walk against the host reference walk, errors of order alpha;
+ *  - the double-precision reference direct sum (hy_cl_direct_ref) equals the
+ *    host's double direct sum to rounding, and hytree bench's force error
+ *    (hy_bench_force_error) measures a known error exactly. */
 #include "config.h"
 
 #include <math.h>
@@ -25,6 +28,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "bench_ref.h"
 #include "cl_engine.h"
 #include "diag.h"
 #include "force.h"
@@ -1104,6 +1108,106 @@ static void test_relative_criterion(struct hy_cl *rel, int tree_build) {
   hy_part_free(&p);
 }
 
+/* The double-precision reference of hytree bench against the host's double
+ * direct sum of the same particles (relative to their centre of mass):
+ * both sum the same n terms in different orders, so each component differs
+ * by at most 4 (n + 8) u sum_j |term_j| (the summation's rounding bound,
+ * with a few roundings in each term's 1/sqrt); for sums that do not cancel
+ * this is ~1e-13 relative, far below the float kernel's ~1e-7. */
+static void test_direct_ref(void) {
+  if (!hy_cl_has_fp64(cl)) {
+    printf("direct ref: the device has no double precision, skipped\n");
+    return;
+  }
+  struct hy_part p;
+  hy_part_init(&p);
+  plummer(4096, 5, &p);
+  const size_t n = p.n;
+  const double eps = 0.01, u = 0x1p-53;
+  double c[3], *src = hy_malloc("src", n, 4 * sizeof(double)), *out = hy_malloc("out", n, 4 * sizeof(double));
+  double *pos = hy_malloc("pos", 3 * n, sizeof(double)), *ref = hy_malloc("ref", 3 * n, sizeof(double));
+  double *pref = hy_malloc("pref", n, sizeof(double)), *rel = hy_malloc("rel", n, sizeof(double));
+  hy_part_com(&p, c);
+  for (size_t i = 0; i < n; i++) {
+    for (int d = 0; d < 3; d++) src[4 * i + d] = pos[3 * i + d] = p.pos[3 * i + d] - c[d];
+    src[4 * i + 3] = p.mass[i];
+  }
+  struct hy_err err;
+  HY_CHECK_INT(hy_cl_direct_ref(cl, src, n, src, n, eps, out, &err), 0);
+  hy_cpu_direct(pos, p.mass, n, pos, n, 0, eps, 0, 0, ref, NULL, pref, pool);
+  double worst = 0.0; /* the largest difference in units of its bound */
+  for (size_t i = 0; i < n; i++) {
+    double mag[4] = {0}, d2 = 0.0, r2 = 0.0;
+    for (size_t j = 0; j < n; j++) {
+      if (j == i) continue;
+      double dx[3], q = eps * eps;
+      for (int d = 0; d < 3; d++) {
+        dx[d] = pos[3 * j + d] - pos[3 * i + d];
+        q += dx[d] * dx[d];
+      }
+      const double w = p.mass[j] / (q * sqrt(q));
+      for (int d = 0; d < 3; d++) mag[d] += w * fabs(dx[d]);
+      mag[3] += p.mass[j] / sqrt(q);
+    }
+    for (int d = 0; d < 4; d++) {
+      const double a = out[4 * i + d], b = d < 3 ? ref[3 * i + d] : pref[i];
+      const double r = fabs(a - b) / (4.0 * (double)(n + 8) * u * mag[d]);
+      if (r > worst) worst = r;
+      if (d < 3) {
+        d2 += (a - b) * (a - b);
+        r2 += b * b;
+      }
+    }
+    rel[i] = sqrt(d2 / r2);
+  }
+  qsort(rel, n, sizeof(double), cmp_double);
+  printf("%-44s median %.3e  max %.3e  (worst difference %.2e of its bound)\n", "double reference vs host double (acc)",
+         rel[n / 2], rel[n - 1], worst);
+  HY_CHECK_LE(worst, 1.0);
+  HY_CHECK_LE(rel[n / 2], 1e-12);
+  hy_free(src);
+  hy_free(out);
+  hy_free(pos);
+  hy_free(ref);
+  hy_free(pref);
+  hy_free(rel);
+  hy_part_free(&p);
+}
+
+/* hy_bench_force_error on accelerations with a known error: the exact
+ * force (host double direct sum, G = 2) scaled by 1 + k/1000 on the k-th
+ * particle of 1000: the relative error is k/1000 exactly, so the median,
+ * 99th percentile and maximum over 500 samples (every 2nd particle, even k)
+ * are known; the exact force gives errors at rounding level. */
+static void test_bench_error(void) {
+  struct hy_part p;
+  hy_part_init(&p);
+  plummer(1000, 9, &p);
+  const size_t n = p.n;
+  const double eps = 0.02, G = 2.0;
+  double *acc = hy_malloc("acc", 3 * n, sizeof(double));
+  hy_cpu_direct(p.pos, p.mass, n, p.pos, n, 0, eps, 0, 0, acc, NULL, NULL, pool);
+  for (size_t i = 0; i < 3 * n; i++) acc[i] *= G;
+  struct hy_bench_err e;
+  struct hy_err err;
+  HY_CHECK_INT(hy_bench_force_error(cl, pool, &p, acc, G, eps, 10000, &e, &err), 0);
+  printf("%-44s median %.3e  p99 %.3e  max %.3e (%zu sampled)\n", "bench error of the exact force", e.med, e.p99,
+         e.max, e.n_sampled);
+  HY_CHECK(e.n_sampled == n);
+  HY_CHECK_LE(e.max, 1e-12);
+  for (size_t i = 0; i < n; i++)
+    for (int d = 0; d < 3; d++) acc[3 * i + d] *= 1.0 + (double)i / 1000.0;
+  HY_CHECK_INT(hy_bench_force_error(cl, pool, &p, acc, G, eps, 500, &e, &err), 0);
+  /* samples k = 2j, j < 500: the median is j = 250, the 99th percentile j = floor(0.99 * 499) = 494 */
+  printf("%-44s median %.6e  p99 %.6e  max %.6e\n", "bench error of a known error", e.med, e.p99, e.max);
+  HY_CHECK(e.n_sampled == 500);
+  HY_CHECK_ABS(e.med, 0.500, 1e-12);
+  HY_CHECK_ABS(e.p99, 0.988, 1e-12);
+  HY_CHECK_ABS(e.max, 0.998, 1e-12);
+  hy_free(acc);
+  hy_part_free(&p);
+}
+
 int main(void) {
   hy_log_init(0, 1);
   pool = hy_pool_create(hy_pool_default_threads());
@@ -1115,6 +1219,8 @@ int main(void) {
   }
   printf("device: %s\n", hy_cl_description(cl));
   test_direct();
+  test_direct_ref();
+  test_bench_error();
   test_open_all(HY_TREE_BUILD_HOST);
   test_open_all(HY_TREE_BUILD_DEVICE);
   test_tree_accuracy();
