@@ -18,7 +18,7 @@
 
 static void usage(FILE *f) {
   fputs("usage: hytree ic MODEL -N N [--seed S] [--W0 W] [--virial Q] -o FILE\n"
-        "                [--format hdf5|gadget1|gadget2|tipsy]\n"
+        "                [--format hdf5|gadget1|gadget2|tipsy|tipsy-native]\n"
         "  Equal masses 1/N, IDs 1..N, type 1, centre-of-mass frame, Henon units\n"
         "  (G = M = 1, E = -1/4); see doc/ic.md. models:\n"
         "    plummer    Plummer sphere, truncated at mass fraction 0.999\n"
@@ -33,7 +33,8 @@ static void usage(FILE *f) {
         "  --virial Q     uniform only: virial ratio Q >= 0 (default 0.5; 0: cold)\n"
         "  -o FILE        output file; .dat or .gadget: Gadget format 1; .tipsy or\n"
         "                 .std: tipsy (big-endian, dark matter, softening 0); else HDF5\n"
-        "  --format F     force the output format (hdf5, gadget1, gadget2, tipsy)\n"
+        "  --format F     force the output format (hdf5, gadget1, gadget2, tipsy;\n"
+        "                 tipsy-native: Bonsai's tipsy, little-endian, IDs in phi)\n"
         "  -h, --help     show this help\n"
         "  The same models are available to `hytree run` as InitCondFile\n"
         "  plummer:N[:seed], hernquist:N[:seed], king:N[:seed[:W0]], uniform:N[:seed[:Q]].\n",
@@ -135,9 +136,12 @@ int hy_cmd_ic(int argc, char **argv) {
   struct hy_err err;
 
   enum hy_ic_format fmt = HY_FMT_HDF5;
-  if (fmtstr) {
+  const int native = fmtstr && strcmp(fmtstr, "tipsy-native") == 0; /* Bonsai's tipsy */
+  if (native) {
+    fmt = HY_FMT_TIPSY;
+  } else if (fmtstr) {
     if (hy_io_format_parse(fmtstr, &fmt) != 0 || fmt == HY_FMT_AUTO)
-      return fail(2, "unknown --format (hdf5, gadget1, gadget2, tipsy)", fmtstr);
+      return fail(2, "unknown --format (hdf5, gadget1, gadget2, tipsy, tipsy-native)", fmtstr);
   } else if (ends_with(out, ".dat") || ends_with(out, ".gadget")) {
     fmt = HY_FMT_GADGET1;
   } else if (ends_with(out, ".tipsy") || ends_with(out, ".std")) {
@@ -158,7 +162,7 @@ int hy_cmd_ic(int argc, char **argv) {
       rc = hy_io_write_hdf5(out, &p, &info, &err);
     } else if (fmt == HY_FMT_TIPSY) {
       /* the softening is the run's choice, not the model's: 0 in the file */
-      rc = hy_io_write_tipsy(out, &p, 0.0, 0.0, &err);
+      rc = hy_io_write_tipsy(out, &p, 0.0, 0.0, native, &err);
     } else {
       struct hy_gadget_opts o = {fmt == HY_FMT_GADGET2 ? 2 : 1, 1, 0, 1, 0};
       rc = hy_io_write_gadget(out, &p, 0.0, &o, &err);

@@ -118,8 +118,11 @@ int hy_io_write_gadget(const char *path, const struct hy_part *p, double time,
  *  float32; a value that float32 cannot hold (not finite, beyond FLT_MAX, a
  *  positive mass that rounds to 0) is refused with a message naming the
  *  particle. Every record's softening is `softening` (>= 0; 0 when unknown),
- *  its potential and the gas/star fields 0. At most INT32_MAX particles. */
-int hy_io_write_tipsy(const char *path, const struct hy_part *p, double time, double softening,
+ *  its potential and the gas/star fields 0. At most INT32_MAX particles.
+ *  native: Bonsai's variant instead, little-endian with each particle's ID
+ *  as a 32-bit int in the potential's place (an ID above INT32_MAX is
+ *  refused). */
+int hy_io_write_tipsy(const char *path, const struct hy_part *p, double time, double softening, int native,
                       struct hy_err *err);
 
 /** Call hy_io_hdf5_init first thing in main (before any HDF5 call) and

@@ -58,17 +58,38 @@ static void put_u32_be(unsigned char *b, uint32_t x) {
   b[3] = (unsigned char)x;
 }
 
-static void put_f32_be(unsigned char *b, float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  put_u32_be(b, x);
-}
-
 static void put_f64_be(unsigned char *b, double d) {
   uint64_t x;
   memcpy(&x, &d, 8);
   put_u32_be(b, (uint32_t)(x >> 32));
   put_u32_be(b + 4, (uint32_t)x);
+}
+
+/* The writer's words in its byte order: big-endian (standard tipsy) or
+ * little-endian (the native files of Bonsai on x86 and ARM hosts). */
+static void put_u32(unsigned char *b, uint32_t x, int big) {
+  if (big) {
+    put_u32_be(b, x);
+    return;
+  }
+  for (int k = 0; k < 4; k++) b[k] = (unsigned char)(x >> (8 * k));
+}
+
+static void put_f32(unsigned char *b, float f, int big) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  put_u32(b, x, big);
+}
+
+static void put_f64(unsigned char *b, double d, int big) {
+  if (big) {
+    put_f64_be(b, d);
+    return;
+  }
+  uint64_t x;
+  memcpy(&x, &d, 8);
+  put_u32(b, (uint32_t)x, 0);
+  put_u32(b + 4, (uint32_t)(x >> 32), 0);
 }
 
 /* ------------------------------------------------------------------ header */
@@ -217,6 +238,7 @@ struct tout {
   const char *path, *tmp;
   struct hy_err *err;
   int failed;
+  int native; /* little-endian, IDs in phi */
 };
 
 static void put_bytes(struct tout *o, const unsigned char *b, size_t n) {
@@ -242,16 +264,23 @@ static int put_record(struct tout *o, unsigned char *r, const struct hy_part *p,
   if (p->mass[i] > 0.0 && v[0] == 0.0f)
     return hy_err_set(o->err, "%s: particle ID %llu (index %zu): mass = %g is 0 as a 32-bit float", o->path,
                       (unsigned long long)p->id[i], i, p->mass[i]);
-  for (int c = 0; c < 7; c++) put_f32_be(r + 4 * c, v[c]);
+  const int big = !o->native;
+  for (int c = 0; c < 7; c++) put_f32(r + 4 * c, v[c], big);
   /* the fields hytree does not have are 0; eps goes where each kind keeps it */
   size_t bytes = type == 0 ? GAS_BYTES : type == 4 ? STAR_BYTES : DARK_BYTES;
   memset(r + 28, 0, bytes - 28);
   size_t eps_at = type == 0 || type == 4 ? 36 : 28; /* gas hsmooth, star eps: word 9; dark eps: 7 */
-  put_f32_be(r + eps_at, eps);
+  put_f32(r + eps_at, eps, big);
+  if (o->native) { /* Bonsai's files: the particle ID as an int in phi, the last word */
+    if (p->id[i] > (uint64_t)INT32_MAX)
+      return hy_err_set(o->err, "%s: particle ID %llu (index %zu) does not fit the 32-bit ID of a native tipsy file",
+                        o->path, (unsigned long long)p->id[i], i);
+    put_u32(r + bytes - 4, (uint32_t)p->id[i], 0);
+  }
   return 0;
 }
 
-int hy_io_write_tipsy(const char *path, const struct hy_part *p, double time, double softening,
+int hy_io_write_tipsy(const char *path, const struct hy_part *p, double time, double softening, int native,
                       struct hy_err *err) {
   float eps;
   if (to_f32(softening, &eps) != 0 || softening < 0.0)
@@ -269,7 +298,8 @@ int hy_io_write_tipsy(const char *path, const struct hy_part *p, double time, do
   start[0] = 0;
   for (int t = 0; t < HY_NTYPES; t++) start[t + 1] = start[t] + (size_t)counts[t];
 
-  struct tout o = {NULL, path, NULL, err, 0};
+  struct tout o = {NULL, path, NULL, err, 0, native != 0};
+  const int big = !native;
   char *tmp = hy_io_tmpname_alloc(path);
   o.tmp = tmp;
   o.f = fopen(tmp, "wb");
@@ -280,13 +310,13 @@ int hy_io_write_tipsy(const char *path, const struct hy_part *p, double time, do
     return -1;
   }
   unsigned char head[HEADER_BYTES];
-  put_f64_be(head, time);
-  put_u32_be(head + 8, (uint32_t)p->n);
-  put_u32_be(head + 12, 3);
-  put_u32_be(head + 16, (uint32_t)nsph);
-  put_u32_be(head + 20, (uint32_t)ndark);
-  put_u32_be(head + 24, (uint32_t)nstar);
-  put_u32_be(head + 28, 0);
+  put_f64(head, time, big);
+  put_u32(head + 8, (uint32_t)p->n, big);
+  put_u32(head + 12, 3, big);
+  put_u32(head + 16, (uint32_t)nsph, big);
+  put_u32(head + 20, (uint32_t)ndark, big);
+  put_u32(head + 24, (uint32_t)nstar, big);
+  put_u32(head + 28, 0, big);
   put_bytes(&o, head, sizeof head);
 
   /* gas (type 0), then dark (types 1, 2, 3, 5), then stars (type 4) */

@@ -3,7 +3,8 @@
 # ic_cli.sh: `hytree ic MODEL` end to end for every model and option, the
 # one-line errors of bad invocations (each names the bad token), the
 # generator strings in `hytree run` (a good one read, bad ones refused), and
-# a tipsy file from `hytree ic` (written the same twice, by name or by
+# a tipsy file from `hytree ic` (Bonsai's native variant little-endian with
+# the IDs in phi; the standard one written the same twice, by name or by
 # --format) as the initial conditions of a short run.
 # Skips (77) while the hytree driver does not dispatch the ic subcommand yet.
 set -u
@@ -132,7 +133,14 @@ ndim=$(od -An -tx1 -j12 -N4 "$tmp/x.tipsy" | tr -d ' \n')
 for f in y.std z.dat; do
   cmp "$tmp/x.tipsy" "$tmp/$f" || { echo "FAIL: $f differs from x.tipsy"; fail=1; }
 done
-expect_error 'unknown --format (hdf5, gadget1, gadget2, tipsy): tipsy2' ic plummer -N 10 -o "$o" --format tipsy2
+# Bonsai's variant: little-endian, the IDs (1..N) in each record's last word
+"$HYTREE" ic plummer -N 1000 --seed 5 -o "$tmp/n.tipsy" --format tipsy-native >/dev/null 2>&1 ||
+  { echo "FAIL: hytree ic --format tipsy-native"; fail=1; }
+ndim=$(od -An -tx1 -j12 -N4 "$tmp/n.tipsy" | tr -d ' \n')
+[ "$ndim" = 03000000 ] || { echo "FAIL: n.tipsy: ndim bytes are $ndim, expected little-endian 3"; fail=1; }
+id_last=$(od -An -tx1 -j$((32 + 36 * 999 + 32)) -N4 "$tmp/n.tipsy" | tr -d ' \n')
+[ "$id_last" = e8030000 ] || { echo "FAIL: n.tipsy: the last record's phi is $id_last, expected ID 1000"; fail=1; }
+expect_error 'unknown --format (hdf5, gadget1, gadget2, tipsy, tipsy-native): tipsy2' ic plummer -N 10 -o "$o" --format tipsy2
 
 cat >"$tmp/tipsy.txt" <<EOP
 InitCondFile   $tmp/x.tipsy

@@ -3,7 +3,8 @@
  * (with the type mapping gas/dark/star = 0/1/4 and the file order), a file
  * read and written again is the same file byte for byte, hand-built
  * big-endian and little-endian (Bonsai-style) files read alike, format
- * detection against Gadget files, and damaged files, bad particles and
+ * detection against Gadget files, Bonsai's native variant (little-endian,
+ * IDs in phi) written and read back, and damaged files, bad particles and
  * values float32 cannot hold are refused with messages naming the file. */
 #include "config.h"
 
@@ -213,7 +214,7 @@ static void round_trip(void) {
   const char *a = hy_tmp_path(0, "rt-a.std"), *b = hy_tmp_path(1, "rt-b.std");
   const double time = 0.1; /* not a float32: the header time is a double */
   const double eps = 0.015625;
-  int rc = hy_io_write_tipsy(a, &p, time, eps, &err);
+  int rc = hy_io_write_tipsy(a, &p, time, eps, 0, &err);
   HY_CHECK_MSG(rc == 0, "%s", err.msg);
 
   size_t perm[N], kinds[3];
@@ -271,7 +272,7 @@ static void round_trip(void) {
   }
 
   /* read and written again: the same bytes */
-  rc = hy_io_write_tipsy(b, &q, time, eps, &err);
+  rc = hy_io_write_tipsy(b, &q, time, eps, 0, &err);
   HY_CHECK_MSG(rc == 0, "%s", err.msg);
   size_t lenb;
   unsigned char *fb = slurp(b, &lenb);
@@ -465,30 +466,82 @@ static void write_refused(void) {
     if (cases[c].what == 0) p.pos[3 * 3 + 1] = cases[c].v;
     if (cases[c].what == 1) p.vel[3 * 3 + 1] = cases[c].v;
     if (cases[c].what == 2) p.mass[3] = cases[c].v;
-    HY_CHECK_INT(hy_io_write_tipsy(path, &p, 0.0, 0.0, &err), -1);
+    HY_CHECK_INT(hy_io_write_tipsy(path, &p, 0.0, 0.0, 0, &err), -1);
     HY_CHECK_CONTAINS(err.msg, cases[c].needle);
     HY_CHECK_CONTAINS(err.msg, path);
     printf("expected error: %s\n", err.msg);
     HY_CHECK_INT(hy_tmp_count(), 0);
   }
   make_set(&p);
-  HY_CHECK_INT(hy_io_write_tipsy(path, &p, 0.0, -1.0, &err), -1);
+  HY_CHECK_INT(hy_io_write_tipsy(path, &p, 0.0, -1.0, 0, &err), -1);
   HY_CHECK_CONTAINS(err.msg, "softening -1 is not a finite 32-bit float >= 0");
   p.type[7] = 6;
-  HY_CHECK_INT(hy_io_write_tipsy(path, &p, 0.0, 0.0, &err), -1);
+  HY_CHECK_INT(hy_io_write_tipsy(path, &p, 0.0, 0.0, 0, &err), -1);
   HY_CHECK_CONTAINS(err.msg, "has type 6");
   HY_CHECK_INT(hy_tmp_count(), 0);
   /* the largest float32 itself is fine */
   make_set(&p);
   p.pos[0] = 3.4028234663852886e38;
-  HY_CHECK_MSG(hy_io_write_tipsy(path, &p, 0.0, 0.0, &err) == 0, "%s", err.msg);
+  HY_CHECK_MSG(hy_io_write_tipsy(path, &p, 0.0, 0.0, 0, &err) == 0, "%s", err.msg);
   HY_CHECK(unlink(path) == 0);
   hy_part_free(&p);
+}
+
+static uint32_t le32(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Bonsai's native variant: little-endian words, each record's last word
+ * the particle's ID as an int; read back (by the detection of either byte
+ * order) to the same values, and its IDs as written. */
+static void native_write(void) {
+  struct hy_part p, q;
+  struct hy_err err;
+  hy_part_init(&p);
+  hy_part_init(&q);
+  make_set(&p);
+  for (size_t i = 0; i < N; i++) p.id[i] = 1000 + 7 * (uint64_t)i;
+  const char *a = hy_tmp_path(0, "native.tipsy");
+  HY_CHECK_MSG(hy_io_write_tipsy(a, &p, 0.5, 0.0, 1, &err) == 0, "%s", err.msg);
+  size_t perm[N], kinds[3], len;
+  file_order(&p, perm, kinds);
+  unsigned char *fa = slurp(a, &len);
+  HY_CHECK_INT(len, 32 + 48 * kinds[0] + 36 * kinds[1] + 44 * kinds[2]);
+  if (len == 32 + 48 * kinds[0] + 36 * kinds[1] + 44 * kinds[2]) {
+    HY_CHECK_INT(le32(fa + 8), N);
+    HY_CHECK_INT(le32(fa + 12), 3);
+    HY_CHECK_INT(le32(fa + 20), kinds[1]);
+    size_t bad = 0, at = 32;
+    for (size_t k = 0; k < N; k++) {
+      const size_t bytes = k < kinds[0] ? 48 : k < kinds[0] + kinds[1] ? 36 : 44;
+      bad += le32(fa + at + bytes - 4) != p.id[perm[k]];
+      float m;
+      uint32_t x = le32(fa + at);
+      memcpy(&m, &x, 4);
+      bad += m != (float)p.mass[perm[k]];
+      at += bytes;
+    }
+    HY_CHECK_MSG(bad == 0, "%zu records without their ID or mass", bad);
+  }
+  double t = -1;
+  HY_CHECK_MSG(hy_io_read_ic(a, HY_FMT_AUTO, &q, &t, &err) == 0, "%s", err.msg);
+  HY_CHECK(t == 0.5 && q.n == N);
+  for (size_t k = 0; k < N && q.n == N; k++)
+    HY_CHECK(memcmp(&q.pos[3 * k], &p.pos[3 * perm[k]], 3 * sizeof(double)) == 0);
+  free(fa);
+  /* an ID beyond a 32-bit int is refused, and nothing is left behind */
+  p.id[N / 2] = (uint64_t)INT32_MAX + 1;
+  HY_CHECK_INT(hy_io_write_tipsy(a, &p, 0.5, 0.0, 1, &err), -1);
+  HY_CHECK_CONTAINS(err.msg, "32-bit ID");
+  HY_CHECK(unlink(a) == 0);
+  hy_part_free(&p);
+  hy_part_free(&q);
 }
 
 int main(void) {
   hy_tmp_setup("io-tipsy");
   round_trip();
+  native_write();
   hand_built();
   detection();
   damaged();
