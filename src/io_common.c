@@ -304,6 +304,18 @@ void hy_io_discard_tmp(const char *tmp) {
   (void)rc;
 }
 
+int hy_io_finish_tmp(FILE *f, const char *path, const char *tmp, int failed, struct hy_err *err) {
+  if (fclose(f) != 0 && !failed) {
+    hy_err_set(err, "%s: cannot close %s: %s", path, tmp, strerror(errno));
+    failed = 1;
+  }
+  if (failed) {
+    hy_io_discard_tmp(tmp);
+    return -1;
+  }
+  return hy_io_publish(tmp, path, err);
+}
+
 /* close() on a path that is already failing: the first error is the one to
  * report, so this result is deliberately dropped. */
 static void close_after_error(int fd) {

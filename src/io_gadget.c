@@ -501,15 +501,7 @@ int hy_io_write_gadget(const char *path, const struct hy_part *p, double time,
   hy_free(buf);
   hy_free(order);
 
-  if (fclose(o.f) != 0 && !o.failed) {
-    hy_err_set(err, "%s: cannot close %s: %s", path, tmp, strerror(errno));
-    o.failed = 1;
-  }
-  int rc = -1;
-  if (o.failed)
-    hy_io_discard_tmp(tmp);
-  else
-    rc = hy_io_publish(tmp, path, err);
+  const int rc = hy_io_finish_tmp(o.f, path, tmp, o.failed, err);
   hy_free(tmp);
   return rc;
 }

@@ -6,6 +6,7 @@
 #define HY_IO_INTERNAL_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "log.h"
 #include "part.h"
@@ -50,6 +51,12 @@ char *hy_io_tmpname_alloc(const char *path);
  *  Failures are ignored on purpose: the write has already failed and its
  *  message is the one the caller reports. */
 void hy_io_discard_tmp(const char *tmp);
+
+/** The end of a write to the temporary tmp (an open stream f) of path:
+ *  close f, then publish tmp as path (hy_io_publish), or, when the write
+ *  failed (failed nonzero, err already set) or the close fails, remove
+ *  tmp. Returns 0, or -1 with err set. */
+int hy_io_finish_tmp(FILE *f, const char *path, const char *tmp, int failed, struct hy_err *err);
 
 /** Index array that lists p's particles type by type (0..5), keeping the
  *  order of p within a type; counts[t] receives the number of type t.

@@ -1,12 +1,12 @@
 # IO and IC tests (owned by the io/ic modules).
 check_PROGRAMS += tests/test_io_gadget
 TESTS += tests/test_io_gadget
-tests_test_io_gadget_SOURCES = tests/test_io_gadget.c tests/io_test_util.h
+tests_test_io_gadget_SOURCES = tests/test_io_gadget.c tests/io_test_util.h tests/io_expect.h
 tests_test_io_gadget_LDADD = $(HY_TESTLIBS)
 EXTRA_DIST += tests/data/galaxy_littleendian.dat
 check_PROGRAMS += tests/test_io_tipsy
 TESTS += tests/test_io_tipsy
-tests_test_io_tipsy_SOURCES = tests/test_io_tipsy.c tests/io_test_util.h
+tests_test_io_tipsy_SOURCES = tests/test_io_tipsy.c tests/io_test_util.h tests/io_expect.h
 tests_test_io_tipsy_LDADD = $(HY_TESTLIBS)
 check_PROGRAMS += tests/test_io_hdf5
 TESTS += tests/test_io_hdf5

@@ -14,6 +14,7 @@
 
 #include "hy_test.h"
 #include "io.h"
+#include "io_expect.h"
 #include "io_test_util.h"
 
 #define N 300
@@ -90,24 +91,6 @@ static void round_trip(int format, int dbl, int big, int id64, int mtab) {
   HY_CHECK(unlink(path) == 0);
 }
 
-static int read_expect_fail(const char *path, enum hy_ic_format f, const char *needle) {
-  struct hy_part q;
-  struct hy_err err;
-  hy_part_init(&q);
-  hy_part_resize(&q, 5);
-  double t;
-  int rc = hy_io_read_ic(path, f, &q, &t, &err);
-  HY_CHECK_INT(rc, -1);
-  HY_CHECK_INT(q.n, 0);
-  if (rc != 0) {
-    HY_CHECK_CONTAINS(err.msg, needle);
-    HY_CHECK_CONTAINS(err.msg, path);
-    HY_CHECK(strchr(err.msg, '\n') == NULL);
-    printf("expected error: %s\n", err.msg);
-  }
-  hy_part_free(&q);
-  return rc;
-}
 
 static void write_or_fail(const char *path, const struct hy_part *p, int format, int dbl,
                           int mtab) {
@@ -126,20 +109,20 @@ static void damaged_files(void) {
   /* Truncated inside the POS block (format 1) and inside MASS (format 2). */
   write_or_fail(path, &p, 1, 1, 0);
   HY_CHECK(truncate(path, 4 + 256 + 4 + 1000) == 0);
-  read_expect_fail(path, HY_FMT_AUTO, "truncated file: POS block needs");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "truncated file: POS block needs");
   write_or_fail(path, &p, 2, 0, 0);
   struct stat st;
   HY_CHECK(stat(path, &st) == 0);
   HY_CHECK(truncate(path, st.st_size - 10) == 0);
-  read_expect_fail(path, HY_FMT_GADGET2, "truncated");
-  read_expect_fail(path, HY_FMT_GADGET2, "MASS");
+  hy_read_expect_fail(path, HY_FMT_GADGET2, "truncated");
+  hy_read_expect_fail(path, HY_FMT_GADGET2, "MASS");
   /* Cut just before the MASS block of format 1: the block is missing. */
   write_or_fail(path, &p, 1, 1, 1);
   HY_CHECK(stat(path, &st) == 0);
   size_t nmass = 0;
   for (size_t i = 0; i < p.n; i++) nmass += p.type[i] >= 2;
   HY_CHECK(truncate(path, st.st_size - (off_t)(nmass * 8 + 8)) == 0);
-  read_expect_fail(path, HY_FMT_AUTO, "truncated file: MASS block");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "truncated file: MASS block");
 
   /* Bad first marker. */
   FILE *f = fopen(path, "wb");
@@ -149,10 +132,10 @@ static void damaged_files(void) {
     HY_CHECK(fwrite(junk, 1, sizeof junk, f) == sizeof junk);
     HY_CHECK(fclose(f) == 0);
   }
-  read_expect_fail(path, HY_FMT_AUTO, "unrecognised file format");
-  read_expect_fail(path, HY_FMT_GADGET1, "not a Gadget format 1 file (first record marker is 1337)");
-  read_expect_fail(path, HY_FMT_GADGET2, "not a Gadget format 2 file");
-  read_expect_fail(path, HY_FMT_HDF5, "not an HDF5 file");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "unrecognised file format");
+  hy_read_expect_fail(path, HY_FMT_GADGET1, "not a Gadget format 1 file (first record marker is 1337)");
+  hy_read_expect_fail(path, HY_FMT_GADGET2, "not a Gadget format 2 file");
+  hy_read_expect_fail(path, HY_FMT_HDF5, "not an HDF5 file");
   enum hy_ic_format fmt;
   struct hy_err err;
   HY_CHECK(hy_io_detect_format(path, &fmt, &err) == -1);
@@ -160,9 +143,9 @@ static void damaged_files(void) {
 
   /* Format 1 file read as format 2 and vice versa. */
   write_or_fail(path, &p, 1, 0, 1);
-  read_expect_fail(path, HY_FMT_GADGET2, "not a Gadget format 2 file (first record marker is 256)");
+  hy_read_expect_fail(path, HY_FMT_GADGET2, "not a Gadget format 2 file (first record marker is 256)");
   write_or_fail(path, &p, 2, 0, 1);
-  read_expect_fail(path, HY_FMT_GADGET1, "not a Gadget format 1 file (first record marker is 8)");
+  hy_read_expect_fail(path, HY_FMT_GADGET1, "not a Gadget format 1 file (first record marker is 8)");
 
   /* Mismatched end marker of the header record (format 1: bytes 260..263). */
   write_or_fail(path, &p, 1, 0, 1);
@@ -174,7 +157,7 @@ static void damaged_files(void) {
     HY_CHECK(fwrite(m, 1, 4, f) == 4);
     HY_CHECK(fclose(f) == 0);
   }
-  read_expect_fail(path, HY_FMT_AUTO, "record markers differ");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "record markers differ");
 
   /* Multi-file: num_files = 2 at header offset 124. */
   write_or_fail(path, &p, 1, 0, 1);
@@ -186,7 +169,7 @@ static void damaged_files(void) {
     HY_CHECK(fwrite(m, 1, 4, f) == 4);
     HY_CHECK(fclose(f) == 0);
   }
-  read_expect_fail(path, HY_FMT_AUTO, "multi-file snapshots are not supported");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "multi-file snapshots are not supported");
 
   /* A header count far beyond the file (2^31 - 1 more particles, of type
    * 5): the POS block shows it, before anything is allocated for them. */
@@ -200,12 +183,12 @@ static void damaged_files(void) {
       HY_CHECK(fwrite(m, 1, 4, f) == 4);
       HY_CHECK(fclose(f) == 0);
     }
-    read_expect_fail(path, HY_FMT_AUTO, "POS block has 3600 bytes; expected 25769807364 or 51539614728 for 2147483947 particles");
+    hy_read_expect_fail(path, HY_FMT_AUTO, "POS block has 3600 bytes; expected 25769807364 or 51539614728 for 2147483947 particles");
   }
 
   /* Missing file. */
-  read_expect_fail(hy_tmp_path(2, "no-such-file.dat"), HY_FMT_GADGET1, "cannot open: No such file");
-  read_expect_fail(hy_tmp_path(2, "no-such-file.dat"), HY_FMT_AUTO, "cannot open: No such file");
+  hy_read_expect_fail(hy_tmp_path(2, "no-such-file.dat"), HY_FMT_GADGET1, "cannot open: No such file");
+  hy_read_expect_fail(hy_tmp_path(2, "no-such-file.dat"), HY_FMT_AUTO, "cannot open: No such file");
 
   HY_CHECK(unlink(path) == 0);
   hy_part_free(&p);
@@ -220,25 +203,25 @@ static void validation(void) {
   for (size_t i = 0; i < p.n; i++) p.type[i] = 1;
   p.pos[3 * 16 + 1] = NAN;
   write_or_fail(path, &p, 1, 1, 0);
-  read_expect_fail(path, HY_FMT_AUTO, "particle ID 1048 (index 16): non-finite position");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "particle ID 1048 (index 16): non-finite position");
 
   make_set(&p, 0);
   for (size_t i = 0; i < p.n; i++) p.type[i] = 1;
   p.vel[3 * 5] = INFINITY;
   write_or_fail(path, &p, 2, 1, 0);
-  read_expect_fail(path, HY_FMT_AUTO, "particle ID 1015 (index 5): non-finite velocity");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "particle ID 1015 (index 5): non-finite velocity");
 
   make_set(&p, 0);
   for (size_t i = 0; i < p.n; i++) p.type[i] = 1;
   p.mass[16] = -1.0;
   write_or_fail(path, &p, 1, 1, 1);
-  read_expect_fail(path, HY_FMT_AUTO, "particle ID 1048 (index 16): negative mass -1");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "particle ID 1048 (index 16): negative mass -1");
 
   hy_part_resize(&p, 0);
   write_or_fail(path, &p, 1, 1, 1);
-  read_expect_fail(path, HY_FMT_AUTO, "no particles");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "no particles");
   write_or_fail(path, &p, 2, 0, 0);
-  read_expect_fail(path, HY_FMT_AUTO, "no particles");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "no particles");
 
   HY_CHECK(unlink(path) == 0);
   hy_part_free(&p);

@@ -18,6 +18,7 @@
 
 #include "hy_test.h"
 #include "io.h"
+#include "io_expect.h"
 #include "io_test_util.h"
 
 #define N 300
@@ -350,23 +351,6 @@ static void detection(void) {
 
 /* ------------------------------------------------------------ bad files */
 
-static void read_expect_fail(const char *path, enum hy_ic_format f, const char *needle) {
-  struct hy_part q;
-  struct hy_err err;
-  hy_part_init(&q);
-  hy_part_resize(&q, 5);
-  double t;
-  int rc = hy_io_read_ic(path, f, &q, &t, &err);
-  HY_CHECK_INT(rc, -1);
-  HY_CHECK_INT(q.n, 0);
-  if (rc != 0) {
-    HY_CHECK_CONTAINS(err.msg, needle);
-    HY_CHECK_CONTAINS(err.msg, path);
-    HY_CHECK(strchr(err.msg, '\n') == NULL);
-    printf("expected error: %s\n", err.msg);
-  }
-  hy_part_free(&q);
-}
 
 /* The hand-built big-endian file with one header word or one value changed. */
 static void damaged(void) {
@@ -377,17 +361,17 @@ static void damaged(void) {
     hand_file(&o, big);
     o.n -= 10;
     write_file(path, &o);
-    read_expect_fail(path, HY_FMT_AUTO, "truncated file: 314 bytes, but the tipsy header's counts "
+    hy_read_expect_fail(path, HY_FMT_AUTO, "truncated file: 314 bytes, but the tipsy header's counts "
                                         "(nsph 2, ndark 3, nstar 2) need 324");
-    read_expect_fail(path, HY_FMT_TIPSY, "truncated file");
+    hy_read_expect_fail(path, HY_FMT_TIPSY, "truncated file");
     o.n = 20;
     write_file(path, &o);
-    read_expect_fail(path, HY_FMT_TIPSY, "truncated file: 20 bytes, a tipsy header needs 32");
+    hy_read_expect_fail(path, HY_FMT_TIPSY, "truncated file: 20 bytes, a tipsy header needs 32");
     /* a byte too many */
     hand_file(&o, big);
     o.b[o.n++] = 0;
     write_file(path, &o);
-    read_expect_fail(path, HY_FMT_AUTO, "wrong size: 325 bytes");
+    hy_read_expect_fail(path, HY_FMT_AUTO, "wrong size: 325 bytes");
     /* ndim 2 */
     hand_file(&o, big);
     size_t n = o.n;
@@ -395,15 +379,15 @@ static void damaged(void) {
     put32(&o, 2);
     o.n = n;
     write_file(path, &o);
-    read_expect_fail(path, HY_FMT_TIPSY, "tipsy header: ndim = 2; only 3-dimensional files are supported");
-    read_expect_fail(path, HY_FMT_AUTO, "unrecognised file format");
+    hy_read_expect_fail(path, HY_FMT_TIPSY, "tipsy header: ndim = 2; only 3-dimensional files are supported");
+    hy_read_expect_fail(path, HY_FMT_AUTO, "unrecognised file format");
     /* nbodies 8 for 2 + 3 + 2 */
     hand_file(&o, big);
     o.n = 8;
     put32(&o, 8);
     o.n = n;
     write_file(path, &o);
-    read_expect_fail(path, HY_FMT_AUTO, "tipsy header: nbodies = 8 but nsph + ndark + nstar = 7");
+    hy_read_expect_fail(path, HY_FMT_AUTO, "tipsy header: nbodies = 8 but nsph + ndark + nstar = 7");
     /* a negative count, nbodies still the sum */
     hand_file(&o, big);
     o.n = 8;
@@ -412,35 +396,35 @@ static void damaged(void) {
     put32(&o, (uint32_t)-2);
     o.n = n;
     write_file(path, &o);
-    read_expect_fail(path, HY_FMT_AUTO, "negative particle count (nsph -2, ndark 3, nstar 2)");
+    hy_read_expect_fail(path, HY_FMT_AUTO, "negative particle count (nsph -2, ndark 3, nstar 2)");
     /* NaN y of the second dark particle (index 3: ID 4) */
     hand_file(&o, big);
     o.n = 32 + 2 * 48 + 36 + 8;
     putf(&o, NAN);
     o.n = n;
     write_file(path, &o);
-    read_expect_fail(path, HY_FMT_AUTO, "particle ID 4 (index 3): non-finite position");
+    hy_read_expect_fail(path, HY_FMT_AUTO, "particle ID 4 (index 3): non-finite position");
     /* zero mass of the first star (index 5) */
     hand_file(&o, big);
     o.n = 32 + 2 * 48 + 3 * 36;
     putf(&o, 0.0f);
     o.n = n;
     write_file(path, &o);
-    read_expect_fail(path, HY_FMT_AUTO, "particle ID 6 (index 5): zero mass");
+    hy_read_expect_fail(path, HY_FMT_AUTO, "particle ID 6 (index 5): zero mass");
   }
   /* no particles */
   o.n = 0;
   o.big = 1;
   header(&o, 0.0, 0, 3, 0, 0, 0, 0);
   write_file(path, &o);
-  read_expect_fail(path, HY_FMT_AUTO, "no particles");
+  hy_read_expect_fail(path, HY_FMT_AUTO, "no particles");
   /* neither byte order says 3 */
   hand_file(&o, 1);
   memcpy(o.b + 12, "\1\2\3\4", 4);
   write_file(path, &o);
-  read_expect_fail(path, HY_FMT_TIPSY, "not a tipsy file: ndim (bytes 12-15: 01 02 03 04) is 3 in neither byte order");
+  hy_read_expect_fail(path, HY_FMT_TIPSY, "not a tipsy file: ndim (bytes 12-15: 01 02 03 04) is 3 in neither byte order");
   HY_CHECK(unlink(path) == 0);
-  read_expect_fail(hy_tmp_path(1, "missing.tipsy"), HY_FMT_TIPSY, "cannot open: No such file");
+  hy_read_expect_fail(hy_tmp_path(1, "missing.tipsy"), HY_FMT_TIPSY, "cannot open: No such file");
 }
 
 /* Values float32 cannot hold: refused, no file (and no temporary) left. */
