@@ -87,6 +87,9 @@ EXTRA_DIST += tests/mpi_run.sh tests/same_run.sh
 # every step in the log of a run under the MPI launcher (pipe and terminal)
 TESTS += tests/progress_log.sh
 EXTRA_DIST += tests/progress_log.sh
+# tools/scaling.sh's strong and weak tables
+TESTS += tests/scaling_tool.sh
+EXTRA_DIST += tests/scaling_tool.sh
 
 check_PROGRAMS += tests/test_decomp
 tests_test_decomp_LDADD = $(HY_TESTLIBS)
