@@ -16,7 +16,8 @@
  *  - the hard steps' force errors do no net work (Hernquist cusp);
  *  - the device state's energy sums equal the host's to rounding;
  *  - the relative opening criterion: the monopole error bound per sink,
- *    device walk against the host reference walk, errors of order alpha;
+ *    device walk against the host reference walk, errors of order alpha,
+ *    and both criteria at once making at least either one's interactions;
  *  - the double-precision reference direct sum (hy_cl_direct_ref) equals the
  *    host's double direct sum to rounding, and hytree bench's force error
  *    (hy_bench_force_error) measures a known error exactly. */
@@ -1059,7 +1060,10 @@ static void test_relative_criterion(struct hy_cl *rel, int tree_build) {
   /* the host build sorts p: the references after it */
   HY_CHECK_INT(hy_force_build(fa, &p, &err), 0);
   hy_cpu_direct(p.pos, p.mass, n, p.pos, n, 0, 0.0, 0.01, 0.02, ref, NULL, NULL, pool);
+  struct hy_force_stats sa, sb;
+  hy_force_stats_reset(fa);
   HY_CHECK_INT(hy_force_walk(fa, &p, HY_WALK_FULL, acc, NULL, NULL, &err), 0);
+  hy_force_stats_get(fa, &sa);
   const struct errs ea = rel_errors(acc, ref, n);
   print_errs("absolute criterion (a_err 2^-8), Hernquist", ea);
   memcpy(p.acc, ref, 3 * n * sizeof(double)); /* the sinks' last accelerations */
@@ -1072,6 +1076,23 @@ static void test_relative_criterion(struct hy_cl *rel, int tree_build) {
   print_errs("relative criterion (alpha 0.005), Hernquist", er);
   HY_CHECK_LE(er.max, 3 * alpha);
   HY_CHECK_MSG(er.max < ea.max, "relative max error %.3e not below the absolute criterion's %.3e", er.max, ea.max);
+  { /* both criteria: a cell either one opens is opened, so at least either one's interactions */
+    struct hy_force_cfg fb_cfg = fc;
+    fb_cfg.mac_both = 1;
+    struct hy_force *fb = hy_force_create(rel, pool, &fb_cfg);
+    HY_CHECK_INT(hy_force_build(fb, &p, &err), 0);
+    hy_force_stats_reset(fb);
+    HY_CHECK_INT(hy_force_walk(fb, &p, HY_WALK_FULL, cpu, NULL, NULL, &err), 0);
+    hy_force_stats_get(fb, &sb);
+    const struct errs eb = rel_errors(cpu, ref, n);
+    print_errs("both criteria, Hernquist", eb);
+    const uint64_t ia = sa.n_pp + sa.n_pc, ir = s0.n_pp + s0.n_pc, ib = sb.n_pp + sb.n_pc;
+    printf("interactions: absolute %llu, relative %llu, both %llu\n", (unsigned long long)ia,
+           (unsigned long long)ir, (unsigned long long)ib);
+    HY_CHECK(ib >= ia && ib >= ir);
+    HY_CHECK_LE(eb.max, 3 * alpha);
+    hy_force_free(fb);
+  }
   if (tree_build == HY_TREE_BUILD_HOST) { /* the host reference walk needs the host's tree */
     for (size_t i = 0; i < n; i++) sc[i] = hy_tree_sink_scale(ref + 3 * i, alpha, a_err, 0);
     struct hy_walk_cfg wc = {.mode = HY_WALK_FULL, .nvec = 4, .eps = 0.0, .r1 = 0.01, .r2 = 0.02, .n_ratio = 4,
