@@ -129,7 +129,8 @@ struct hy_cl {
   struct cl_buf s_pos, s_vel, s_mass, s_accw, s_acc, s_pot, s_red;
   struct cl_buf s_sc, s_scmax; /* the relative criterion's sink scales of the state, their largest per
                                   work-group (hy_cl_state_scales) */
-  size_t s_sc_n;      /* particles they were made for (0: none) */
+  size_t s_sc_n;      /* particles they were made for (0: none, or the accelerations changed since) */
+  double s_sc_max;    /* their largest */
   struct cl_buf s_dest, s_flag, s_idx, s_rank, s_out, s_bounds, s_count; /* decomposition (hy_cl_state_owners ...) */
   struct cl_buf s_gidx; /* the gathers' indices (their own: s_idx is the lists' and the patch's, on the first queue) */
   struct cl_buf s_patch_i;                   /* hy_cl_state_patch: the holes */

@@ -389,7 +389,9 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
 /** The relative criterion's sink scales of the state's particles from their
  *  total accelerations (HY_MAC_REL_SCALE, alpha_g = alpha / G, aerr_g =
  *  a_err / G, capped), for the particle records of the next build from the state
- *  (hy_cl_build_args.state_sc); *largest: the largest of them. */
+ *  (hy_cl_build_args.state_sc); *largest: the largest of them. They are
+ *  made again only when the accelerations changed (an upload, a patch, an
+ *  unpack that writes them). */
 int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, int capped, double *largest,
                        struct hy_err *err);
 /** The LET items of the state's tree (the last device build, of the

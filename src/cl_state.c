@@ -250,6 +250,7 @@ int hy_cl_state_unpack(struct hy_cl *cl, double G, double n_ratio, int split, in
   /* unused outputs get a valid buffer */
   cl_mem o1 = split ? cl->uout1.mem : cl->uout0.mem;
   cl_mem acc = split || acc_scale > 0 ? cl->s_acc.mem : cl->s_accw.mem;
+  if (split || acc_scale > 0) cl->s_sc_n = 0; /* new accelerations: the sink scales are made again */
   cl_mem pot = want_pot ? cl->s_pot.mem : cl->s_accw.mem;
   const char *nm = "hy_st_unpack";
   if (set_arg(cl, cl->k_unpack, 0, sizeof(cl_mem), &cl->uout0.mem, nm, err) ||
@@ -270,6 +271,10 @@ int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, int capp
                        struct hy_err *err) {
   if (need_state(cl, "sink scales", err)) return -1;
   const size_t n = cl->state_n;
+  if (cl->s_sc_n == n) { /* the accelerations are those they were made from (the hard steps' builds) */
+    *largest = cl->s_sc_max;
+    return 0;
+  }
   if (cl->s_acc.size < n * 3 * sizeof(double))
     return hy_err_set(err, "internal error: sink scales without the state's accelerations");
   if (hy_cl_ensure_buf(cl, &cl->s_sc, hy_size_mul_or_die(n, sizeof(float), "sink scales"), "sink scales", err) ||
@@ -293,7 +298,7 @@ int hy_cl_state_scales(struct hy_cl *cl, double alpha_g, double aerr_g, int capp
     return hy_err_set(err, "OpenCL: reading the largest sink scale failed on %s: %s", cl->name, hy_cl_errname(e));
   double m = 0.0;
   for (size_t g = 0; g < STATE_GROUPS; g++) m = gm[g] > m ? gm[g] : m;
-  *largest = m;
+  *largest = cl->s_sc_max = m;
   cl->s_sc_n = n;
   return 0;
 }

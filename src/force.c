@@ -145,29 +145,41 @@ static void sink_body(void *arg, size_t b, size_t e, int tid) {
 
 struct scale_job {
   const double *acc;
-  float *sc;
+  float *sc;    /* NULL: only their largest */
+  double *tmax; /* per thread: the largest scale */
   double alpha_g, aerr_g;
   int capped;
 };
 
 static void scale_body(void *arg, size_t b, size_t e, int tid) {
-  (void)tid;
   const struct scale_job *j = arg;
-  for (size_t i = b; i < e; i++) j->sc[i] = hy_tree_sink_scale(j->acc + 3 * i, j->alpha_g, j->aerr_g, j->capped);
+  double m = j->tmax[tid];
+  for (size_t i = b; i < e; i++) {
+    const float c = hy_tree_sink_scale(j->acc + 3 * i, j->alpha_g, j->aerr_g, j->capped);
+    if (j->sc) j->sc[i] = c;
+    m = c > m ? c : m;
+  }
+  j->tmax[tid] = m;
 }
 
-/* The relative criterion's sink scales of p's particles into f->sc. */
-static void sink_scales(struct hy_force *f, const struct hy_part *p) {
-  if (p->n > f->sc_cap) {
+/* The relative criterion's sink scales of p's particles into f->sc (store
+ * 0: only their largest), and their largest into f->c_mine (the LET
+ * selection for this rank's box). */
+static void sink_scales(struct hy_force *f, const struct hy_part *p, int store) {
+  if (store && p->n > f->sc_cap) {
     hy_free(f->sc);
     f->sc = hy_malloc("sink scales", p->n, sizeof(float));
     f->sc_cap = p->n;
   }
-  struct scale_job j = {.acc = p->acc, .sc = f->sc, .alpha_g = f->cfg.mac_alpha / f->cfg.G,
-                        .aerr_g = f->cfg.a_err / f->cfg.G, .capped = f->cfg.mac_both};
+  const int nt = hy_pool_size(f->pool);
+  double *tmax = hy_calloc("sink scale maxima", (size_t)nt, sizeof(double));
+  struct scale_job j = {.acc = p->acc, .sc = store ? f->sc : NULL, .tmax = tmax,
+                        .alpha_g = f->cfg.mac_alpha / f->cfg.G, .aerr_g = f->cfg.a_err / f->cfg.G,
+                        .capped = f->cfg.mac_both};
   hy_pool_for(f->pool, p->n, 16384, scale_body, &j);
-  double m = 0.0; /* the largest, for the LET selection of this rank's box */
-  for (size_t i = 0; i < p->n; i++) m = f->sc[i] > m ? f->sc[i] : m;
+  double m = 0.0;
+  for (int t = 0; t < nt; t++) m = tmax[t] > m ? tmax[t] : m;
+  hy_free(tmax);
   f->c_mine = m;
 }
 
@@ -572,7 +584,7 @@ static int device_build(struct hy_force *f, const struct hy_part *p, struct hy_e
   if (f->first_bad == UINT64_MAX) f->first_bad = bad;
   hy_force_box_from_pack(f, red);
   const uint64_t *keys = f->let ? host_keys(f, p, centre, half) : NULL;
-  if (f->cfg.mac_alpha > 0) sink_scales(f, p);
+  if (f->cfg.mac_alpha > 0) sink_scales(f, p, 1); /* uploaded for the particle records */
   if (hy_force_build_packed(f, 0, n, 0, pos4, NULL, centre, half, hy_wtime() - t0, keys, 0, err) != 0) return -1;
   return f->let ? tree_to_host(f, n, err) : 0;
 }
@@ -681,7 +693,8 @@ int hy_force_build(struct hy_force *f, struct hy_part *p, struct hy_err *err) {
   if (hy_tree_build(&f->tree, p, f->cfg.n_crit, f->cfg.a_err / f->cfg.G, f->pool, err) != 0) return -1;
   f->tree.rel_alpha = f->cfg.mac_alpha / f->cfg.G;
   f->tree.rel_capped = f->cfg.mac_both;
-  if (f->cfg.mac_alpha > 0) sink_scales(f, p); /* c_mine */
+  /* the export writes each particle's scale; the LET needs their largest */
+  if (f->cfg.mac_alpha > 0 && f->let) sink_scales(f, p, 0);
   double t2 = hy_wtime();
   hy_force_records_room(&f->node, &f->node_cap, hy_tree_n_nodes(&f->tree), "tree node records");
   /* the records' frame: the centre of mass, or the bulk's centre when
