@@ -20,7 +20,9 @@ struct hy_part {
   double *mass;   /**< masses [mass] */
   uint64_t *id;   /**< particle IDs, preserved from the ICs */
   uint8_t *type;  /**< Gadget particle type 0..5 */
-  double *acc;    /**< total acceleration (hard + soft), 3 per particle */
+  double *acc;    /**< total acceleration (hard + soft) of the last step-end force, 3 per particle; with
+                       the relative opening criterion and no split walk (hybrid), its estimate
+                       a_kick / n (hy_force_acc_scale), which scales the particle's walks */
   double *pot;    /**< softened potential per unit mass */
   double *acc_w;  /**< acceleration used by the kicks (a_hard + n a_soft at soft steps) */
   double *grp;    /**< optional (NULL: none): 2 per particle, B2 and b_max of the particles a
